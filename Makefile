@@ -1,0 +1,34 @@
+# `make figures` regenerates every figure and the alpha* table; `make test` runs the tests.
+# Both create a local virtual environment (.venv) on first use.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: figures quick test test-slow bench lint clean
+
+$(BIN)/.installed: setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@
+
+figures: $(BIN)/.installed
+	$(BIN)/softmax-scale figures --out figures
+
+quick: $(BIN)/.installed
+	$(BIN)/softmax-scale figures --out figures --quick
+
+test: $(BIN)/.installed
+	$(BIN)/python -m pytest
+
+test-slow: $(BIN)/.installed
+	$(BIN)/python -m pytest -m slow
+
+bench: $(BIN)/.installed
+	$(BIN)/python benchmarks/run.py
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check softmax_scale tests benchmarks
+
+clean:
+	rm -rf $(VENV) build *.egg-info

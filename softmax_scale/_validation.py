@@ -1,0 +1,98 @@
+"""Input validation shared by the public functions.
+
+Each checker names the parameter and the rule in its message, e.g.
+``"`n` must be an integer >= 2, got 1"``, and fails early on NaN and inf.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+#: Largest number of keys accepted anywhere (the numerics are checked to 1e12; 1e15 still works).
+N_MAX = 10**15
+#: Largest softmax scale accepted.
+ALPHA_MAX = 1e9
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
+
+
+def check_int(value, name: str, *, minimum: int, maximum: int | None = None) -> int:
+    """Return ``value`` as a Python int, or raise naming ``name`` and the rule."""
+    rule = f"an integer >= {minimum}" + (f" and <= {maximum:.0e}" if maximum else "")
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value.item()
+    if not _is_number(value):
+        raise TypeError(f"`{name}` must be {rule}, got {value!r} of type {type(value).__name__}")
+    if not np.isfinite(value) or value != int(value):
+        raise ValueError(f"`{name}` must be {rule}, got {value!r}")
+    value = int(value)
+    if value < minimum or (maximum is not None and value > maximum):
+        raise ValueError(f"`{name}` must be {rule}, got {value!r}")
+    return value
+
+
+def check_n_array(n, name: str = "n") -> tuple[np.ndarray, bool]:
+    """Validate one or many numbers of keys.
+
+    Returns the values as a 1-D float64 array (exact for integers below 2**53)
+    and whether the input was a scalar.
+    """
+    scalar = np.ndim(n) == 0
+    rule = f"an integer >= 2 and <= {N_MAX:.0e}"
+    if scalar and not _is_number(n if not isinstance(n, np.ndarray) else n.item()):
+        raise TypeError(f"`{name}` must be {rule}, got {n!r} of type {type(n).__name__}")
+    arr = np.asarray(n)
+    if arr.dtype == bool or arr.dtype.kind not in "iuf":
+        raise TypeError(f"`{name}` must be {rule} (or an array of them), got dtype {arr.dtype}")
+    arr = np.atleast_1d(arr).astype(np.float64)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"`{name}` must be a scalar or a non-empty 1-D array, got shape {np.shape(n)}")
+    bad = ~np.isfinite(arr) | (arr != np.floor(arr)) | (arr < 2) | (arr > N_MAX)
+    if bad.any():
+        raise ValueError(f"`{name}` must be {rule}, got {arr[bad][0]!r}")
+    return arr, scalar
+
+
+def check_alpha_array(alpha, name: str = "alpha") -> tuple[np.ndarray, bool]:
+    """Validate one or many scales: finite, >= 0 and <= ALPHA_MAX."""
+    scalar = np.ndim(alpha) == 0
+    rule = f"a finite number >= 0 and <= {ALPHA_MAX:.0e}"
+    if scalar and not _is_number(alpha if not isinstance(alpha, np.ndarray) else alpha.item()):
+        raise TypeError(f"`{name}` must be {rule}, got {alpha!r} of type {type(alpha).__name__}")
+    arr = np.asarray(alpha)
+    if arr.dtype == bool or arr.dtype.kind not in "iuf":
+        raise TypeError(f"`{name}` must be {rule} (or a 1-D array of them), got dtype {arr.dtype}")
+    arr = np.ascontiguousarray(np.atleast_1d(arr), dtype=np.float64)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"`{name}` must be a scalar or a non-empty 1-D array, got shape {np.shape(alpha)}")
+    bad = ~np.isfinite(arr) | (arr < 0) | (arr > ALPHA_MAX)
+    if bad.any():
+        raise ValueError(f"`{name}` must be {rule}, got {arr[bad][0]!r}")
+    return arr, scalar
+
+
+def check_choice(value, name: str, choices) -> str:
+    """Check that ``value`` is one of ``choices`` (strings)."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"`{name}` must be one of {sorted(choices)}, got {value!r}")
+    return value
+
+
+def check_positive_float(value, name: str, *, allow_zero: bool = False) -> float:
+    """A finite float > 0 (or >= 0)."""
+    if not _is_number(value if not isinstance(value, np.ndarray) else value.item()):
+        raise TypeError(f"`{name}` must be a finite number, got {value!r}")
+    value = float(value)
+    ok = np.isfinite(value) and (value >= 0 if allow_zero else value > 0)
+    if not ok:
+        raise ValueError(f"`{name}` must be a finite number {'>=' if allow_zero else '>'} 0, got {value!r}")
+    return value
+
+
+def restore(values: np.ndarray, scalar: bool):
+    """Return a float for scalar input, else the array."""
+    return float(values[0]) if scalar else values

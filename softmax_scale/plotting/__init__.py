@@ -1,0 +1,28 @@
+"""Figures: one function per figure, each returning a :class:`matplotlib.figure.Figure`.
+
+Each submodule defines ``FIGURES``, a list of
+``(name, function, full_kwargs, quick_kwargs)``; :func:`all_figures` collects
+them for the figure runner (``softmax-scale figures``), which saves
+``<name>.png``.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+#: Submodules holding figures, in the order the figures are made.
+FIGURE_MODULES = ("alpha", "exact", "entropy", "moments")
+
+
+def all_figures() -> list:
+    """Every registered figure as ``(name, function, full_kwargs, quick_kwargs)``."""
+    figs = []
+    for mod in FIGURE_MODULES:
+        try:
+            module = importlib.import_module(f"{__name__}.{mod}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{mod}":
+                raise
+            continue
+        figs.extend(module.FIGURES)
+    return figs
