@@ -1,0 +1,117 @@
+"""Score distributions: densities, log-MGFs against closed forms and quadrature, samplers."""
+
+import numpy as np
+import pytest
+from scipy import integrate, special, stats
+
+import softmax_scale as ss
+from softmax_scale.distributions import Cosine, Empirical, Normal, get_distribution
+
+SCALES = np.array([1e-8, 1e-4, 0.1, 1.0, 7.5, 60.0, 1e3, 1e5, 1e6])
+
+
+def test_normal_log_mgf_closed_form():
+    assert np.array_equal(Normal().log_mgf(SCALES), SCALES**2 / 2)
+
+
+def test_cosine_d3_is_uniform_and_mgf_is_sinh():
+    c = Cosine(3)
+    s = np.linspace(-0.99, 0.99, 7)
+    np.testing.assert_allclose(c.pdf(s), 0.5, rtol=1e-13)
+    a = SCALES[SCALES < 500]
+    # log(sinh(a)/a) computed independently, stable for large a
+    ref = a + np.log1p(-np.exp(-2 * a)) - np.log(2 * a)
+    small = a < 1e-3
+    ref[small] = a[small] ** 2 / 6 - a[small] ** 4 / 180  # series of log(sinh(a)/a)
+    np.testing.assert_allclose(c.log_mgf(a), ref, rtol=1e-10, atol=1e-300)
+
+
+def test_cosine_d2_is_the_cosine_of_a_uniform_angle():
+    c = Cosine(2)
+    for a in [0.3, 3.0, 40.0]:
+        val, _ = integrate.quad(lambda th: np.exp(a * (np.cos(th) - 1)) / (2 * np.pi), 0, 2 * np.pi, epsrel=1e-13)
+        assert c.log_mgf(a) == pytest.approx(np.log(val) + a, rel=1e-10)
+
+
+@pytest.mark.parametrize("d", [5, 16, 128, 768])
+def test_cosine_log_mgf_against_scipy_quadrature(d):
+    c = Cosine(d)
+    for a in [0.3, 3.0, 40.0]:
+        # E[exp(a s)] with the Beta density of (s+1)/2, independent of the Bessel form
+        b = 0.5 * (d - 1)
+        f = lambda x: stats.beta.pdf(x, b, b) * np.exp(a * (2 * x - 1) - a)  # noqa: E731
+        val, _ = integrate.quad(f, 0, 1, epsabs=0, epsrel=1e-12, limit=400, points=[0.5])
+        assert c.log_mgf(a) == pytest.approx(np.log(val) + a, rel=1e-9, abs=1e-14)
+
+
+@pytest.mark.parametrize("d", [2, 3, 64, 768, 4096, 100_000])
+def test_cosine_log_mgf_finite_monotone_and_continuous(d):
+    a = np.logspace(-8, 6, 4001)
+    v = Cosine(d).log_mgf(a)
+    assert np.all(np.isfinite(v))
+    assert np.all(np.diff(v) >= 0)
+    # small-scale limit: variance 1/d
+    assert v[0] == pytest.approx(a[0] ** 2 / (2 * d), rel=1e-6)
+    # no jumps where the evaluation switches branch: log M is smooth in log a
+    dv = np.diff(v) / np.diff(np.log(a))
+    assert np.all(np.abs(np.diff(dv)) <= 0.02 * np.abs(dv[1:]) + 1e-12)
+
+
+@pytest.mark.parametrize("d", [2, 3, 4, 16, 129])
+def test_cosine_pdf_integrates_to_one_and_matches_beta(d):
+    c = Cosine(d)
+    total, _ = integrate.quad(c.pdf, -1, 1, limit=200)
+    assert total == pytest.approx(1.0, rel=1e-8)
+    s = np.array([-0.5, 0.1, 0.7])
+    b = 0.5 * (d - 1)
+    np.testing.assert_allclose(c.pdf(s), stats.beta.pdf((s + 1) / 2, b, b) / 2, rtol=1e-12)
+    np.testing.assert_allclose(c.cdf(s), stats.beta.cdf((s + 1) / 2, b, b), rtol=1e-12)
+
+
+@pytest.mark.parametrize("dist", [Normal(), Cosine(3), Cosine(40)])
+def test_quadrature_integrates_polynomials_and_mgf(dist):
+    x, w = dist.quadrature(60)
+    assert w.sum() == pytest.approx(1.0)
+    var = 1.0 if isinstance(dist, Normal) else 1.0 / dist.d
+    assert np.dot(w, x * x) == pytest.approx(var, rel=1e-12)
+    assert np.log(np.dot(w, np.exp(1.5 * x))) == pytest.approx(dist.log_mgf(1.5), rel=1e-10)
+
+
+def test_empirical_log_mgf_is_log_mean_exp():
+    v = np.array([-1.0, 0.0, 0.5, 3.0])
+    e = Empirical(v)
+    for a in [0.0, 0.7, 1e6]:
+        ref = special.logsumexp(a * v) - np.log(v.size)
+        assert e.log_mgf(a) == pytest.approx(ref, rel=1e-14)
+
+
+def test_samplers_match_their_distribution():
+    rng = np.random.default_rng(1)
+    for dist in [Normal(), Cosine(5), Cosine(128)]:
+        x = dist.sample(20_000, rng)
+        assert stats.kstest(x, dist.cdf).pvalue > 1e-3
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(dist="gauss"), "`dist`"),
+        (dict(dist="cosine"), "`d`"),
+        (dict(dist="cosine", d=1), "`d`"),
+        (dict(dist="cosine", d=2.5), "`d`"),
+        (dict(dist="empirical"), "`dist`"),
+        (dict(dist=np.array([])), "sample"),
+        (dict(dist=np.array([1.0, np.nan])), "sample"),
+        (dict(dist=np.ones((2, 2))), "sample"),
+    ],
+)
+def test_bad_distribution_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        get_distribution(**kwargs)
+
+
+def test_public_entry_points_reject_bad_distributions():
+    with pytest.raises(ValueError, match="`d`"):
+        ss.optimal_alpha(512, dist="cosine")
+    with pytest.raises(ValueError, match="sample"):
+        ss.softmax_stats(1.0, 10, dist=np.array([np.inf, 1.0]))
