@@ -109,7 +109,7 @@ def _check_bool(value, name: str) -> bool:
 
 
 def truncated_normal_std(bound: float = TRUNCATION_BOUND) -> float:
-    """Standard deviation of N(0, 1) truncated to ``[-bound, bound]``.
+    """Return the standard deviation of N(0, 1) truncated to ``[-bound, bound]``.
 
     Parameters
     ----------
@@ -530,7 +530,7 @@ def preserving_gain(name: str) -> float:
     return _preserving_gain(name)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _preserving_gain(name: str) -> float:
     f = _ACTIVATION_FUNCS[name]
     return 1.0 / math.sqrt(gaussian_expectation(lambda x: f(x) ** 2))
