@@ -16,13 +16,22 @@ N_MAX = 10**15
 ALPHA_MAX = 1e9
 
 
+def show(x) -> str:
+    """A value as a user typed it: ``1`` not ``np.float64(1.0)``."""
+    if isinstance(x, (np.generic,)):
+        x = x.item()
+    if isinstance(x, float) and np.isfinite(x) and x == int(x) and abs(x) < 1e16:
+        return str(int(x))
+    return repr(x)
+
+
 def _is_number(x) -> bool:
     return isinstance(x, numbers.Real) and not isinstance(x, bool)
 
 
 def check_int(value, name: str, *, minimum: int, maximum: int | None = None) -> int:
     """Return ``value`` as a Python int, or raise naming ``name`` and the rule."""
-    rule = f"an integer >= {minimum}" + (f" and <= {maximum:.0e}" if maximum else "")
+    rule = f"an integer >= {minimum}" + (f" and <= {maximum:g}" if maximum else "")
     if isinstance(value, np.ndarray) and value.ndim == 0:
         value = value.item()
     if not _is_number(value):
@@ -42,7 +51,7 @@ def check_n_array(n, name: str = "n") -> tuple[np.ndarray, bool]:
     and whether the input was a scalar.
     """
     scalar = np.ndim(n) == 0
-    rule = f"an integer >= 2 and <= {N_MAX:.0e}"
+    rule = "an integer >= 2 and <= 1e15"
     if scalar and not _is_number(n if not isinstance(n, np.ndarray) else n.item()):
         raise TypeError(f"`{name}` must be {rule}, got {n!r} of type {type(n).__name__}")
     arr = np.asarray(n)
@@ -53,14 +62,14 @@ def check_n_array(n, name: str = "n") -> tuple[np.ndarray, bool]:
         raise ValueError(f"`{name}` must be a scalar or a non-empty 1-D array, got shape {np.shape(n)}")
     bad = ~np.isfinite(arr) | (arr != np.floor(arr)) | (arr < 2) | (arr > N_MAX)
     if bad.any():
-        raise ValueError(f"`{name}` must be {rule}, got {arr[bad][0]!r}")
+        raise ValueError(f"`{name}` must be {rule}, got {show(arr[bad][0])}")
     return arr, scalar
 
 
 def check_alpha_array(alpha, name: str = "alpha") -> tuple[np.ndarray, bool]:
     """Validate one or many scales: finite, >= 0 and <= ALPHA_MAX."""
     scalar = np.ndim(alpha) == 0
-    rule = f"a finite number >= 0 and <= {ALPHA_MAX:.0e}"
+    rule = "a finite number >= 0 and <= 1e9"
     if scalar and not _is_number(alpha if not isinstance(alpha, np.ndarray) else alpha.item()):
         raise TypeError(f"`{name}` must be {rule}, got {alpha!r} of type {type(alpha).__name__}")
     arr = np.asarray(alpha)
@@ -71,7 +80,7 @@ def check_alpha_array(alpha, name: str = "alpha") -> tuple[np.ndarray, bool]:
         raise ValueError(f"`{name}` must be a scalar or a non-empty 1-D array, got shape {np.shape(alpha)}")
     bad = ~np.isfinite(arr) | (arr < 0) | (arr > ALPHA_MAX)
     if bad.any():
-        raise ValueError(f"`{name}` must be {rule}, got {arr[bad][0]!r}")
+        raise ValueError(f"`{name}` must be {rule}, got {show(arr[bad][0])}")
     return arr, scalar
 
 

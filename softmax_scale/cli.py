@@ -1,5 +1,253 @@
-"""The ``softmax-scale`` command (placeholder until the CLI lands)."""
+"""The ``softmax-scale`` command line.
+
+Subcommands: ``alpha``, ``fit``, ``stats``, ``scale``, ``entropy``, ``figures``,
+``table``.  Every subcommand that prints numbers takes ``--json``.  Bad input
+exits with status 2 and one line naming the parameter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import numpy as np
+
+__all__ = ["main"]
+
+
+def _jsonable(x):
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return [_jsonable(v) for v in x.tolist()]
+    if isinstance(x, (np.floating, float)):
+        x = float(x)
+        return x if np.isfinite(x) else ("inf" if x > 0 else "-inf" if x < 0 else "nan")
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, np.bool_):
+        return bool(x)
+    return x
+
+
+def _emit(args, obj, text: str) -> None:
+    if getattr(args, "json", False):
+        print(json.dumps(_jsonable(obj), indent=2))
+    else:
+        print(text)
+
+
+def _number(s: str) -> float:
+    """Parse 1e6, 4096, 2.5 (argparse type): ints stay exact."""
+    try:
+        return int(s)
+    except ValueError:
+        try:
+            return float(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {s!r}") from None
+
+
+def _cmd_alpha(args):
+    from .optimize import optimize_alpha
+
+    ns = args.n if len(args.n) > 1 else args.n[0]
+    res = optimize_alpha(ns, args.dist, d=args.d, objective=args.objective)
+    n_arr = np.atleast_1d(res.n)
+    a_arr = np.atleast_1d(res.alpha)
+    v_arr = np.atleast_1d(res.value)
+    obj = {
+        "objective": res.objective,
+        "dist": res.dist,
+        "n": n_arr,
+        "alpha": a_arr,
+        "value": v_arr,
+        "bounded": np.atleast_1d(res.bounded),
+        "success": np.atleast_1d(res.success),
+        "message": res.message,
+    }
+    if len(args.n) == 1:
+        obj = {k: (v[0] if isinstance(v, np.ndarray) else v) for k, v in obj.items()}
+    lines = [f"alpha* ({res.objective}, {res.dist} scores)", f"{'n':>14} {'alpha*':>12} {'G(alpha*)':>12}"]
+    lines += [f"{int(n):>14d} {a:>12.6g} {v:>12.6g}" for n, a, v in zip(n_arr, a_arr, v_arr)]
+    if not np.all(res.bounded):
+        lines.append(res.message)
+    _emit(args, obj, "\n".join(lines))
+
+
+def _cmd_fit(args):
+    from .laws import compare_alpha_laws
+    from .optimize import optimal_alpha
+    from .report import NOTE_GRID
+
+    ns = np.asarray(args.ns if args.ns else NOTE_GRID)
+    alphas = optimal_alpha(ns, args.dist, d=args.d, objective=args.objective)
+    fits = compare_alpha_laws(ns, alphas)
+    obj = {
+        f: {"formula": fit.formula, "params": fit.params, "rmse": fit.rmse, "max_rel_error": fit.max_rel_error, "r2": fit.r2}
+        for f, fit in fits.items()
+    }
+    text = f"laws fitted to alpha* ({args.objective}, {args.dist}) over {ns.size} values of n, best first:\n"
+    text += "\n".join(f"  {fit}" for fit in fits.values())
+    _emit(args, obj, text)
+
+
+def _cmd_stats(args):
+    from .stats import softmax_stats
+
+    kw = {} if args.method == "exact" else {"trials": args.trials, "rng": args.seed}
+    r = softmax_stats(args.alpha, args.n, args.dist, d=args.d, method=args.method, **kw)
+    names = ("sum_p2", "entropy", "grad", "log_z")
+    obj = {"alpha": r.alpha, "n": r.n, "dist": r.dist, "method": r.method, "trials": r.trials}
+    for k in names:
+        obj[k] = getattr(r, k)
+        obj[k + "_se"] = getattr(r, k + "_se")
+    obj["quad_error"] = r.quad_error
+    labels = {"sum_p2": "E[sum p^2]", "entropy": "E[H] (nats)", "grad": "E[G]", "log_z": "E[log Z]"}
+    head = f"softmax statistics at alpha = {r.alpha:g}, n = {r.n}, {r.dist} scores, method = {r.method}"
+    lines = [head] + [
+        f"  {labels[k]:<14} {getattr(r, k):.8g}" + (f"  +/- {getattr(r, k + '_se'):.2g}" if r.method == "mc" else "")
+        for k in names
+    ]
+    _emit(args, obj, "\n".join(lines))
+
+
+def _cmd_scale(args):
+    from .schemes import attention_scale
+
+    params = dict(_parse_param(p) for p in args.param)
+    m = attention_scale(args.n, args.d, scheme=args.scheme, **params)
+    obj = {"scheme": args.scheme, "n": args.n, "d": args.d, "params": params, "multiplier": m}
+    _emit(args, obj, f"{args.scheme}: multiplier on q.k at n = {args.n}, d = {args.d}: {float(np.squeeze(m)):.8g}")
+
+
+def _parse_param(text: str):
+    if "=" not in text:
+        raise ValueError(f"`--param` must look like key=value, got {text!r}")
+    k, v = text.split("=", 1)
+    return k, _number(v)
+
+
+def _cmd_entropy(args):
+    from .entropy import entropy_curve
+
+    ns = np.asarray(args.ns)
+    obj, lines = {}, [f"E[H] (nats) against n, d = {args.d}, {args.score_model} scores"]
+    lines.append(f"{'scheme':<20}" + "".join(f"{int(n):>12d}" for n in ns))
+    for scheme in args.schemes:
+        c = entropy_curve(ns, scheme=scheme, d=args.d, score_model=args.score_model)
+        h = np.asarray(c.entropy)
+        obj[scheme] = {"n": ns, "entropy": h, "entropy_over_log_n": h / np.log(ns)}
+        lines.append(f"{scheme:<20}" + "".join(f"{x:>12.5f}" for x in h))
+    _emit(args, obj, "\n".join(lines))
+
+
+def _cmd_figures(args):
+    from .figures import make_figures, write_table
+
+    done = make_figures(args.out, quick=args.quick, only=args.only, progress=not args.no_progress)
+    for name, path, sec in done:
+        print(f"wrote {path}  ({sec:.1f} s)")
+    if not args.only:
+        table = write_table(args.out, quick=args.quick)
+        print(f"wrote {args.out}/alpha_table.md and {args.out}/alpha_table.csv\n")
+        print(table.to_markdown())
+
+
+def _cmd_table(args):
+    from .report import NOTE_GRID, alpha_table
+
+    table = alpha_table(NOTE_GRID[::10] if args.quick else NOTE_GRID, cosine_d=args.d)
+    obj = {
+        "n": table.ns,
+        "alpha": table.columns,
+        "fits": {c: {f: {"params": x.params, "rmse": x.rmse, "r2": x.r2} for f, x in fits.items()} for c, fits in table.fits.items()},
+    }
+    _emit(args, obj, table.to_markdown())
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="softmax-scale",
+        description="The scale in front of a softmax: gradient-optimal alpha*, exact statistics, "
+        "entropy against length, published attention scales.",
+    )
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def add(name, func, help_):
+        sp = sub.add_parser(name, help=help_, description=help_)
+        sp.set_defaults(func=func)
+        return sp
+
+    def dist_opts(sp):
+        sp.add_argument("--dist", default="normal", choices=["normal", "cosine"], help="score distribution (default normal)")
+        sp.add_argument("--d", type=int, default=None, help="dimension for --dist cosine (e.g. 128)")
+
+    def json_opt(sp):
+        sp.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+    sp = add("alpha", _cmd_alpha, "optimal scale alpha* for one or more n")
+    sp.add_argument("n", nargs="+", type=_number, help="number(s) of keys, integers >= 2")
+    dist_opts(sp)
+    sp.add_argument("--objective", default="mean_field", help="mean_field (default), expected, typical or geometric")
+    json_opt(sp)
+
+    sp = add("fit", _cmd_fit, "fit the alpha*(n) laws (sqrt_log, log, power, affine_log)")
+    dist_opts(sp)
+    sp.add_argument("--ns", nargs="+", type=_number, help="grid of n (default 40, 80, ..., 20000)")
+    sp.add_argument("--objective", default="mean_field", help="objective whose alpha* is fitted")
+    json_opt(sp)
+
+    sp = add("stats", _cmd_stats, "E[sum p^2], E[H], E[G], E[log Z] at one scale and n")
+    sp.add_argument("alpha", type=_number, help="scale >= 0")
+    sp.add_argument("n", type=_number, help="number of keys, integer >= 2")
+    dist_opts(sp)
+    sp.add_argument("--method", default="exact", choices=["exact", "mc"], help="exact quadrature (default) or Monte Carlo")
+    sp.add_argument("--trials", type=_number, default=10_000, help="Monte Carlo trials (default 10000)")
+    sp.add_argument("--seed", type=_number, default=0, help="Monte Carlo seed (default 0)")
+    json_opt(sp)
+
+    sp = add("scale", _cmd_scale, "a published attention scale (multiplier on q.k) at n keys, head dimension d")
+    sp.add_argument("n", type=_number, help="number of keys (or 1-indexed position)")
+    sp.add_argument("d", type=_number, help="head dimension")
+    sp.add_argument("--scheme", default="standard", help="scheme key (see `softmax-scale scale --list`)")
+    sp.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="scheme parameter, repeatable")
+    json_opt(sp)
+
+    sp = add("entropy", _cmd_entropy, "expected attention entropy against n under published scales")
+    sp.add_argument("--schemes", nargs="+", default=["standard", "entropy_invariant"], help="scheme keys")
+    sp.add_argument("--ns", nargs="+", type=_number, default=[512, 1024, 4096, 32768], help="values of n")
+    sp.add_argument("--d", type=int, default=128, help="head dimension (default 128)")
+    sp.add_argument("--score-model", default="normal", help="normal (default), cosine or signal")
+    json_opt(sp)
+
+    sp = add("figures", _cmd_figures, "regenerate every figure and the alpha* table (the main job)")
+    sp.add_argument("--out", default="figures", help="output directory (default figures/)")
+    sp.add_argument("--quick", action="store_true", help="small grids, for a smoke run (< 60 s)")
+    sp.add_argument("--only", nargs="+", help="only these figure names")
+    sp.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    sp = add("table", _cmd_table, "print the alpha* table with the fitted laws")
+    sp.add_argument("--d", type=int, default=128, help="dimension of the cosine scores (default 128)")
+    sp.add_argument("--quick", action="store_true", help="every tenth n of the grid")
+    json_opt(sp)
+    return p
 
 
 def main(argv=None) -> int:
+    """Run the command line; returns the exit status."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        args.func(args)
+    except (ValueError, TypeError) as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"softmax-scale {args.command}: error: {msg}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("softmax-scale: interrupted", file=sys.stderr)
+        return 130
     return 0

@@ -1,0 +1,46 @@
+"""Figure: mean-field alpha* against n, with the fitted laws."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..laws import compare_alpha_laws
+from ..optimize import optimal_alpha
+from ..report import NOTE_GRID
+from ._style import new_figure
+
+_STYLES = {"sqrt_log": ":", "log": "--", "power": "-.", "affine_log": (0, (1, 1))}
+
+
+def alpha_star_vs_n(ns=NOTE_GRID, cosine_d: int = 128):
+    """Mean-field ``alpha*`` against ``n`` (normal and cosine scores), each law form fitted.
+
+    Parameters
+    ----------
+    ns : array_like
+        Grid of ``n`` (default the note's 40..20000).
+    cosine_d : int
+        Dimension of the cosine scores.
+    """
+    ns = np.asarray(ns)
+    fig, axes = new_figure(2, width=11, height=4.4)
+    panels = [("normal", None, "normal scores"), ("cosine", cosine_d, f"cosine scores, d = {cosine_d}")]
+    for ax, (dist, d, title) in zip(axes, panels):
+        a = optimal_alpha(ns, dist, d=d)
+        ax.plot(ns, a, color="k", lw=2.5, alpha=0.35, label="alpha* (mean-field)")
+        for form, fit in compare_alpha_laws(ns, a).items():
+            coef = ", ".join(f"{k}={v:.3g}" for k, v in fit.params.items())
+            ax.plot(ns, fit(ns), ls=_STYLES[form], lw=1.4, label=f"{fit.formula} ({coef}); RMSE {fit.rmse:.2g}")
+        ax.set_xscale("log")
+        ax.set_xlabel("number of keys n (log scale)")
+        ax.set_ylabel("optimal scale alpha* (on unit-variance scores)" if d is None else "optimal scale alpha* (on cosines)")
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7.5, loc="upper left")
+    fig.suptitle("Gradient-maximising scale grows slowly with n: 0.84 sqrt(log n) (normal), ~3.5 log n (cosine, d = 128)")
+    return fig
+
+
+FIGURES = [
+    ("alpha_star_vs_n", alpha_star_vs_n, {}, {"ns": NOTE_GRID[::10]}),
+]

@@ -1,0 +1,111 @@
+"""The alpha* table: mean-field optimal scales over the note's grid, with the fitted laws."""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .laws import LAW_FORMS, compare_alpha_laws
+from .optimize import optimal_alpha
+
+__all__ = ["NOTE_GRID", "TABLE_ROWS", "AlphaTable", "alpha_table"]
+
+#: The note's grid: n = 40, 80, ..., 20000.
+NOTE_GRID = np.arange(40, 20001, 40)
+#: Rows shown in the printed table (the CSV has the whole grid).
+TABLE_ROWS = (40, 80, 160, 320, 640, 1280, 2560, 5120, 10240, 20000)
+
+
+@dataclass(frozen=True)
+class AlphaTable:
+    """Optimal scales per ``n`` and the laws fitted to them.
+
+    Attributes
+    ----------
+    ns : ndarray
+        The ``n`` grid.
+    columns : dict
+        Column label -> ``alpha*`` values over ``ns`` (e.g. ``"normal"``,
+        ``"cosine(d=128)"``).
+    fits : dict
+        Column label -> ``{form: LawFit}`` (best RMSE first).
+    notes : list of str
+        Lines printed under the table.
+    """
+
+    ns: np.ndarray
+    columns: dict
+    fits: dict
+    notes: list = field(default_factory=list)
+
+    def to_markdown(self, rows=TABLE_ROWS) -> str:
+        """The table at ``rows`` and the fitted laws, as Markdown."""
+        labels = list(self.columns)
+        out = ["| n | " + " | ".join(f"alpha* {c}" for c in labels) + " |"]
+        out.append("|---:|" + "---:|" * len(labels))
+        for n in rows:
+            i = int(np.searchsorted(self.ns, n))
+            if i >= self.ns.size or self.ns[i] != n:
+                continue
+            out.append(f"| {n} | " + " | ".join(_fmt(self.columns[c][i]) for c in labels) + " |")
+        out.append("")
+        out.append(f"Laws fitted by least squares over n = {self.ns[0]}..{self.ns[-1]} ({self.ns.size} points):")
+        out.append("")
+        out.append("| scores | law | coefficients | RMSE | max rel. error | R^2 |")
+        out.append("|---|---|---|---:|---:|---:|")
+        for c, fits in self.fits.items():
+            for fit in fits.values():
+                coef = ", ".join(f"{k} = {v:.4g}" for k, v in fit.params.items())
+                out.append(
+                    f"| {c} | {fit.formula} | {coef} | {fit.rmse:.3g} | {fit.max_rel_error:.2%} | {fit.r2:.5f} |"
+                )
+        if self.notes:
+            out.append("")
+            out.extend(self.notes)
+        return "\n".join(out) + "\n"
+
+    def to_csv(self) -> str:
+        """Every ``n`` of the grid with every column, as CSV."""
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(["n", *self.columns])
+        for i, n in enumerate(self.ns):
+            w.writerow([int(n), *(repr(float(self.columns[c][i])) for c in self.columns)])
+        return buf.getvalue()
+
+
+def _fmt(x) -> str:
+    x = float(x)
+    return "inf" if np.isinf(x) else f"{x:.4f}"
+
+
+def alpha_table(ns=NOTE_GRID, *, cosine_d: int = 128, forms=tuple(LAW_FORMS)) -> AlphaTable:
+    """Mean-field ``alpha*`` for normal and cosine(d) scores over ``ns``, with every law fitted.
+
+    Parameters
+    ----------
+    ns : array_like
+        Grid of ``n`` (default: the note's 40, 80, ..., 20000).
+    cosine_d : int
+        Dimension of the cosine scores.
+    forms : sequence of str
+        Law forms to fit (see :data:`softmax_scale.laws.LAW_FORMS`).
+    """
+    ns = np.asarray(ns)
+    columns = {
+        "normal": optimal_alpha(ns, "normal"),
+        f"cosine(d={cosine_d})": optimal_alpha(ns, "cosine", d=cosine_d),
+    }
+    fits = {c: compare_alpha_laws(ns, a, forms) for c, a in columns.items()}
+    cos = fits[f"cosine(d={cosine_d})"]
+    notes = [
+        f"Normal scores: c sqrt(log n) with c = {fits['normal']['sqrt_log'].params['c']:.4f} (the note's 0.84).",
+        f"Cosine scores, d = {cosine_d}: c log n gives c = {cos['log'].params['c']:.4f} (the source's 3.5 log n, "
+        f"RMSE {cos['log'].rmse:.3g}); c sqrt(log n) gives c = {cos['sqrt_log'].params['c']:.4f} "
+        f"(RMSE {cos['sqrt_log'].rmse:.3g}). The note's '3.5 sqrt(log n)' puts the 3.5 of the log form on the "
+        "sqrt form, where it would be about three times too small.",
+    ]
+    return AlphaTable(ns=ns, columns=columns, fits=fits, notes=notes)

@@ -1,0 +1,94 @@
+"""The command line: numbers match the library, --json parses, bad input exits 2 with one line."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import softmax_scale as ss
+from softmax_scale.cli import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_alpha_json_matches_the_library(capsys):
+    code, out, err = run(capsys, "alpha", "512", "--json")
+    assert code == 0 and not err
+    obj = json.loads(out)
+    assert obj["alpha"] == ss.optimal_alpha(512)
+    assert obj["objective"] == "mean_field" and obj["bounded"] is True
+    assert obj["value"] == pytest.approx(ss.gradient_objective(obj["alpha"], 512), rel=1e-12)
+
+
+def test_alpha_several_n_cosine(capsys):
+    code, out, _ = run(capsys, "alpha", "64", "4096", "--dist", "cosine", "--d", "128", "--json")
+    obj = json.loads(out)
+    np.testing.assert_allclose(obj["alpha"], ss.optimal_alpha([64, 4096], "cosine", d=128), rtol=1e-15)
+    code, out, _ = run(capsys, "alpha", "64", "4096", "--dist", "cosine", "--d", "128")
+    assert code == 0 and "4096" in out
+
+
+@pytest.mark.parametrize(
+    "argv, name",
+    [
+        (["alpha", "1"], "`n`"),
+        (["alpha", "2.5"], "`n`"),
+        (["alpha", "nan"], "`n`"),
+        (["alpha", "64", "--dist", "cosine"], "`d`"),
+        (["alpha", "64", "--objective", "best"], "`objective`"),
+        (["stats", "-1", "10", "--method", "mc"], "`alpha`"),
+        (["stats", "1", "10", "--method", "mc", "--trials", "1"], "`trials`"),
+        (["fit", "--ns", "16"], "`ns`"),
+        (["figures", "--only", "no_such_figure", "--out", "/tmp/softmax-scale-cli-test"], "`only`"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(capsys, argv, name):
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    assert name in err and len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err
+
+
+def test_argparse_errors_exit_2(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["alpha"])
+    assert exc.value.code == 2
+    with pytest.raises(SystemExit) as exc:
+        main(["alpha", "ten"])
+    assert exc.value.code == 2
+
+
+def test_stats_mc_json_matches_library(capsys):
+    code, out, _ = run(capsys, "stats", "2", "256", "--method", "mc", "--trials", "500", "--seed", "3", "--json")
+    obj = json.loads(out)
+    ref = ss.softmax_stats(2.0, 256, trials=500, rng=3)
+    assert obj["entropy"] == ref.entropy and obj["grad_se"] == ref.grad_se
+
+
+def test_fit_json_has_every_form(capsys):
+    code, out, _ = run(capsys, "fit", "--json")
+    obj = json.loads(out)
+    assert set(obj) == {"sqrt_log", "log", "power", "affine_log"}
+    assert round(obj["sqrt_log"]["params"]["c"], 2) == 0.84
+
+
+def test_table_quick(capsys):
+    code, out, _ = run(capsys, "table", "--quick")
+    assert code == 0 and "alpha* normal" in out and "c * sqrt(log n)" in out
+
+
+def test_help_at_every_level():
+    top = subprocess.run([sys.executable, "-m", "softmax_scale", "--help"], capture_output=True, text=True)
+    assert top.returncode == 0
+    for cmd in ("alpha", "fit", "stats", "scale", "entropy", "figures", "table"):
+        assert cmd in top.stdout
+        sub = subprocess.run([sys.executable, "-m", "softmax_scale", cmd, "--help"], capture_output=True, text=True)
+        assert sub.returncode == 0 and "usage" in sub.stdout
+    bad = subprocess.run([sys.executable, "-m", "softmax_scale", "alpha", "1"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "`n`" in bad.stderr and "Traceback" not in bad.stderr

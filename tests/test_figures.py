@@ -1,0 +1,52 @@
+"""The main job: every figure renders in quick mode, files are written atomically."""
+
+from pathlib import Path
+
+import pytest
+from matplotlib.figure import Figure
+
+from softmax_scale import figures
+from softmax_scale.plotting import all_figures
+
+FIGS = all_figures()
+
+
+def test_figure_names_are_unique():
+    names = [f[0] for f in FIGS]
+    assert len(names) == len(set(names)) and "alpha_star_vs_n" in names
+
+
+@pytest.mark.parametrize("name, func, full, quick", FIGS, ids=[f[0] for f in FIGS])
+def test_each_figure_renders_labelled(name, func, full, quick):
+    fig = func(**quick)
+    assert isinstance(fig, Figure)
+    axes = [ax for ax in fig.axes if ax.get_visible() and ax.has_data()]
+    assert axes, f"{name} has no data"
+    for ax in axes:
+        assert ax.get_xlabel() or ax.get_ylabel() or not ax.axison, f"{name}: unlabelled axes"
+
+
+def test_make_figures_writes_pngs_and_table(tmp_path):
+    done = figures.make_figures(tmp_path, quick=True, only=["alpha_star_vs_n"], progress=False)
+    assert [d[0] for d in done] == ["alpha_star_vs_n"]
+    png = tmp_path / "alpha_star_vs_n.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    table = figures.write_table(tmp_path, quick=True)
+    md = (tmp_path / "alpha_table.md").read_text()
+    assert "alpha* normal" in md
+    csv_lines = (tmp_path / "alpha_table.csv").read_text().splitlines()
+    assert len(csv_lines) == table.ns.size + 1
+    assert not list(tmp_path.glob(".tmp-*"))
+
+
+def test_interrupted_write_leaves_no_half_written_file(tmp_path):
+    target = tmp_path / "figure.png"
+
+    def write(p):
+        Path(p).write_bytes(b"partial")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        figures.atomic_write(target, write)
+    assert not target.exists()
+    assert not list(tmp_path.iterdir())
