@@ -60,6 +60,7 @@ __all__ = [
     "residual_second_moments",
     "rms_norm",
     "sample_weights",
+    "second_moment_map_slope",
     "selu_constants",
     "t5_score_variance",
     "truncated_normal_std",
@@ -585,6 +586,39 @@ def mean_field_second_moments(depth: int, activation: str = "relu", init: str = 
         else:
             q[layer] = g2 * gaussian_expectation(lambda x: f(x) ** 2, variance=q[layer - 1])
     return q
+
+
+def second_moment_map_slope(activation: str = "relu", init: str = "preserving", *,
+                            q: float = 1.0) -> float:
+    """Slope of the layer-to-layer map ``q -> g^2 E[f(sqrt(q) z)^2]`` at ``q``.
+
+    Below 1 the fixed point is stable (tanh, SELU, the shifted sigmoid with
+    their preserving gains); 1 is neutral (linear, ReLU); above 1 the second
+    moment drifts away from it at finite width (GELU's preserving gain, 1.144).
+
+    Parameters
+    ----------
+    activation : str
+        One of :data:`ACTIVATIONS`.
+    init : str
+        One of :data:`INITS`.
+    q : float
+        Second moment where the slope is taken, > 0.
+
+    Returns
+    -------
+    float
+        The derivative, by a central difference of quadratures (about 8 digits).
+    """
+    check_choice(activation, "activation", ACTIVATIONS)
+    check_choice(init, "init", INITS)
+    q = check_positive_float(q, "q")
+    g2 = _init_gain(init, activation) ** 2
+    f = _ACTIVATION_FUNCS[activation]
+    h = 1e-4 * q
+    up = gaussian_expectation(lambda x: f(x) ** 2, variance=q + h)
+    down = gaussian_expectation(lambda x: f(x) ** 2, variance=q - h)
+    return g2 * (up - down) / (2.0 * h)
 
 
 @dataclass(frozen=True)

@@ -207,6 +207,21 @@ def test_mean_field_recursion_tanh_lecun_vanishes():
     assert np.all(np.abs(r.second_moment - r.predicted) <= Z * r.stderr + 0.02 * r.predicted)
 
 
+def test_second_moment_map_slope():
+    assert m.second_moment_map_slope("relu", "he") == pytest.approx(1.0, rel=1e-7)
+    assert m.second_moment_map_slope("relu", "lecun") == pytest.approx(0.5, rel=1e-7)
+    assert m.second_moment_map_slope("linear", "he", q=3.0) == pytest.approx(2.0, rel=1e-7)
+    for act in ("tanh", "selu", "shifted_sigmoid", "elu"):
+        assert m.second_moment_map_slope(act) < 1.0  # stable fixed point at 1
+    assert m.second_moment_map_slope("gelu") > 1.0  # unstable: drifts away at finite width
+    # central difference against a Simpson derivative of the same map
+    g2 = m.preserving_gain("tanh") ** 2
+    h = 1e-3
+    ref = g2 * (ref_expectation(lambda x: np.tanh(math.sqrt(1 + h) * x) ** 2)
+                - ref_expectation(lambda x: np.tanh(math.sqrt(1 - h) * x) ** 2)) / (2 * h)
+    assert m.second_moment_map_slope("tanh") == pytest.approx(ref, rel=1e-5)
+
+
 def test_ntk_matches_lecun_forward():
     a = m.depth_second_moments(5, "relu", "ntk", width=32, trials=8, rng=27)
     b = m.depth_second_moments(5, "relu", "lecun", width=32, trials=8, rng=27)
@@ -327,6 +342,8 @@ def test_t5_unit_variance_standard_d_kv():
         (lambda: m.t5_score_variance(8, 4, init="xavier"), "init"),
         (lambda: m.activation(1.0, "swish"), "activation"),
         (lambda: m.truncated_normal_std(0.0), "bound"),
+        (lambda: m.second_moment_map_slope("relu", "he", q=0.0), "q"),
+        (lambda: m.second_moment_map_slope("swish"), "activation"),
     ],
 )
 def test_bad_input_raises_naming_parameter(call, name):
