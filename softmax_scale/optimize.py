@@ -155,7 +155,7 @@ def optimize_alpha(n, dist="normal", *, d=None, objective="mean_field", **kwargs
     --------
     >>> import softmax_scale as ss
     >>> round(ss.optimize_alpha(512).alpha, 4)
-    1.6525
+    2.0084
     """
     check_choice(objective, "objective", OBJECTIVES)
     nn, scalar = check_n_array(n)
@@ -193,7 +193,7 @@ def optimal_alpha(n, dist="normal", *, d=None, objective="mean_field", **kwargs)
     Examples
     --------
     >>> import softmax_scale as ss
-    >>> ss.optimal_alpha([64, 512, 4096]).round(3)
-    array([1.314, 1.652, 1.933])
+    >>> ss.optimal_alpha([64, 512, 4096]).round(4)
+    array([1.5494, 2.0084, 2.4055])
     """
     return optimize_alpha(n, dist, d=d, objective=objective, **kwargs).alpha
