@@ -4,6 +4,7 @@ Statistical checks use fixed seeds and a tolerance of 4 standard errors; the
 negative controls show the same check rejecting a wrong claim.
 """
 
+import io
 import math
 
 import numpy as np
@@ -371,6 +372,7 @@ def test_quick_figures_return_labelled_figures():
         assert set(quick) <= set(full) | {"activations"}
         fig = func(**quick)
         assert isinstance(fig, Figure)
+        fig.savefig(io.BytesIO(), format="png", dpi=40)  # glyph warnings would raise here
         assert fig.get_suptitle()
         for ax in fig.axes:
             if ax.get_visible():
