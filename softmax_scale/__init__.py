@@ -10,10 +10,21 @@ The public API is re-exported here::
 """
 
 from .distributions import Cosine, Empirical, Normal, ScoreDistribution, get_distribution
+from . import moments
 from .laws import LawFit, compare_alpha_laws, fit_alpha_law
 from .montecarlo import MCTrials, mc_trials
 from .objectives import OBJECTIVES, gradient_objective
 from .optimize import AlphaOptimum, optimal_alpha, optimize_alpha
+from .moments import (
+    depth_second_moments,
+    dot_product_variance,
+    layer_norm,
+    rescale_activation,
+    residual_second_moments,
+    rms_norm,
+    selu_constants,
+    t5_score_variance,
+)
 from .stats import SoftmaxStats, softmax_stats
 
 __version__ = "0.1.0"
@@ -29,11 +40,20 @@ __all__ = [
     "ScoreDistribution",
     "SoftmaxStats",
     "compare_alpha_laws",
+    "depth_second_moments",
+    "dot_product_variance",
     "fit_alpha_law",
     "get_distribution",
     "gradient_objective",
+    "layer_norm",
     "mc_trials",
+    "moments",
     "optimal_alpha",
     "optimize_alpha",
+    "rescale_activation",
+    "residual_second_moments",
+    "rms_norm",
+    "selu_constants",
     "softmax_stats",
+    "t5_score_variance",
 ]

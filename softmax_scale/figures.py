@@ -7,7 +7,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from .plotting import all_figures
 from .report import NOTE_GRID, alpha_table
