@@ -31,6 +31,8 @@ expectation is the sample mean.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from scipy import special
 
@@ -39,7 +41,7 @@ from ._validation import check_alpha_array, check_int, check_positive_float
 from .distributions import Cosine, Empirical, Normal, get_distribution
 from .stats import SoftmaxStats, _as_output
 
-__all__ = ["exact_stats", "gap_density_at_zero"]
+__all__ = ["MeanFieldError", "exact_stats", "exact_sum_p_s", "gap_density_at_zero", "mean_field_error"]
 
 _EULER = float(np.euler_gamma)
 _LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
@@ -108,8 +110,7 @@ def _inner_smooth(u, alpha, kind, logc, beta, s_cap, s_low, dz, gx, gw, out):
             else:
                 lf = beta * (np.log1p(-s) + np.log1p(s))
             lv = lf + zl - np.exp(zl)
-            if lv > lmax:
-                lmax = lv
+            lmax = max(lmax, lv)
             if zl < 0.0 and lv < lmax - _DROP and lv < lprev:
                 break
             lprev = lv
@@ -241,7 +242,7 @@ def _one(dist, alpha, n, refine):
         du = 0.25 / refine * max(1.0, alpha * _max_width(dist, n))
         u = _u_grid(dist, alpha, n, du)
         m, sig = _tilted_window(dist, alpha)
-        lo, hi = dist.support
+        _lo, hi = dist.support
         s_cap = min(hi, m + 12.0 * sig)
         dz = min(1.0, 0.5 * alpha * sig, 0.5 * alpha * _scale(dist)) / refine
         if isinstance(dist, Normal):
@@ -373,7 +374,7 @@ def gap_density_at_zero(n, dist="normal", *, d=None) -> float:
     n = check_int(n, "n", minimum=2)
     dist_obj = get_distribution(dist, d)
     if isinstance(dist_obj, Empirical):
-        raise ValueError("`dist`: the gap density is not defined for an empirical (discrete) sample")
+        raise TypeError("`dist`: the gap density is not defined for an empirical (discrete) sample")
     b = _isf(dist_obj, 1.0 / n)
     w = _max_width(dist_obj, n)
     lo, hi = dist_obj.support
@@ -390,3 +391,113 @@ def gap_density_at_zero(n, dist="normal", *, d=None) -> float:
     pts = [p for p in (b - 5 * w, b - w, b, b + w, b + 5 * w) if a0 < p < b0]
     val, _ = integrate.quad(integrand, a0, b0, points=pts or None, limit=400, epsabs=0.0, epsrel=1e-11)
     return float(val)
+
+
+# ---------------------------------------------------------------------------------------------
+# the "expected" objective: E[G] and its supremum
+
+
+def _expected_evaluator(alpha, n, dist, **kwargs):
+    """``E[G]`` for broadcast 1-D ``alpha`` and ``n`` (registered as objective ``"expected"``)."""
+    alpha, n = np.broadcast_arrays(alpha, n)
+    out = np.empty(alpha.shape)
+    for nv in np.unique(n):
+        sel = n == nv
+        out[sel] = exact_stats(alpha[sel], int(nv), dist, error_estimate=False, **kwargs).grad
+    return out
+
+
+def _expected_optimum(n, dist, **kwargs):
+    """No finite maximiser: ``E[G]`` rises with ``alpha`` towards ``f_gap(0)``."""
+    if kwargs:
+        raise TypeError(f"objective='expected' takes no options, got {sorted(kwargs)}")
+    if isinstance(dist, Empirical):
+        raise TypeError("`dist`: objective='expected' has no finite supremum for an empirical (discrete) sample")
+    sup = np.array([gap_density_at_zero(int(v), dist) for v in n])
+    return {
+        "alpha": np.full(n.shape, np.inf),
+        "value": sup,
+        "success": np.ones(n.shape, dtype=bool),
+        "bounded": np.zeros(n.shape, dtype=bool),
+        "nfev": np.zeros(n.shape, dtype=np.int64),
+        "message": (
+            "no finite maximiser: E[G] increases with alpha towards its supremum f_gap(0) = "
+            "n(n-1) ∫ f^2 F^(n-2), the density at 0 of the gap between the two largest scores "
+            "(near-ties keep the gradient alive); alpha* = inf and value = f_gap(0)"
+        ),
+    }
+
+
+def _register():
+    from . import objectives, optimize
+
+    objectives._EVALUATORS["expected"] = _expected_evaluator
+    optimize._OPTIMISERS["expected"] = _expected_optimum
+
+
+_register()
+
+
+# ---------------------------------------------------------------------------------------------
+# where mean-field holds
+
+
+@dataclass(frozen=True)
+class MeanFieldError:
+    """The mean-field ``sum p^2`` against the exact ``E[sum p^2]`` over a grid.
+
+    Attributes
+    ----------
+    alphas : ndarray
+        Scales, shape ``(A,)``.
+    ns : ndarray
+        Numbers of scores, shape ``(N,)``.
+    dist : str
+        Score distribution label.
+    exact : ndarray
+        ``E[sum p^2]``, shape ``(N, A)``.
+    mean_field : ndarray
+        ``min(1, M(2a) / (n M(a)^2))``, shape ``(N, A)``.
+    rel_error : ndarray
+        ``mean_field / exact - 1``, shape ``(N, A)``.
+    """
+
+    alphas: np.ndarray
+    ns: np.ndarray
+    dist: str
+    exact: np.ndarray
+    mean_field: np.ndarray
+    rel_error: np.ndarray
+
+
+def mean_field_error(alphas, ns, dist="normal", *, d=None, progress=None) -> MeanFieldError:
+    """Relative error of the mean-field ``sum p^2`` against the exact one over a grid of ``(alpha, n)``.
+
+    Parameters
+    ----------
+    alphas : array_like
+        Scales ``>= 0`` (1-D).
+    ns : array_like
+        Numbers of scores ``>= 2`` (1-D).
+    dist, d
+        Score distribution (normal or cosine).
+    progress : bool, optional
+        Progress bar over ``ns`` (default: for more than 20 values).
+
+    Returns
+    -------
+    MeanFieldError
+    """
+    from tqdm.auto import tqdm
+
+    from ._validation import check_n_array
+    from .objectives import mean_field_sum_p2
+
+    a, _ = check_alpha_array(alphas, "alphas")
+    nn, _ = check_n_array(ns, "ns")
+    dist_obj = get_distribution(dist, d)
+    ex = np.empty((nn.size, a.size))
+    for i, nv in enumerate(tqdm(nn, disable=not (progress or (progress is None and nn.size > 20)), leave=False)):
+        ex[i] = exact_stats(a, int(nv), dist_obj, error_estimate=False).sum_p2
+    mf = mean_field_sum_p2(a[None, :], nn[:, None], dist_obj)
+    return MeanFieldError(a, nn, dist_obj.label, ex, mf, mf / ex - 1.0)
