@@ -19,7 +19,7 @@ from ._validation import check_alpha_array, check_int
 from .distributions import get_distribution
 from .stats import SoftmaxStats, _as_output
 
-__all__ = ["MCTrials", "mc_trials", "mc_stats", "MAX_SCORES"]
+__all__ = ["MAX_SCORES", "MCTrials", "mc_stats", "mc_trials"]
 
 #: Largest ``trials * n`` accepted in one call (about an hour on two cores).
 MAX_SCORES = 2 * 10**11
@@ -101,6 +101,7 @@ def mc_trials(alpha, n, dist="normal", *, d=None, trials=10_000, rng=None, paral
     block, nblocks = _kernels.block_layout(trials)
     states = _kernels.block_states(seed_sequence(rng), nblocks)
     out = [np.empty((trials, alphas.size)) for _ in range(4)]
+    grid = _kernels.grid_step(alphas)
     kernel = _kernels.mc_blocks_parallel if parallel else _kernels.mc_blocks_serial
     work = trials * n * alphas.size
     if progress is None:
@@ -109,7 +110,7 @@ def mc_trials(alpha, n, dist="normal", *, d=None, trials=10_000, rng=None, paral
     with tqdm(total=trials, desc=f"Monte Carlo n={n}", unit="trial", disable=not progress, leave=False) as bar:
         for first in range(0, nblocks, step):
             sub = np.ascontiguousarray(states[first : first + step])
-            kernel(alphas, n, trials, block, sub, kind, param, sample, first, *out)
+            kernel(alphas, grid, n, trials, block, sub, kind, param, sample, first, *out)
             bar.update(min(trials, (first + sub.shape[0]) * block) - min(trials, first * block))
     return MCTrials(alphas, n, dist_obj.label, *out)
 
