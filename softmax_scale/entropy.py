@@ -1,0 +1,793 @@
+"""Entropy against length: how the published scales hold attention entropy as ``n`` grows.
+
+Two regimes (score models of :mod:`softmax_scale.schemes`, ``alpha`` from
+:func:`~softmax_scale.schemes.scheme_alpha`):
+
+* **isotropic**: ``n`` i.i.d. scores (normal, or cosine(d)); statistics from
+  the exact evaluator ``softmax_stats(..., method="exact")``;
+* **signal-plus-noise** (``match`` given): one key with a fixed score among
+  ``n - 1`` i.i.d. random keys.  For cosine scores the fixed score is the
+  cosine ``match`` of the query with its matching key; for normal scores it is
+  the z-score ``match * sqrt(d)`` (the same key: ``q.k / sqrt(d) = c sqrt(d)``
+  for a cosine ``c`` between vectors of norm ``sqrt(d)``).  The statistics come
+  from the same Laplace-transform identity with ``phi^(n-1)`` and an extra
+  factor ``exp(-t e^{alpha s0})`` (:func:`signal_stats`), deterministic; the
+  signal's attention share ``E[p_0]`` is reported beside the entropy.
+
+Public functions: :func:`entropy_curve`, :func:`entropy_curves`,
+:func:`extrapolation_table`, :func:`invariant_scale`, :func:`phase_diagram`,
+:func:`optimal_alpha_causal`, :func:`signal_stats`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import optimize, special
+from tqdm.auto import tqdm
+
+from . import exact as _exact
+from ._random import seed_sequence
+from ._validation import check_alpha_array, check_choice, check_int, check_n_array, check_positive_float
+from .distributions import Cosine, Normal, get_distribution
+from .laws import compare_alpha_laws
+from .objectives import mean_field_objective
+from .optimize import optimal_alpha
+from .schemes import SCHEMES, SCORE_MODELS, scheme_alpha
+from .stats import softmax_stats
+
+__all__ = [
+    "DEFAULT_SCHEMES",
+    "CausalOptimum",
+    "EntropyCurve",
+    "ExtrapolationTable",
+    "InvariantScale",
+    "PhaseDiagram",
+    "SignalStats",
+    "entropy_curve",
+    "entropy_curves",
+    "extrapolation_table",
+    "invariant_scale",
+    "optimal_alpha_causal",
+    "phase_diagram",
+    "signal_stats",
+]
+
+METHODS = ("exact", "mc")
+
+#: The ten length-dependent or widely used q.k schemes compared by default.
+DEFAULT_SCHEMES = ("standard", "chiang_cholak", "entropy_invariant", "qwen_logn", "yarn", "longrope",
+                   "llama4", "ssmax", "gradient_optimal", "critical")
+
+#: Parameters set to the training length ``L`` when a scheme has one (extrapolation table).
+_TRAIN_LENGTH_SCHEMES = ("entropy_invariant", "qwen_logn", "yarn", "longrope")
+
+
+# ---------------------------------------------------------------------------------------------
+# signal-plus-noise: the deterministic evaluator
+
+
+@dataclass(frozen=True)
+class SignalStats:
+    """Expectations for one fixed key (score ``s0``) among ``n - 1`` i.i.d. keys.
+
+    Fields are arrays over ``alpha`` (or floats for a scalar ``alpha``).
+
+    Attributes
+    ----------
+    alpha : float or ndarray
+        Scale(s).
+    n : int
+        Total number of keys (the signal plus ``n - 1`` random keys).
+    dist : str
+        Distribution of the random keys.
+    s0 : float
+        The signal's score.
+    method : str
+        ``"exact"`` (quadrature) or ``"mc"``.
+    share, share_se : float or ndarray
+        ``E[p_0]``, the signal's attention probability, and its standard error.
+    sum_p2, sum_p2_se, entropy, entropy_se, grad, grad_se, log_z, log_z_se : float or ndarray
+        As in :class:`softmax_scale.SoftmaxStats`.
+    """
+
+    alpha: float | np.ndarray
+    n: int
+    dist: str
+    s0: float
+    method: str
+    share: float | np.ndarray
+    share_se: float | np.ndarray
+    sum_p2: float | np.ndarray
+    sum_p2_se: float | np.ndarray
+    entropy: float | np.ndarray
+    entropy_se: float | np.ndarray
+    grad: float | np.ndarray
+    grad_se: float | np.ndarray
+    log_z: float | np.ndarray
+    log_z_se: float | np.ndarray
+
+
+def _signal_one(dist, alpha, n, s0, refine=1.0):
+    """``[share, sum_p2, entropy, grad, log_z]`` at one ``alpha > 0``; reuses the exact module's inner kernel."""
+    N = n - 1.0
+    m, sig = _exact._tilted_window(dist, alpha)
+    du = 0.25 / refine
+    u = _exact._u_grid(dist, alpha, max(N, 2.0), du)
+    u_lo = min(u[0], -alpha * s0 - _exact._TAIL)
+    u_hi = max(min(u[-1], math.log(60.0) - alpha * s0), u_lo + 1.0)
+    u = u_lo + du * np.arange(int(np.ceil((u_hi - u_lo) / du)) + 1)
+    lo, hi = dist.support
+    s_cap = min(hi, m + 12.0 * sig)
+    dz = min(1.0, 0.5 * alpha * sig, 0.5 * alpha * _exact._scale(dist)) / refine
+    if isinstance(dist, Normal):
+        kind, logc, beta, s_low = 0, 0.0, 0.0, -np.inf
+    else:
+        b = 0.5 * (dist.d - 1)
+        kind, beta, s_low = 1, b - 1.0, -1.0
+        logc = special.gammaln(2 * b) - 2 * special.gammaln(b) - (2 * b - 1) * np.log(2.0)
+    inner = np.empty((6, u.size))
+    _exact._inner_smooth(u, alpha, kind, logc, beta, s_cap, s_low, dz, _exact._GL_X, _exact._GL_W, inner)
+    a = inner[0].copy()
+    top = inner[5] > 0
+    if top.any():
+        a[top] -= _exact._sf(dist, (_exact._Z_TOP - u[top]) / alpha)
+    a = np.clip(a, -1.0, 0.0)
+    with np.errstate(divide="ignore"):
+        log_phi = np.where(a > -0.5, np.log1p(np.maximum(a, -0.5)), np.log(np.maximum(1.0 + a, 1e-300)))
+    z0 = u + alpha * s0  # log y0
+    y0 = np.exp(np.minimum(z0, 700.0))
+    e0 = np.exp(-y0)
+    g0 = y0 * e0
+    wN = np.exp(N * log_phi) * e0
+    wN1 = np.exp((N - 1.0) * log_phi) * e0
+    wN2 = np.exp(max(N - 2.0, 0.0) * log_phi) * e0 if N >= 2 else np.zeros_like(u)
+    p1, p2, kk = inner[1], inner[2], inner[3]
+    share = np.sum(g0 * np.exp(N * log_phi)) * du
+    sum_p2 = (np.sum(g0 * y0 * np.exp(N * log_phi)) + N * np.sum(p2 * wN1)) * du
+    comp = (N * (N - 1.0) * np.sum(p1 * p1 * wN2) + 2.0 * N * np.sum(g0 * p1 * np.exp((N - 1.0) * log_phi))) * du
+    ent = -(np.sum(g0 * (z0 + _exact._EULER) * np.exp(N * log_phi)) + N * np.sum(kk * wN1)) * du
+    log_z = -_exact._EULER - u[0] - (np.sum(wN) - 0.5 * (wN[0] + wN[-1])) * du
+    if sum_p2 > 0.5:
+        sum_p2 = 1.0 - comp
+    else:
+        comp = 1.0 - sum_p2
+    return np.array([share, sum_p2, ent, alpha * comp, log_z])
+
+
+def _signal_mc(dist, alphas, n, s0, trials, rng):
+    """Monte Carlo on numpy draws (a check of the quadrature): per-trial values, shape (trials, len(alphas))."""
+    gen = np.random.default_rng(seed_sequence(rng))
+    out = np.empty((5, trials, alphas.size))
+    chunk = max(1, 2_000_000 // max(n - 1, 1))
+    for lo in range(0, trials, chunk):
+        hi = min(trials, lo + chunk)
+        s = dist.sample((hi - lo, n - 1), rng=gen)
+        mx = np.maximum(s.max(axis=1), s0)[:, None]
+        for k, a in enumerate(alphas):
+            e = np.exp(a * (s - mx))
+            e0 = np.exp(a * (s0 - mx[:, 0]))
+            z = e.sum(axis=1) + e0
+            p = e / z[:, None]
+            p0 = e0 / z
+            sp2 = (p * p).sum(axis=1) + p0 * p0
+            out[0, lo:hi, k] = p0
+            out[1, lo:hi, k] = sp2
+            out[2, lo:hi, k] = np.log(z) - a * ((p * (s - mx)).sum(axis=1) + p0 * (s0 - mx[:, 0]))
+            out[3, lo:hi, k] = a * (1.0 - sp2)
+            out[4, lo:hi, k] = a * mx[:, 0] + np.log(z)
+    return out
+
+
+def _signal_dist(score_model, d):
+    return Normal() if score_model == "normal" else Cosine(d)
+
+
+def signal_stats(alpha, n, s0, dist="normal", *, d=None, method="exact", trials=4000, rng=None) -> SignalStats:
+    """Statistics of ``softmax(alpha s)`` with one fixed score ``s0`` among ``n - 1`` i.i.d. scores.
+
+    Parameters
+    ----------
+    alpha : float or array_like
+        Scale(s) ``>= 0``.
+    n : int
+        Total number of keys, ``>= 2``.
+    s0 : float
+        The fixed (signal) score, in the units of ``dist`` (a z-score, or a cosine in [-1, 1]).
+    dist : {"normal", "cosine"}
+        Distribution of the ``n - 1`` random scores.
+    d : int, optional
+        Dimension for ``"cosine"``.
+    method : {"exact", "mc"}
+        Deterministic Laplace-transform quadrature, or Monte Carlo with standard errors.
+    trials : int
+        Monte Carlo trials.
+    rng : None, int, SeedSequence or Generator
+        Monte Carlo seed.
+
+    Returns
+    -------
+    SignalStats
+    """
+    alphas, scalar = check_alpha_array(alpha)
+    n = check_int(n, "n", minimum=2, maximum=10**15)
+    check_choice(method, "method", METHODS)
+    dist_obj = get_distribution(dist, d)
+    if not isinstance(dist_obj, (Normal, Cosine)):
+        raise ValueError(f"`dist` must be 'normal' or 'cosine' for the signal model, got {dist_obj.label}")
+    if not isinstance(s0, (int, float)) or not math.isfinite(s0):
+        raise ValueError(f"`s0` must be a finite number, got {s0!r}")
+    if isinstance(dist_obj, Cosine) and not -1.0 <= s0 <= 1.0:
+        raise ValueError(f"`s0` must be a cosine in [-1, 1] for cosine scores, got {s0!r}")
+    s0 = float(s0)
+    if method == "mc":
+        trials = check_int(trials, "trials", minimum=2)
+        per = _signal_mc(dist_obj, alphas, n, s0, trials, rng)
+        mean = per.mean(axis=1)
+        se = per.std(axis=1, ddof=1) / math.sqrt(trials)
+    else:
+        mean = np.empty((5, alphas.size))
+        for k, a in enumerate(alphas):
+            if a == 0.0:
+                mean[:, k] = [1.0 / n, 1.0 / n, math.log(n), 0.0, math.log(n)]
+            else:
+                mean[:, k] = _signal_one(dist_obj, float(a), float(n), s0)
+        se = np.zeros_like(mean)
+        trials = 0
+
+    def o(x):
+        return float(x[0]) if scalar else x
+
+    return SignalStats(alpha=o(alphas), n=n, dist=dist_obj.label, s0=s0, method=method,
+                       share=o(mean[0]), share_se=o(se[0]), sum_p2=o(mean[1]), sum_p2_se=o(se[1]),
+                       entropy=o(mean[2]), entropy_se=o(se[2]), grad=o(mean[3]), grad_se=o(se[3]),
+                       log_z=o(mean[4]), log_z_se=o(se[4]))
+
+
+# ---------------------------------------------------------------------------------------------
+# entropy curves
+
+
+@dataclass(frozen=True)
+class EntropyCurve:
+    """Entropy and gradient objective against the number of keys under one scheme.
+
+    Attributes
+    ----------
+    ns : ndarray
+        Numbers of keys.
+    alpha : ndarray
+        The softmax scale on unit scores at each ``n``.
+    scheme : str
+        Scheme key (or ``"custom"`` for given scales).
+    score_model : str
+        ``"normal"`` or ``"cosine"``.
+    d : int
+        Head dimension.
+    match : float or None
+        The signal key's cosine (None: isotropic).
+    method : str
+        ``"exact"`` or ``"mc"``.
+    entropy, entropy_se : ndarray
+        ``E[H]`` in nats and its standard error (0 for exact).
+    entropy_ratio : ndarray
+        ``E[H] / log n`` (1: uniform attention; 0: one-hot).
+    renyi2 : ndarray
+        ``-log E[sum p^2]``, the collision (Rényi-2) entropy of the mean collision probability.
+    sum_p2, sum_p2_se : ndarray
+        ``E[sum p^2]`` and its standard error.
+    grad, grad_se : ndarray
+        ``E[G]``, ``G = alpha (1 - sum p^2)``, and its standard error.
+    signal_share, signal_share_se : ndarray
+        ``E[p_0]`` of the signal key (NaN in the isotropic regime).
+    """
+
+    ns: np.ndarray
+    alpha: np.ndarray
+    scheme: str
+    score_model: str
+    d: int
+    match: float | None
+    method: str
+    entropy: np.ndarray
+    entropy_se: np.ndarray
+    entropy_ratio: np.ndarray
+    renyi2: np.ndarray
+    sum_p2: np.ndarray
+    sum_p2_se: np.ndarray
+    grad: np.ndarray
+    grad_se: np.ndarray
+    signal_share: np.ndarray
+    signal_share_se: np.ndarray
+
+    @property
+    def drift(self) -> np.ndarray:
+        """``E[H](n) - E[H](ns[0])``."""
+        return self.entropy - self.entropy[0]
+
+
+def _check_common(score_model, d, match, method):
+    check_choice(score_model, "score_model", SCORE_MODELS)
+    d = check_int(d, "d", minimum=2)
+    check_choice(method, "method", METHODS)
+    if match is not None:
+        if not isinstance(match, (int, float)) or isinstance(match, bool) or not -1.0 <= match <= 1.0:
+            raise ValueError(f"`match` must be a cosine in [-1, 1] (or None for isotropic scores), got {match!r}")
+        match = float(match)
+    return d, match
+
+
+def _evaluate(ns, alphas, score_model, d, match, method, trials, rng, progress):
+    """Statistics for ``alphas[i, k]`` at ``ns[i]``: dict of (len(ns), k) arrays."""
+    names = ("entropy", "sum_p2", "grad", "share")
+    out = {k: np.full(alphas.shape, np.nan) for k in names}
+    se = {k: np.zeros(alphas.shape) for k in names}
+    dist = _signal_dist(score_model, d)
+    ss = seed_sequence(rng) if method == "mc" else None
+    seeds = ss.spawn(len(ns)) if ss is not None else [None] * len(ns)
+    if progress is None:
+        progress = method == "mc" or alphas.size > 2000
+    for i in tqdm(range(len(ns)), desc="entropy curve", disable=not progress, leave=False):
+        n = int(ns[i])
+        a = np.ascontiguousarray(alphas[i])
+        if match is None:
+            kw = {"method": method}
+            if method == "mc":
+                kw.update(trials=trials, rng=seeds[i])
+            else:
+                kw["error_estimate"] = False
+            r = softmax_stats(a, n, dist, **kw)
+            share, share_se = np.full(a.shape, np.nan), np.full(a.shape, np.nan)
+        else:
+            s0 = match if score_model == "cosine" else match * math.sqrt(d)
+            r = signal_stats(a, n, s0, dist, method=method, trials=trials, rng=seeds[i])
+            share, share_se = r.share, r.share_se
+        for key, val, err in (("entropy", r.entropy, r.entropy_se), ("sum_p2", r.sum_p2, r.sum_p2_se),
+                              ("grad", r.grad, r.grad_se), ("share", share, share_se)):
+            out[key][i] = val
+            se[key][i] = err
+    return out, se
+
+
+def _curve(ns, alpha, scheme, score_model, d, match, method, out, se, k):
+    with np.errstate(divide="ignore"):
+        ratio = out["entropy"][:, k] / np.log(ns)
+    return EntropyCurve(ns=ns.copy(), alpha=alpha.copy(), scheme=scheme, score_model=score_model, d=d, match=match,
+                        method=method, entropy=out["entropy"][:, k], entropy_se=se["entropy"][:, k],
+                        entropy_ratio=ratio, renyi2=-np.log(out["sum_p2"][:, k]), sum_p2=out["sum_p2"][:, k],
+                        sum_p2_se=se["sum_p2"][:, k], grad=out["grad"][:, k], grad_se=se["grad"][:, k],
+                        signal_share=out["share"][:, k], signal_share_se=se["share"][:, k])
+
+
+def entropy_curves(ns, schemes=DEFAULT_SCHEMES, *, d=128, score_model="normal", match=None, method="exact",
+                   trials=2000, rng=None, progress=None, scheme_params=None) -> dict:
+    """:func:`entropy_curve` for several schemes at once (one evaluator call per ``n``).
+
+    Parameters
+    ----------
+    ns : array_like
+        Numbers of keys, integers ``>= 2``.
+    schemes : sequence of str
+        Scheme keys (see :func:`softmax_scale.schemes.list_schemes`).
+    d, score_model, match, method, trials, rng, progress
+        As in :func:`entropy_curve`.
+    scheme_params : dict, optional
+        ``{scheme: {param: value}}`` overriding published defaults.
+
+    Returns
+    -------
+    dict
+        ``{scheme: EntropyCurve}``.
+    """
+    nn, _ = check_n_array(ns, "ns")
+    d, match = _check_common(score_model, d, match, method)
+    scheme_params = scheme_params or {}
+    if isinstance(schemes, str):
+        schemes = (schemes,)
+    for s in schemes:
+        check_choice(s, "scheme", SCHEMES)
+    alphas = np.column_stack([np.atleast_1d(scheme_alpha(nn, d, s, score_model, **scheme_params.get(s, {})))
+                              for s in schemes])
+    out, se = _evaluate(nn, alphas, score_model, d, match, method, trials, rng, progress)
+    return {s: _curve(nn, alphas[:, k], s, score_model, d, match, method, out, se, k) for k, s in enumerate(schemes)}
+
+
+def entropy_curve(ns, scheme="standard", *, d=128, score_model="normal", match=None, method="exact",
+                  trials=2000, rng=None, progress=None, **scheme_params) -> EntropyCurve:
+    """``E[H]``, ``E[H]/log n``, Rényi-2 entropy and ``E[G]`` against ``n`` under a scheme.
+
+    Parameters
+    ----------
+    ns : array_like
+        Numbers of keys (in a causal model, the query's position), integers ``>= 2``.
+    scheme : str
+        Scheme key; its scale at each ``n`` becomes ``alpha`` through ``score_model``.
+    d : int
+        Head dimension.
+    score_model : {"normal", "cosine"}
+        Unit-variance entries (normal scores, ``alpha = m sqrt(d)``) or q, k of
+        norm ``sqrt(d)`` (cosine(d) scores, ``alpha = m d``).
+    match : float, optional
+        Add one matching key whose cosine with the query is ``match``
+        (signal-plus-noise); None for isotropic scores.
+    method : {"exact", "mc"}
+        Deterministic quadrature, or Monte Carlo with standard errors (a check).
+    trials, rng
+        Monte Carlo trials and seed.
+    progress : bool, optional
+        Progress bar (by default for Monte Carlo).
+    **scheme_params
+        Parameters of the scheme (e.g. ``train_length=512``).
+
+    Returns
+    -------
+    EntropyCurve
+    """
+    sp = {scheme: scheme_params} if isinstance(scheme, str) else None
+    return entropy_curves(ns, (scheme,), d=d, score_model=score_model, match=match, method=method,
+                          trials=trials, rng=rng, progress=progress, scheme_params=sp)[scheme]
+
+
+# ---------------------------------------------------------------------------------------------
+# extrapolation table
+
+
+@dataclass(frozen=True)
+class ExtrapolationTable:
+    """Entropy drift and signal share at ``n = L, 2L, ..., 64L`` for a model trained at length ``L``.
+
+    Arrays are indexed ``[scheme, factor]``.
+
+    Attributes
+    ----------
+    train_length : int
+        ``L``; schemes with a training length are pinned at it.
+    factors : ndarray
+        ``n / L``.
+    schemes : tuple of str
+        Row labels.
+    score_model : str
+        ``"normal"`` or ``"cosine"``.
+    d : int
+        Head dimension.
+    match : float
+        The signal key's cosine in the signal-plus-noise regime.
+    drift_isotropic : ndarray
+        ``E[H](n) - E[H](L)`` for i.i.d. scores, nats.
+    drift_signal : ndarray
+        The same with the matching key present.
+    share_signal : ndarray
+        ``E[p_0]``, the matching key's attention share.
+    log_n_drift : ndarray
+        ``log(n / L)``: the drift of uniform attention, for reference.
+    """
+
+    train_length: int
+    factors: np.ndarray
+    schemes: tuple
+    score_model: str
+    d: int
+    match: float
+    drift_isotropic: np.ndarray
+    drift_signal: np.ndarray
+    share_signal: np.ndarray
+    log_n_drift: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    def __str__(self):
+        head = f"{'scheme':<20}" + "".join(f"{f'{int(f)}L':>9}" for f in self.factors)
+        lines = [f"L = {self.train_length}, {self.score_model} scores, d = {self.d}, match cosine {self.match}", ""]
+        for title, arr, fmt in (("entropy drift, isotropic (nats)", self.drift_isotropic, "{:+9.3f}"),
+                                ("entropy drift, signal-plus-noise (nats)", self.drift_signal, "{:+9.3f}"),
+                                ("signal share E[p_0]", self.share_signal, "{:9.3f}")):
+            lines += [title, head]
+            lines += [f"{s:<20}" + "".join(fmt.format(v) for v in row) for s, row in zip(self.schemes, arr)]
+            lines.append("")
+        return "\n".join(lines)
+
+
+def _pinned_params(schemes, L):
+    return {s: {"train_length": L} for s in schemes if s in _TRAIN_LENGTH_SCHEMES}
+
+
+def extrapolation_table(train_length=512, schemes=DEFAULT_SCHEMES, *, d=128, score_model="cosine", match=1.0,
+                        factors=(1, 2, 4, 8, 16, 32, 64)) -> ExtrapolationTable:
+    """Drift ``E[H](n) - E[H](L)`` and the signal share for each scheme at ``n = L, 2L, ..., 64L``.
+
+    Parameters
+    ----------
+    train_length : int
+        ``L`` (512 by default; the note's experiment used 64).  Schemes with a
+        training-length parameter (entropy_invariant, qwen_logn, yarn, longrope)
+        are pinned at ``L``.
+    schemes : sequence of str
+        Scheme keys.
+    d : int
+        Head dimension.
+    score_model : {"cosine", "normal"}
+        Score model.
+    match : float
+        The matching key's cosine in the signal-plus-noise regime.
+    factors : sequence of int
+        ``n / L``, the first of which is the reference (normally 1).
+
+    Returns
+    -------
+    ExtrapolationTable
+    """
+    L = check_int(train_length, "train_length", minimum=2)
+    fac = np.asarray(factors, dtype=np.float64)
+    if fac.ndim != 1 or fac.size == 0 or np.any(fac < 1) or np.any(fac != np.floor(fac)):
+        raise ValueError(f"`factors` must be a non-empty sequence of integers >= 1, got {factors!r}")
+    if match is None:
+        raise ValueError("`match` must be a cosine in [-1, 1] for the signal-plus-noise columns, got None")
+    ns = L * fac
+    params = _pinned_params(schemes, L)
+    iso = entropy_curves(ns, schemes, d=d, score_model=score_model, scheme_params=params)
+    sig = entropy_curves(ns, schemes, d=d, score_model=score_model, match=match, scheme_params=params)
+    return ExtrapolationTable(
+        train_length=L, factors=fac, schemes=tuple(schemes), score_model=score_model, d=int(d), match=float(match),
+        drift_isotropic=np.array([iso[s].drift for s in schemes]),
+        drift_signal=np.array([sig[s].drift for s in schemes]),
+        share_signal=np.array([sig[s].signal_share for s in schemes]),
+        log_n_drift=np.log(fac / fac[0]))
+
+
+# ---------------------------------------------------------------------------------------------
+# the scale that holds the entropy still
+
+
+@dataclass(frozen=True)
+class InvariantScale:
+    """The scale ``alpha(n)`` with ``E[H](alpha, n) = target`` and its fitted laws.
+
+    Attributes
+    ----------
+    ns : ndarray
+        Numbers of keys.
+    alpha : ndarray
+        Solutions.
+    entropy : ndarray
+        ``E[H]`` at the solutions (the exact evaluator), equal to the target to the root tolerance.
+    target_entropy : float
+        The target, nats.
+    dist : str
+        Score distribution.
+    laws : dict
+        ``{form: LawFit}`` from :func:`softmax_scale.compare_alpha_laws`, best RMSE first.
+    critical : ndarray
+        ``sqrt(2 log n)``, the freezing scale of normal scores.
+    converged : ndarray
+        Root-finder flags.
+    """
+
+    ns: np.ndarray
+    alpha: np.ndarray
+    entropy: np.ndarray
+    target_entropy: float
+    dist: str
+    laws: dict
+    critical: np.ndarray
+    converged: np.ndarray
+
+
+def _exact_entropy(alpha, n, dist):
+    return float(softmax_stats(float(alpha), int(n), dist, method="exact", error_estimate=False).entropy)
+
+
+def invariant_scale(ns, target_entropy, dist="normal", *, d=None, xtol=1e-12) -> InvariantScale:
+    """Solve ``E[H](alpha, n) = target_entropy`` for ``alpha`` at each ``n`` (exact evaluator, brentq).
+
+    ``E[H]`` falls from ``log n`` at ``alpha = 0`` towards 0, so a root exists
+    for ``0 < target < log n``; the bracket ``[0, hi]`` is found by doubling.
+
+    Parameters
+    ----------
+    ns : array_like
+        Numbers of keys, ``>= 2``, with ``log n > target_entropy``.
+    target_entropy : float
+        Target entropy in nats, ``> 0``.
+    dist : {"normal", "cosine"}, ScoreDistribution or array_like
+        Score distribution.
+    d : int, optional
+        Dimension for ``"cosine"``.
+    xtol : float
+        Absolute tolerance on ``alpha``.
+
+    Returns
+    -------
+    InvariantScale
+        With the laws ``c sqrt(log n)``, ``c log n``, ``c (log n)^p`` and
+        ``a + b log n`` fitted (needs at least two ``n``).
+    """
+    nn, _ = check_n_array(ns, "ns")
+    target = check_positive_float(target_entropy, "target_entropy")
+    if np.any(np.log(nn) <= target):
+        raise ValueError(f"`target_entropy` must be < log n for every n (log of the smallest n is "
+                         f"{np.log(nn.min()):.4g}), got {target!r}")
+    dist_obj = get_distribution(dist, d)
+    alpha = np.empty(nn.size)
+    ent = np.empty(nn.size)
+    conv = np.zeros(nn.size, dtype=bool)
+    for i, n in enumerate(tqdm(nn, desc="invariant scale", disable=nn.size < 20, leave=False)):
+        def f(a, n=n):
+            return _exact_entropy(a, n, dist_obj) - target
+
+        hi = max(1e-3, math.sqrt(2.0 * max(math.log(n) - target, 1e-6)))
+        while f(hi) > 0:
+            hi *= 2.0
+            if hi > 1e8:
+                raise RuntimeError(f"no scale reaches entropy {target} at n = {n:.0f}")
+        root, res = optimize.brentq(f, 0.0, hi, xtol=xtol, rtol=4 * np.finfo(float).eps, full_output=True)
+        alpha[i] = root
+        conv[i] = res.converged
+        ent[i] = f(root) + target
+    laws = compare_alpha_laws(nn, alpha) if nn.size >= 2 else {}
+    return InvariantScale(ns=nn, alpha=alpha, entropy=ent, target_entropy=target, dist=dist_obj.label, laws=laws,
+                          critical=np.sqrt(2.0 * np.log(nn)), converged=conv)
+
+
+# ---------------------------------------------------------------------------------------------
+# phase diagram
+
+
+@dataclass(frozen=True)
+class PhaseDiagram:
+    """``E[H] / log n`` on a grid of ``n`` and ``alpha / sqrt(2 log n)`` (normal scores).
+
+    Attributes
+    ----------
+    ns : ndarray
+        Numbers of keys (columns).
+    ratios : ndarray
+        ``alpha / sqrt(2 log n)`` (rows); 1 is the freezing line.
+    entropy_ratio : ndarray
+        ``E[H] / log n``, shape ``(len(ratios), len(ns))``.
+    dist : str
+        Score distribution.
+    """
+
+    ns: np.ndarray
+    ratios: np.ndarray
+    entropy_ratio: np.ndarray
+    dist: str
+
+
+def phase_diagram(ns=None, ratios=None, dist="normal", *, d=None) -> PhaseDiagram:
+    """``E[H]/log n`` over ``n`` and ``alpha/sqrt(2 log n)`` by the exact evaluator.
+
+    Parameters
+    ----------
+    ns : array_like, optional
+        Numbers of keys; default 25 values from 16 to 1e6.
+    ratios : array_like, optional
+        ``alpha / sqrt(2 log n)``; default 41 values from 0 to 2.
+    dist, d
+        Score distribution.
+
+    Returns
+    -------
+    PhaseDiagram
+    """
+    nn, _ = check_n_array(np.unique(np.round(np.geomspace(16, 1e6, 25))) if ns is None else ns, "ns")
+    r = np.linspace(0.0, 2.0, 41) if ratios is None else np.asarray(ratios, dtype=np.float64)
+    if r.ndim != 1 or r.size == 0 or not np.all(np.isfinite(r)) or np.any(r < 0):
+        raise ValueError(f"`ratios` must be a non-empty 1-D array of finite numbers >= 0, got {ratios!r}")
+    dist_obj = get_distribution(dist, d)
+    out = np.empty((r.size, nn.size))
+    for j, n in enumerate(nn):
+        ln = math.log(n)
+        st = softmax_stats(r * math.sqrt(2.0 * ln), int(n), dist_obj, method="exact", error_estimate=False)
+        out[:, j] = np.asarray(st.entropy) / ln
+    return PhaseDiagram(ns=nn, ratios=r, entropy_ratio=out, dist=dist_obj.label)
+
+
+# ---------------------------------------------------------------------------------------------
+# decoder: one constant scale for every position
+
+
+@dataclass(frozen=True)
+class CausalOptimum:
+    """The constant scale maximising the mean-field objective averaged over positions ``2..L``.
+
+    Attributes
+    ----------
+    train_length : int
+        ``L``; the query at position ``i`` sees ``i`` keys.
+    dist : str
+        Score distribution.
+    alpha : float
+        The maximiser of ``mean_i G_mf(alpha; i)``.
+    value : float
+        The averaged objective there.
+    alpha_heuristic : float
+        The note's heuristic ``alpha*(L/2)`` (the per-position optimum at the mean length).
+    value_heuristic : float
+        The averaged objective at the heuristic.
+    loss_heuristic : float
+        ``1 - value_heuristic / value``: the relative loss of the heuristic.
+    alpha_at_length : float
+        ``alpha*(L)``, the encoder optimum at the full length.
+    value_at_length, loss_at_length : float
+        Averaged objective there and its relative loss.
+    success : bool
+        Whether the optimiser converged.
+    """
+
+    train_length: int
+    dist: str
+    alpha: float
+    value: float
+    alpha_heuristic: float
+    value_heuristic: float
+    loss_heuristic: float
+    alpha_at_length: float
+    value_at_length: float
+    loss_at_length: float
+    success: bool
+
+
+def causal_objective(alpha, L, dist="normal", *, d=None):
+    """``mean_{i=2..L} G_mf(alpha; i)``: the mean-field objective averaged over a causal sequence.
+
+    Parameters
+    ----------
+    alpha : float or array_like
+        Scale(s).
+    L : int
+        Sequence length, ``>= 2``.
+    dist, d
+        Score distribution.
+
+    Returns
+    -------
+    float or ndarray
+    """
+    a, scalar = check_alpha_array(alpha)
+    L = check_int(L, "L", minimum=2, maximum=10**7)
+    dist_obj = get_distribution(dist, d)
+    i = np.arange(2, L + 1, dtype=np.float64)
+    out = np.array([np.mean(mean_field_objective(x, i, dist_obj)) for x in a])
+    return float(out[0]) if scalar else out
+
+
+def optimal_alpha_causal(L, dist="normal", *, d=None) -> CausalOptimum:
+    """The constant scale for a decoder: maximise the mean-field objective averaged over positions ``2..L``.
+
+    A grid of 400 scales up to ``alpha*(L)``'s zero crossing locates the
+    maximum, then ``scipy.optimize.minimize_scalar`` (bounded) refines it in
+    the neighbouring grid cells.
+
+    Parameters
+    ----------
+    L : int
+        Sequence (training) length, ``>= 4``; the query at position ``i`` sees ``i`` keys.
+    dist : {"normal", "cosine"}, ScoreDistribution or array_like
+        Score distribution.
+    d : int, optional
+        Dimension for ``"cosine"``.
+
+    Returns
+    -------
+    CausalOptimum
+        With the note's heuristic ``alpha*(L/2)`` and ``alpha*(L)`` and their relative losses.
+    """
+    L = check_int(L, "L", minimum=4, maximum=10**7)
+    dist_obj = get_distribution(dist, d)
+    a_L = float(optimal_alpha(L, dist_obj))
+    # G_mf(.; L) vanishes at the root of R(a) = L, at most a few times alpha*(L); search up to 4 alpha*(L).
+    grid = np.linspace(0.0, 4.0 * a_L, 401)[1:]
+    vals = causal_objective(grid, L, dist_obj)
+    k = int(np.argmax(vals))
+    lo = grid[k - 1] if k > 0 else 0.0
+    hi = grid[min(k + 1, grid.size - 1)]
+    res = optimize.minimize_scalar(lambda x: -causal_objective(x, L, dist_obj), bounds=(lo, hi), method="bounded",
+                                   options={"xatol": 1e-10})
+    alpha, value = float(res.x), -float(res.fun)
+    a_h = float(optimal_alpha(L // 2, dist_obj))
+    v_h = causal_objective(a_h, L, dist_obj)
+    v_L = causal_objective(a_L, L, dist_obj)
+    return CausalOptimum(train_length=L, dist=dist_obj.label, alpha=alpha, value=value, alpha_heuristic=a_h,
+                         value_heuristic=v_h, loss_heuristic=1.0 - v_h / value, alpha_at_length=a_L,
+                         value_at_length=v_L, loss_at_length=1.0 - v_L / value, success=bool(res.success))
