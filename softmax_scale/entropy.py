@@ -30,7 +30,13 @@ from tqdm.auto import tqdm
 
 from . import exact as _exact
 from ._random import seed_sequence
-from ._validation import check_alpha_array, check_choice, check_int, check_n_array, check_positive_float
+from ._validation import (
+    check_alpha_array,
+    check_choice,
+    check_int,
+    check_n_array,
+    check_positive_float,
+)
 from .distributions import Cosine, Normal, get_distribution
 from .laws import compare_alpha_laws
 from .objectives import mean_field_objective
@@ -119,7 +125,7 @@ def _signal_one(dist, alpha, n, s0, refine=1.0):
     u_lo = min(u[0], -alpha * s0 - _exact._TAIL)
     u_hi = max(min(u[-1], math.log(60.0) - alpha * s0), u_lo + 1.0)
     u = u_lo + du * np.arange(int(np.ceil((u_hi - u_lo) / du)) + 1)
-    lo, hi = dist.support
+    hi = dist.support[1]
     s_cap = min(hi, m + 12.0 * sig)
     dz = min(1.0, 0.5 * alpha * sig, 0.5 * alpha * _exact._scale(dist)) / refine
     if isinstance(dist, Normal):
@@ -216,8 +222,10 @@ def signal_stats(alpha, n, s0, dist="normal", *, d=None, method="exact", trials=
     check_choice(method, "method", METHODS)
     dist_obj = get_distribution(dist, d)
     if not isinstance(dist_obj, (Normal, Cosine)):
-        raise ValueError(f"`dist` must be 'normal' or 'cosine' for the signal model, got {dist_obj.label}")
-    if not isinstance(s0, (int, float)) or not math.isfinite(s0):
+        raise TypeError(f"`dist` must be 'normal' or 'cosine' for the signal model, got {dist_obj.label}")
+    if not isinstance(s0, (int, float)) or isinstance(s0, bool):
+        raise TypeError(f"`s0` must be a finite number, got {s0!r}")
+    if not math.isfinite(s0):
         raise ValueError(f"`s0` must be a finite number, got {s0!r}")
     if isinstance(dist_obj, Cosine) and not -1.0 <= s0 <= 1.0:
         raise ValueError(f"`s0` must be a cosine in [-1, 1] for cosine scores, got {s0!r}")
