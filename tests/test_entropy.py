@@ -171,3 +171,25 @@ def test_optimal_alpha_causal_matches_brute_force(L):
 def test_bad_parameters(call, name):
     with pytest.raises(ValueError, match=name):
         call()
+
+
+def test_temperature_table():
+    from softmax_scale.contrastive import temperature_table
+
+    t = temperature_table(ds=(128, 768), ns=(256, 65536))
+    np.testing.assert_allclose(t.tau * t.alpha, 1.0)
+    assert np.all(np.diff(t.alpha, axis=0) > 0) and np.all(np.diff(t.alpha, axis=1) > 0)
+    assert t.published["clip"] == pytest.approx(1 / 0.07) and t.published["simcse"] == pytest.approx(20.0)
+    for loss in t.published_loss.values():
+        assert np.all((loss >= 0) & (loss <= 1))
+    # mean-field objective for cosine by dense quadrature: the optimum beats CLIP's 14.3 at d=128, n=65536
+    s = np.linspace(-1, 1, 40_001)
+    w = (1 - s * s) ** (125 / 2)
+    w /= w.sum()
+
+    def g(a, n):
+        return a * (1 - np.dot(w, np.exp(2 * a * s)) / (n * np.dot(w, np.exp(a * s)) ** 2))
+
+    a = t.alpha[0, 1]
+    assert g(a, 65536) > g(a * 1.01, 65536) and g(a, 65536) > g(a * 0.99, 65536)
+    assert t.published_loss["clip"][0, 1] == pytest.approx(1 - g(1 / 0.07, 65536) / g(a, 65536), abs=1e-6)
