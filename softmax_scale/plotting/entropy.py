@@ -1,0 +1,283 @@
+"""Figures for entropy against length and the published scales.
+
+One function per figure, each returning a :class:`matplotlib.figure.Figure`;
+:data:`FIGURES` lists ``(name, function, full_kwargs, quick_kwargs)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from .. import entropy as E
+from ..contrastive import temperature_table
+from ..laws import law_value
+from ..schemes import scheme_alpha
+
+__all__ = ["FIGURES", "plot_causal_optimum", "plot_entropy_vs_n", "plot_extrapolation_drift",
+           "plot_invariant_scale", "plot_phase_diagram", "plot_temperature_table"]
+
+_SHOWN = ("standard", "chiang_cholak", "entropy_invariant", "qwen_logn", "yarn", "llama4", "ssmax",
+          "gradient_optimal", "critical")
+
+
+def _colors(keys):
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10"]
+    return {k: cmap(i % 10) for i, k in enumerate(keys)}
+
+
+def plot_entropy_vs_n(ns=None, schemes=_SHOWN, *, d=128, train_length=512, match=1.0) -> Figure:
+    """``E[H]/log n`` against ``n`` per scheme: normal and cosine scores, isotropic and with a matching key.
+
+    Parameters
+    ----------
+    ns : array_like, optional
+        Numbers of keys (default 24 values from 64 to 1e6).
+    schemes : sequence of str
+        Schemes drawn.
+    d : int
+        Head dimension.
+    train_length : int
+        Length at which length-aware schemes are pinned.
+    match : float
+        The matching key's cosine in the signal-plus-noise panels.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    ns = np.unique(np.round(np.geomspace(64, 1e6, 24))) if ns is None else np.asarray(ns)
+    params = E._pinned_params(schemes, train_length)
+    col = _colors(schemes)
+    fig = Figure(figsize=(12, 8), layout="constrained")
+    axes = fig.subplots(2, 2, sharex=True)
+    for j, model in enumerate(("normal", "cosine")):
+        for i, m in enumerate((None, match)):
+            ax = axes[i, j]
+            curves = E.entropy_curves(ns, schemes, d=d, score_model=model, match=m, scheme_params=params)
+            for s, c in curves.items():
+                ax.plot(ns, c.entropy_ratio, color=col[s], label=s, lw=1.6)
+                if m is not None:
+                    ax.plot(ns, c.signal_share, color=col[s], lw=1, ls=":")
+            ax.axvline(train_length, color="0.5", lw=0.8, ls="--")
+            ax.set_xscale("log")
+            ax.set_ylim(-0.02, 1.02)
+            regime = "isotropic" if m is None else f"one key at cosine {m:g} (dotted: its share E[p0])"
+            ax.set_title(f"{model} scores, d={d}: {regime}", fontsize=10)
+            ax.set_ylabel("E[H] / log n  (dimensionless)")
+            if i == 1:
+                ax.set_xlabel("number of keys n")
+    axes[0, 0].legend(fontsize=8, ncol=2)
+    fig.suptitle(f"Without a matching key only log-n scales slow the entropy; with one, they hold it "
+                 f"(dashed: L={train_length})")
+    return fig
+
+
+def plot_extrapolation_drift(train_length=512, schemes=_SHOWN, *, d=128, match=1.0) -> Figure:
+    """Entropy drift ``E[H](n) - E[H](L)`` and signal share at ``n = L..64L``, cosine scores.
+
+    Parameters
+    ----------
+    train_length : int
+        ``L``.
+    schemes : sequence of str
+        Schemes drawn.
+    d : int
+        Head dimension.
+    match : float
+        Matching key's cosine.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    t = E.extrapolation_table(train_length, schemes, d=d, score_model="cosine", match=match)
+    col = _colors(schemes)
+    fig = Figure(figsize=(14, 4.6), layout="constrained")
+    axes = fig.subplots(1, 3)
+    for k, s in enumerate(t.schemes):
+        axes[0].plot(t.factors, t.drift_isotropic[k], "o-", color=col[s], label=s, ms=3)
+        axes[1].plot(t.factors, t.drift_signal[k], "o-", color=col[s], ms=3)
+        axes[2].plot(t.factors, t.share_signal[k], "o-", color=col[s], ms=3)
+    axes[0].plot(t.factors, t.log_n_drift, "k--", lw=1, label="log(n/L)")
+    for ax, title, yl in zip(axes, ("isotropic scores", f"with one key at cosine {match:g}", "that key's share"),
+                             ("E[H](n) - E[H](L)  (nats)", "E[H](n) - E[H](L)  (nats)", "E[p0]  (probability)")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel(f"n / L  (L = {train_length})")
+        ax.set_ylabel(yl)
+        ax.set_title(title, fontsize=10)
+    axes[0].legend(fontsize=8, ncol=2)
+    fig.suptitle(f"Extrapolating past L={train_length} (cosine, d={d}): standard loses the matching key, "
+                 "log-n scales keep it")
+    return fig
+
+
+def plot_invariant_scale(ns=None, targets=(1.0, 2.0, 3.0)) -> Figure:
+    """The scale holding ``E[H]`` at a target, against ``n``, with its fitted laws (normal scores).
+
+    Parameters
+    ----------
+    ns : array_like, optional
+        Numbers of keys (default 16 values from 64 to 1e6).
+    targets : sequence of float
+        Target entropies, nats.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    ns = np.unique(np.round(np.geomspace(64, 1e6, 16))) if ns is None else np.asarray(ns)
+    fig = Figure(figsize=(8, 5), layout="constrained")
+    ax = fig.add_subplot()
+    col = _colors([str(t) for t in targets])
+    xx = np.geomspace(ns.min(), ns.max(), 200)
+    for t in targets:
+        r = E.invariant_scale(ns, t)
+        best = next(iter(r.laws.values()))
+        lf = r.laws["log"]
+        ax.plot(ns, r.alpha, "o", color=col[str(t)], label=f"H = {t:g} nats: solved")
+        ax.plot(xx, lf(xx), "-", color=col[str(t)], lw=1,
+                label=f"  {lf.params['c']:.3f} log n (rmse {lf.rmse:.2f}); best {best.form} (rmse {best.rmse:.2f})")
+        sq = r.laws["sqrt_log"]
+        ax.plot(xx, sq(xx), ":", color=col[str(t)], lw=1, label=f"  {sq.params['c']:.2f} sqrt(log n) (rmse {sq.rmse:.2f})")
+    ax.plot(xx, law_value("sqrt_log", (np.sqrt(2),), xx), "k--", lw=1, label="sqrt(2 log n): freezing")
+    ax.set_xscale("log")
+    ax.set_xlabel("number of keys n")
+    ax.set_ylabel("scale alpha on unit-variance scores")
+    ax.legend(fontsize=7)
+    ax.set_title("Holding the entropy fixed needs alpha growing like log n, not sqrt(log n)", fontsize=11)
+    return fig
+
+
+def plot_phase_diagram(ns=None, ratios=None, schemes=_SHOWN, *, d=128, train_length=512) -> Figure:
+    """``E[H]/log n`` over ``n`` and ``alpha/sqrt(2 log n)`` (normal scores) with the schemes drawn on it.
+
+    Parameters
+    ----------
+    ns, ratios : array_like, optional
+        Grid (see :func:`softmax_scale.entropy.phase_diagram`).
+    schemes : sequence of str
+        Schemes drawn as curves ``alpha(n)/sqrt(2 log n)``.
+    d : int
+        Head dimension (alpha = m sqrt(d)).
+    train_length : int
+        Pinning length of length-aware schemes.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    pd = E.phase_diagram(ns, ratios)
+    fig = Figure(figsize=(9, 5.5), layout="constrained")
+    ax = fig.add_subplot()
+    mesh = ax.pcolormesh(pd.ns, pd.ratios, pd.entropy_ratio, shading="gouraud", cmap="viridis", vmin=0, vmax=1)
+    cs = ax.contour(pd.ns, pd.ratios, pd.entropy_ratio, levels=[0.1, 0.25, 0.5, 0.75, 0.9], colors="w",
+                    linewidths=0.6)
+    ax.clabel(cs, fontsize=7)
+    fig.colorbar(mesh, ax=ax, label="E[H] / log n")
+    ax.axhline(1.0, color="r", lw=1.5, ls="--", label="freezing: alpha = sqrt(2 log n)")
+    col = _colors(schemes)
+    params = E._pinned_params(schemes, train_length)
+    xx = np.geomspace(pd.ns.min(), pd.ns.max(), 200).round()
+    for s in schemes:
+        if s == "critical":
+            continue
+        a = scheme_alpha(xx, d, s, "normal", **params.get(s, {}))
+        ax.plot(xx, a / np.sqrt(2 * np.log(xx)), color=col[s], lw=1.5, label=s)
+    ax.set_xscale("log")
+    ax.set_ylim(0, pd.ratios.max())
+    ax.set_xlabel("number of keys n")
+    ax.set_ylabel("alpha / sqrt(2 log n)")
+    ax.legend(fontsize=7, loc="upper left", ncol=2)
+    ax.set_title("Normal scores: by n = 1e6 only log n x O(1) scales (chiang_cholak, ssmax) reach the freezing line", fontsize=11)
+    return fig
+
+
+def plot_causal_optimum(lengths=(16, 64, 256, 1024, 4096, 16384)) -> Figure:
+    """Decoder: the constant scale maximising the position-averaged objective vs the heuristic ``alpha*(L/2)``.
+
+    Parameters
+    ----------
+    lengths : sequence of int
+        Training lengths ``L``.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    res = [E.optimal_alpha_causal(L) for L in lengths]
+    L = np.asarray(lengths)
+    fig = Figure(figsize=(11, 4.5), layout="constrained")
+    a1, a2 = fig.subplots(1, 2)
+    a1.plot(L, [r.alpha for r in res], "o-", label="optimum of mean over positions 2..L")
+    a1.plot(L, [r.alpha_heuristic for r in res], "s--", label="heuristic alpha*(L/2)")
+    a1.plot(L, [r.alpha_at_length for r in res], "^:", label="encoder alpha*(L)")
+    a1.set_xscale("log", base=2)
+    a1.set_xlabel("training length L")
+    a1.set_ylabel("scale alpha (normal scores)")
+    a1.legend(fontsize=8)
+    a2.plot(L, [100 * r.loss_heuristic for r in res], "s--", label="alpha*(L/2)")
+    a2.plot(L, [100 * r.loss_at_length for r in res], "^:", label="alpha*(L)")
+    a2.set_xscale("log", base=2)
+    a2.set_xlabel("training length L")
+    a2.set_ylabel("loss in averaged objective  (%)")
+    a2.legend(fontsize=8)
+    worst = max(r.loss_heuristic for r in res)
+    fig.suptitle(f"Decoder: the heuristic alpha*(L/2) loses at most {100 * worst:.1f}% of the averaged "
+                 "mean-field objective; alpha*(L) loses more")
+    return fig
+
+
+def plot_temperature_table(ds=(128, 256, 512, 768), ns=(256, 4096, 65536)) -> Figure:
+    """The optimal contrastive temperature ``tau* = 1/alpha*`` against ``d`` and ``n``, beside the published ones.
+
+    Parameters
+    ----------
+    ds, ns : sequence of int
+        Dimensions and numbers of candidates.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    t = temperature_table(ds, ns)
+    fig = Figure(figsize=(12, 4.8), layout="constrained")
+    a1, a2 = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.2, 1]})
+    a1.axis("off")
+    cells = [[f"{a:.1f}  (tau {tau:.4f})" for a, tau in zip(ra, rt)] for ra, rt in zip(t.alpha, t.tau)]
+    tab = a1.table(cellText=cells, rowLabels=[f"d={d}" for d in t.ds], colLabels=[f"n={int(n)}" for n in t.ns],
+                   loc="center")
+    tab.auto_set_font_size(False)
+    tab.set_fontsize(9)
+    tab.scale(1.0, 1.6)
+    a1.set_title("mean-field alpha* (tau* = 1/alpha*) for cosine scores", fontsize=10)
+    for i, d in enumerate(t.ds):
+        a2.plot(t.ns, t.tau[i], "o-", label=f"tau*, d={d}")
+    groups = {}
+    for k, v in t.published.items():
+        groups.setdefault(round(v, 9), []).append(k)
+    for v, keys in groups.items():
+        a2.axhline(1 / v, ls=":", lw=1, color="0.3")
+        a2.annotate(f"{', '.join(keys)}: {1 / v:.3g}", (t.ns.max(), 1 / v), fontsize=7, ha="right", va="bottom")
+    a2.set_xscale("log")
+    a2.set_yscale("log")
+    a2.set_xlabel("number of candidates n")
+    a2.set_ylabel("temperature tau  (1/scale)")
+    a2.legend(fontsize=8, loc="lower left")
+    fig.suptitle(f"Contrastive temperature: the mean-field tau* is {t.tau.min():.3f}-{t.tau.max():.3f}, "
+                 f"below the published {', '.join(f'{1 / v:.3g}' for v in sorted(groups))} for most (d, n)")
+    return fig
+
+
+FIGURES = [
+    ("entropy_vs_n", plot_entropy_vs_n, {}, {"ns": [64, 512, 4096, 32768]}),
+    ("entropy_extrapolation", plot_extrapolation_drift, {}, {"train_length": 64,
+                                                            "schemes": ("standard", "entropy_invariant", "ssmax")}),
+    ("entropy_invariant_scale", plot_invariant_scale, {}, {"ns": [64, 1000, 30000, 10**6], "targets": (2.0,)}),
+    ("entropy_phase_diagram", plot_phase_diagram, {}, {"ns": [16, 256, 4096, 65536, 10**6],
+                                                      "ratios": np.linspace(0, 2, 9)}),
+    ("decoder_scale", plot_causal_optimum, {}, {"lengths": (16, 256, 4096)}),
+    ("contrastive_temperature", plot_temperature_table, {}, {"ds": (128, 768), "ns": (256, 65536)}),
+]
