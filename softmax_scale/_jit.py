@@ -38,6 +38,17 @@ def _ensure_cache_dir() -> None:
 _ensure_cache_dir()
 
 
-def jit(*, parallel: bool = False):
-    """Return ``numba.njit`` with the package's options (``parallel`` as given)."""
-    return numba.njit(parallel=parallel, **_OPTIONS)
+def jit(*, parallel: bool = False, reassociate: bool = False):
+    """Return ``numba.njit`` with the package's options (``parallel`` as given).
+
+    ``reassociate=True`` allows LLVM to reorder floating-point sums (the
+    ``reassoc`` fast-math flag, nothing else: no contraction into FMA, no
+    finite-math assumptions), which is what lets it vectorise a reduction.  Use
+    it only on small functions that are pure sums: their result then depends on
+    the vector width of the machine (bits may differ between machines and with
+    ``NUMBA_DISABLE_JIT``), never on the number of threads.
+    """
+    options = dict(_OPTIONS)
+    if reassociate:
+        options["fastmath"] = {"reassoc"}
+    return numba.njit(parallel=parallel, **options)

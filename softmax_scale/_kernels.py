@@ -34,21 +34,30 @@ relative accuracy when the softmax is nearly one-hot.
 
 Where the time goes, and why the kernel looks like this
 -------------------------------------------------------
-Per score: one draw; per score and scale: one exponential and three sums.  The
-exponential is :func:`_exp_chunk`, a branch-free Cody-Waite reduction and a
-degree-13 polynomial (relative error ~1e-16, exact ``e^0 = 1``, gradual
-underflow to 0) over the chunk, which LLVM vectorises (libm's ``exp`` cannot
-be); the sums use a fixed set of ``_LANES`` partial sums combined in a fixed
-order, which vectorises without ``fastmath`` and keeps the result independent
-of the machine's vector width.  Each scale is computed from its own ``a`` and
-the draws only, so a scale gives the same bits alone or inside any grid.
-(Sharing exponentials along an arithmetic grid, ``e^{(a0+kh)x} = e^{a0 x}
-(e^{hx})^k``, would save more but would make a scale's bits depend on the grid
-it sits in; it is not used.)
+Per score: one draw; per score and scale: one exponential and three sums.
 
-Everything here also runs with ``NUMBA_DISABLE_JIT=1`` and gives the same bits:
-the only wrapping uint64 operations are the two multiplications of xoshiro,
-done by :func:`_wmul`, which silences numpy's overflow warning in pure Python.
+* Draws: :func:`_fill` draws a chunk with the xoshiro state held in registers
+  (a call per draw, storing the state each time, cost more than the draw).
+* Exponential: :func:`_exp_chunk`, a branch-free Cody-Waite reduction and a
+  degree-13 polynomial (relative error <= 2 ulp, exact ``e^0 = 1``, gradual
+  underflow to 0) over the chunk, which LLVM vectorises (libm's ``exp``
+  cannot be).
+* Sums: a plain loop compiled with reassociation allowed (``jit(reassociate=
+  True)``), the only way LLVM vectorises a reduction.  The bits then depend on
+  the machine's vector width, never on the number of threads.
+* An increasing arithmetic grid (:func:`grid_step`) shares exponentials within
+  groups of ``_GROUP`` scales: ``e^{a_{g+j} x} = e^{a_g x} (e^{h x})^j``, one
+  product per score and scale, relative error ~``j`` ulp, used on a chunk only
+  when no factor of the group falls below ``e^-700`` (so there is no loss to
+  subnormals).  A scale then gets the same value to ~1e-15, but not the same
+  bits, as when it is computed alone; a single scale (``alpha=x`` or
+  ``alpha=[x]``) never shares, so the scalar and array forms of a call agree
+  bit for bit.
+
+Everything here also runs with ``NUMBA_DISABLE_JIT=1``: the only wrapping
+uint64 operations are the two multiplications of xoshiro, done by
+:func:`_wmul`, which silences numpy's overflow warning in pure Python; the
+draws are then the same bits, the statistics the same to rounding.
 """
 
 from __future__ import annotations
@@ -67,8 +76,6 @@ _U53 = 1.0 / 9007199254740992.0  # 2**-53
 _TWO_PI = 2.0 * np.pi
 #: Scores drawn per chunk of a trial (the per-thread buffers are a few times this, in float64).
 _CHUNK = 512
-#: Partial sums per statistic in the reductions (fixed: the bits must not depend on the machine).
-_LANES = 8
 
 
 # ---------------------------------------------------------------------------------------------
@@ -318,54 +325,34 @@ def _exp_chunk(a, x, cnt, out):
         out[i] = p * _bits_to_float((k1 + 1023) << 52) * _bits_to_float((k - k1 + 1023) << 52)
 
 
-@jit()
-def _mul_chunk(e, g, cnt):
-    """``e[i] *= g[i]`` for ``i < cnt``."""
-    for i in range(cnt):
-        e[i] = e[i] * g[i]
-
-
-@jit()
+@jit(reassociate=True)
 def _chunk_sums(x, e, cnt, acc):
-    """``acc[0..2] = sum e, sum e^2, sum x e`` over ``i < cnt`` by 8 fixed partial sums each."""
-    r0 = r1 = r2 = r3 = r4 = r5 = r6 = r7 = 0.0
-    q0 = q1 = q2 = q3 = q4 = q5 = q6 = q7 = 0.0
-    t0 = t1 = t2 = t3 = t4 = t5 = t6 = t7 = 0.0
-    full = cnt - cnt % 8
-    for i in range(0, full, 8):
-        e0, e1, e2, e3 = e[i], e[i + 1], e[i + 2], e[i + 3]
-        e4, e5, e6, e7 = e[i + 4], e[i + 5], e[i + 6], e[i + 7]
-        r0 += e0
-        r1 += e1
-        r2 += e2
-        r3 += e3
-        r4 += e4
-        r5 += e5
-        r6 += e6
-        r7 += e7
-        q0 += e0 * e0
-        q1 += e1 * e1
-        q2 += e2 * e2
-        q3 += e3 * e3
-        q4 += e4 * e4
-        q5 += e5 * e5
-        q6 += e6 * e6
-        q7 += e7 * e7
-        t0 += x[i] * e0
-        t1 += x[i + 1] * e1
-        t2 += x[i + 2] * e2
-        t3 += x[i + 3] * e3
-        t4 += x[i + 4] * e4
-        t5 += x[i + 5] * e5
-        t6 += x[i + 6] * e6
-        t7 += x[i + 7] * e7
-    sr = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-    sq = ((q0 + q1) + (q2 + q3)) + ((q4 + q5) + (q6 + q7))
-    st = ((t0 + t1) + (t2 + t3)) + ((t4 + t5) + (t6 + t7))
-    for i in range(full, cnt):
-        sr += e[i]
-        sq += e[i] * e[i]
-        st += x[i] * e[i]
+    """``acc[0..2] = sum e, sum e^2, sum x e`` over ``i < cnt`` (vectorised: reassociated sums)."""
+    sr = 0.0
+    sq = 0.0
+    st = 0.0
+    for i in range(cnt):
+        ei = e[i]
+        sr += ei
+        sq += ei * ei
+        st += x[i] * ei
+    acc[0] = sr
+    acc[1] = sq
+    acc[2] = st
+
+
+@jit(reassociate=True)
+def _mul_sums(x, e, g, cnt, acc):
+    """``e[i] *= g[i]``, then the sums of :func:`_chunk_sums`, in one pass."""
+    sr = 0.0
+    sq = 0.0
+    st = 0.0
+    for i in range(cnt):
+        ei = e[i] * g[i]
+        e[i] = ei
+        sr += ei
+        sq += ei * ei
+        st += x[i] * ei
     acc[0] = sr
     acc[1] = sq
     acc[2] = st
@@ -439,10 +426,10 @@ def _trial(alphas, step, n, kind, param, sample, st, ws, r, r2, t, sp2, ent, gra
                 if shared:
                     _exp_chunk(step, xb, cnt, gb)
             if shared and k % _GROUP != 0:
-                _mul_chunk(eb, gb, cnt)
+                _mul_sums(xb, eb, gb, cnt, acc)
             else:
                 _exp_chunk(alphas[k], xb, cnt, eb)
-            _chunk_sums(xb, eb, cnt, acc)
+                _chunk_sums(xb, eb, cnt, acc)
             r[k] += acc[0]
             r2[k] += acc[1]
             t[k] += acc[2]
@@ -456,24 +443,36 @@ def _trial(alphas, step, n, kind, param, sample, st, ws, r, r2, t, sp2, ent, gra
         logz[row, k] = a * m + np.log1p(r[k])
 
 
-def _mc_blocks(alphas, step, n, trials, block, states, kind, param, sample, first_block, sp2, ent, grad, logz):
-    """Run blocks ``first_block .. first_block + len(states) - 1`` (rows are global trial indices)."""
+@jit()
+def _run_block(b, alphas, step, n, trials, block, st, kind, param, sample, sp2, ent, grad, logz):
+    """All trials of block ``b`` (rows ``b*block ..``), advancing the block's state ``st``."""
     na = alphas.shape[0]
+    ws = np.empty((5, _CHUNK))
+    r = np.empty(na)
+    r2 = np.empty(na)
+    t = np.empty(na)
+    lo = b * block
+    hi = min(trials, lo + block)
+    for row in range(lo, hi):
+        _trial(alphas, step, n, kind, param, sample, st, ws, r, r2, t, sp2, ent, grad, logz, row)
+
+
+# Two distinct Python functions (not one function jitted twice): numba's on-disk cache is keyed
+# by the function, so one source jitted with and without ``parallel`` would share cache entries.
+@jit(parallel=True)
+def mc_blocks_parallel(alphas, step, n, trials, block, states, kind, param, sample, first_block, sp2, ent, grad, logz):
+    """Run blocks ``first_block .. first_block + len(states) - 1`` in parallel (rows are global trial indices)."""
     for bi in prange(states.shape[0]):
-        b = first_block + bi
         st = states[bi].copy()
-        ws = np.empty((5, _CHUNK))
-        r = np.empty(na)
-        r2 = np.empty(na)
-        t = np.empty(na)
-        lo = b * block
-        hi = min(trials, lo + block)
-        for row in range(lo, hi):
-            _trial(alphas, step, n, kind, param, sample, st, ws, r, r2, t, sp2, ent, grad, logz, row)
+        _run_block(first_block + bi, alphas, step, n, trials, block, st, kind, param, sample, sp2, ent, grad, logz)
 
 
-mc_blocks_parallel = jit(parallel=True)(_mc_blocks)
-mc_blocks_serial = jit()(_mc_blocks)
+@jit()
+def mc_blocks_serial(alphas, step, n, trials, block, states, kind, param, sample, first_block, sp2, ent, grad, logz):
+    """Same as :func:`mc_blocks_parallel`, on one thread; the same bits."""
+    for bi in range(states.shape[0]):
+        st = states[bi].copy()
+        _run_block(first_block + bi, alphas, step, n, trials, block, st, kind, param, sample, sp2, ent, grad, logz)
 
 
 @jit()
