@@ -52,6 +52,7 @@ __all__ = [
     "InvariantScale",
     "PhaseDiagram",
     "SignalStats",
+    "causal_objective",
     "entropy_curve",
     "entropy_curves",
     "extrapolation_table",
