@@ -9,12 +9,32 @@ The public API is re-exported here::
     ss.fit_alpha_law(ns, alphas, form="sqrt_log")
 """
 
-from .distributions import Cosine, Empirical, Normal, ScoreDistribution, get_distribution
 from . import moments
+from .contrastive import PUBLISHED_COSINE_SCALES, TemperatureTable, temperature_table
+from .distributions import (
+    Cosine,
+    Empirical,
+    Normal,
+    ScoreDistribution,
+    get_distribution,
+)
+from .entropy import (
+    CausalOptimum,
+    EntropyCurve,
+    ExtrapolationTable,
+    InvariantScale,
+    PhaseDiagram,
+    SignalStats,
+    causal_objective,
+    entropy_curve,
+    entropy_curves,
+    extrapolation_table,
+    invariant_scale,
+    optimal_alpha_causal,
+    phase_diagram,
+    signal_stats,
+)
 from .laws import LawFit, compare_alpha_laws, fit_alpha_law
-from .montecarlo import MCTrials, mc_trials
-from .objectives import OBJECTIVES, gradient_objective
-from .optimize import AlphaOptimum, optimal_alpha, optimize_alpha
 from .moments import (
     depth_second_moments,
     dot_product_variance,
@@ -25,35 +45,61 @@ from .moments import (
     selu_constants,
     t5_score_variance,
 )
+from .montecarlo import MCTrials, mc_trials
+from .objectives import OBJECTIVES, gradient_objective
+from .optimize import AlphaOptimum, optimal_alpha, optimize_alpha
+from .schemes import SCHEMES, SchemeInfo, attention_scale, list_schemes, scheme_alpha
 from .stats import SoftmaxStats, softmax_stats
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "OBJECTIVES",
+    "PUBLISHED_COSINE_SCALES",
+    "SCHEMES",
     "AlphaOptimum",
+    "CausalOptimum",
     "Cosine",
     "Empirical",
+    "EntropyCurve",
+    "ExtrapolationTable",
+    "InvariantScale",
     "LawFit",
     "MCTrials",
     "Normal",
-    "OBJECTIVES",
+    "PhaseDiagram",
+    "SchemeInfo",
     "ScoreDistribution",
+    "SignalStats",
     "SoftmaxStats",
+    "TemperatureTable",
+    "attention_scale",
+    "causal_objective",
     "compare_alpha_laws",
     "depth_second_moments",
     "dot_product_variance",
+    "entropy_curve",
+    "entropy_curves",
+    "extrapolation_table",
     "fit_alpha_law",
     "get_distribution",
     "gradient_objective",
+    "invariant_scale",
     "layer_norm",
+    "list_schemes",
     "mc_trials",
     "moments",
     "optimal_alpha",
+    "optimal_alpha_causal",
     "optimize_alpha",
+    "phase_diagram",
     "rescale_activation",
     "residual_second_moments",
     "rms_norm",
+    "scheme_alpha",
     "selu_constants",
+    "signal_stats",
     "softmax_stats",
     "t5_score_variance",
+    "temperature_table",
 ]

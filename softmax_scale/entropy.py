@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import optimize, special
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from . import exact as _exact
 from ._random import seed_sequence
