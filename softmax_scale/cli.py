@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 import numpy as np
@@ -116,8 +117,15 @@ def _cmd_stats(args):
 
 
 def _cmd_scale(args):
-    from .schemes import attention_scale
+    from .schemes import attention_scale, list_schemes
 
+    if args.list:
+        infos = list_schemes()
+        obj = {i.key: {"formula": i.formula, "source": i.source} for i in infos}
+        _emit(args, obj, "\n".join(f"{i.key:<24} {i.formula}   [{i.source}]" for i in infos))
+        return
+    if args.n is None or args.d is None:
+        raise ValueError("`n` and `d` are required (or pass --list)")
     params = dict(_parse_param(p) for p in args.param)
     m = attention_scale(args.n, args.d, scheme=args.scheme, **params)
     obj = {"scheme": args.scheme, "n": args.n, "d": args.d, "params": params, "multiplier": m}
@@ -135,13 +143,16 @@ def _cmd_entropy(args):
     from .entropy import entropy_curve
 
     ns = np.asarray(args.ns)
-    obj, lines = {}, [f"E[H] (nats) against n, d = {args.d}, {args.score_model} scores"]
-    lines.append(f"{'scheme':<20}" + "".join(f"{int(n):>12d}" for n in ns))
+    model = args.score_model + (f" + one key at match {args.match:g}" if args.match is not None else "")
+    obj, lines = {}, [f"E[H] (nats) against n, d = {args.d}, {model} scores"]
+    lines.append(f"{'scheme':<24}" + "".join(f"{int(n):>12d}" for n in ns))
     for scheme in args.schemes:
-        c = entropy_curve(ns, scheme=scheme, d=args.d, score_model=args.score_model)
-        h = np.asarray(c.entropy)
-        obj[scheme] = {"n": ns, "entropy": h, "entropy_over_log_n": h / np.log(ns)}
-        lines.append(f"{scheme:<20}" + "".join(f"{x:>12.5f}" for x in h))
+        c = entropy_curve(ns, scheme=scheme, d=args.d, score_model=args.score_model, match=args.match)
+        obj[scheme] = {"n": ns, "alpha": c.alpha, "entropy": c.entropy, "entropy_over_log_n": c.entropy_ratio}
+        lines.append(f"{scheme:<24}" + "".join(f"{x:>12.5f}" for x in np.atleast_1d(c.entropy)))
+        if args.match is not None:
+            obj[scheme]["signal_share"] = c.signal_share
+            lines.append(f"{'  signal share':<24}" + "".join(f"{x:>12.5f}" for x in np.atleast_1d(c.signal_share)))
     _emit(args, obj, "\n".join(lines))
 
 
@@ -211,8 +222,9 @@ def _parser() -> argparse.ArgumentParser:
     json_opt(sp)
 
     sp = add("scale", _cmd_scale, "a published attention scale (multiplier on q.k) at n keys, head dimension d")
-    sp.add_argument("n", type=_number, help="number of keys (or 1-indexed position)")
-    sp.add_argument("d", type=_number, help="head dimension")
+    sp.add_argument("n", type=_number, nargs="?", help="number of keys (or 1-indexed position)")
+    sp.add_argument("d", type=_number, nargs="?", help="head dimension")
+    sp.add_argument("--list", action="store_true", help="list every scheme with its formula and source")
     sp.add_argument("--scheme", default="standard", help="scheme key (see `softmax-scale scale --list`)")
     sp.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="scheme parameter, repeatable")
     json_opt(sp)
@@ -221,7 +233,12 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--schemes", nargs="+", default=["standard", "entropy_invariant"], help="scheme keys")
     sp.add_argument("--ns", nargs="+", type=_number, default=[512, 1024, 4096, 32768], help="values of n")
     sp.add_argument("--d", type=int, default=128, help="head dimension (default 128)")
-    sp.add_argument("--score-model", default="normal", help="normal (default), cosine or signal")
+    sp.add_argument(
+        "--score-model", default="normal", help="normal (i.i.d. unit-variance q, k; default) or cosine (norm sqrt(d))"
+    )
+    sp.add_argument(
+        "--match", type=_number, default=None, help="signal-plus-noise: one key at this cosine with the query"
+    )
     json_opt(sp)
 
     sp = add("figures", _cmd_figures, "regenerate every figure and the alpha* table (the main job)")
@@ -247,6 +264,10 @@ def main(argv=None) -> int:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         print(f"softmax-scale {args.command}: error: {msg}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # piped into `head`: stop quietly, as a Unix tool does
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("softmax-scale: interrupted", file=sys.stderr)
         return 130

@@ -92,3 +92,30 @@ def test_help_at_every_level():
         assert sub.returncode == 0 and "usage" in sub.stdout
     bad = subprocess.run([sys.executable, "-m", "softmax_scale", "alpha", "1"], capture_output=True, text=True)
     assert bad.returncode == 2 and "`n`" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_scale_matches_library_and_lists_schemes(capsys):
+    code, out, _ = run(capsys, "scale", "4096", "128", "--scheme", "entropy_invariant", "--json")
+    assert code == 0
+    assert json.loads(out)["multiplier"] == pytest.approx(np.log(4096) / np.log(512) / np.sqrt(128), rel=1e-14)
+    code, out, _ = run(capsys, "scale", "--list", "--json")
+    assert set(json.loads(out)) == {i.key for i in ss.list_schemes()}
+    code, out, err = run(capsys, "scale", "4096", "128", "--scheme", "nope")
+    assert code == 2 and "`scheme`" in err
+    code, out, err = run(capsys, "scale", "4096", "128", "--param", "oops")
+    assert code == 2 and "`--param`" in err
+
+
+def test_entropy_matches_library(capsys):
+    code, out, _ = run(capsys, "entropy", "--schemes", "standard", "--ns", "512", "4096", "--json")
+    obj = json.loads(out)
+    ref = ss.entropy_curve([512, 4096], scheme="standard", d=128)
+    np.testing.assert_allclose(obj["standard"]["entropy"], ref.entropy, rtol=1e-15)
+    code, out, err = run(capsys, "entropy", "--ns", "1")
+    assert code == 2 and "n" in err
+
+
+def test_broken_pipe_is_quiet():
+    cmd = f"{sys.executable} -m softmax_scale fit --json | head -n 1"
+    res = subprocess.run(cmd, shell=True, capture_output=True, text=True)
+    assert res.stdout.strip() == "{" and "Traceback" not in res.stderr
