@@ -27,15 +27,19 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-import softmax_scale as ss  # noqa: E402
-from softmax_scale import _kernels  # noqa: E402
-from softmax_scale._random import seed_sequence  # noqa: E402
-from softmax_scale.montecarlo import mc_trials  # noqa: E402
+import softmax_scale as ss
+from softmax_scale import _kernels
+from softmax_scale._random import seed_sequence
+from softmax_scale.montecarlo import mc_trials
 
 N, TRIALS = 4096, 20_000
 ALPHA1 = 1.5
-GRID16 = np.linspace(0.25, 4.0, 16)  # arithmetic: the kernel shares exponentials within the grid
-GEOM16 = np.geomspace(0.25, 4.0, 16)  # not arithmetic: one exponential per score and scale
+GRID16 = np.linspace(
+    0.25, 4.0, 16
+)  # arithmetic: the kernel shares exponentials within the grid
+GEOM16 = np.geomspace(
+    0.25, 4.0, 16
+)  # not arithmetic: one exponential per score and scale
 
 
 def numpy_baseline(alphas, n, trials, seed=0, chunk_scores=2**21):
@@ -78,7 +82,12 @@ def run_py(code: str, env_extra: dict | None = None, timeout: float = 600) -> di
     env.update(env_extra or {})
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     res = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout, check=False
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )
     if res.returncode != 0:
         raise RuntimeError(f"subprocess failed:\n{res.stderr[-2000:]}")
@@ -101,7 +110,9 @@ def bench_kernel(trials: int, repeats: int) -> list[dict]:
     fns = {
         "numpy 1": lambda: numpy_baseline(ALPHA1, N, trials),
         "kernel 1": lambda: mc_trials(ALPHA1, N, trials=trials, rng=0),
-        "sample_only": lambda: _kernels.sample_only(N, trials, block, states, 0, 0.0, empty),
+        "sample_only": lambda: _kernels.sample_only(
+            N, trials, block, states, 0, 0.0, empty
+        ),
         "numpy 16": lambda: numpy_baseline(GRID16, N, trials),
         "kernel 16 arith": lambda: mc_trials(GRID16, N, trials=trials, rng=0),
         "kernel 16 geom": lambda: mc_trials(GEOM16, N, trials=trials, rng=0),
@@ -110,45 +121,45 @@ def bench_kernel(trials: int, repeats: int) -> list[dict]:
     scores = N * trials
     info = f"n={N}, trials={trials}, {numba.get_num_threads()} threads; numpy single-threaded"
     rows.append(
-        dict(
-            name="MC kernel vs numpy, 1 scale",
-            value=t["numpy 1"] / t["kernel 1"],
-            unit="x faster",
-            target=">= 4",
-            ok=t["numpy 1"] / t["kernel 1"] >= 4,
-            detail=f"kernel {t['kernel 1']:.3f} s, numpy {t['numpy 1']:.3f} s ({info})",
-        )
+        {
+            "name": "MC kernel vs numpy, 1 scale",
+            "value": t["numpy 1"] / t["kernel 1"],
+            "unit": "x faster",
+            "target": ">= 4",
+            "ok": t["numpy 1"] / t["kernel 1"] >= 4,
+            "detail": f"kernel {t['kernel 1']:.3f} s, numpy {t['numpy 1']:.3f} s ({info})",
+        }
     )
     rows.append(
-        dict(
-            name="MC kernel vs numpy, 16 scales (arithmetic grid)",
-            value=t["numpy 16"] / t["kernel 16 arith"],
-            unit="x faster",
-            target=">= 8",
-            ok=t["numpy 16"] / t["kernel 16 arith"] >= 8,
-            detail=f"kernel {t['kernel 16 arith']:.3f} s, numpy {t['numpy 16']:.3f} s; linspace(0.25, 4, 16)",
-        )
+        {
+            "name": "MC kernel vs numpy, 16 scales (arithmetic grid)",
+            "value": t["numpy 16"] / t["kernel 16 arith"],
+            "unit": "x faster",
+            "target": ">= 8",
+            "ok": t["numpy 16"] / t["kernel 16 arith"] >= 8,
+            "detail": f"kernel {t['kernel 16 arith']:.3f} s, numpy {t['numpy 16']:.3f} s; linspace(0.25, 4, 16)",
+        }
     )
     rows.append(
-        dict(
-            name="MC kernel vs numpy, 16 scales (geometric grid, no sharing)",
-            value=t["numpy 16"] / t["kernel 16 geom"],
-            unit="x faster",
-            target=">= 8",
-            ok=t["numpy 16"] / t["kernel 16 geom"] >= 8,
-            detail=f"kernel {t['kernel 16 geom']:.3f} s; geomspace(0.25, 4, 16): one exp per score and scale",
-        )
+        {
+            "name": "MC kernel vs numpy, 16 scales (geometric grid, no sharing)",
+            "value": t["numpy 16"] / t["kernel 16 geom"],
+            "unit": "x faster",
+            "target": ">= 8",
+            "ok": t["numpy 16"] / t["kernel 16 geom"] >= 8,
+            "detail": f"kernel {t['kernel 16 geom']:.3f} s; geomspace(0.25, 4, 16): one exp per score and scale",
+        }
     )
     rows.append(
-        dict(
-            name="MC kernel (1 scale) vs its sampling loop alone",
-            value=t["kernel 1"] / t["sample_only"],
-            unit="x the cost",
-            target="<= 2",
-            ok=t["kernel 1"] / t["sample_only"] <= 2,
-            detail=f"sample_only {t['sample_only']:.3f} s = {t['sample_only'] * numba.get_num_threads() / scores * 1e9:.2f} "
+        {
+            "name": "MC kernel (1 scale) vs its sampling loop alone",
+            "value": t["kernel 1"] / t["sample_only"],
+            "unit": "x the cost",
+            "target": "<= 2",
+            "ok": t["kernel 1"] / t["sample_only"] <= 2,
+            "detail": f"sample_only {t['sample_only']:.3f} s = {t['sample_only'] * numba.get_num_threads() / scores * 1e9:.2f} "
             "thread-ns per score",
-        )
+        }
     )
     return rows
 
@@ -156,7 +167,16 @@ def bench_kernel(trials: int, repeats: int) -> list[dict]:
 def bench_threads(trials: int, repeats: int) -> list[dict]:
     nmax = numba.config.NUMBA_NUM_THREADS
     if nmax < 2:
-        return [dict(name="1 -> 2 threads", value=float("nan"), unit="x", target=">= 1.7", ok=False, detail="1 CPU")]
+        return [
+            {
+                "name": "1 -> 2 threads",
+                "value": float("nan"),
+                "unit": "x",
+                "target": ">= 1.7",
+                "ok": False,
+                "detail": "1 CPU",
+            }
+        ]
 
     def with_threads(k, a):
         def f():
@@ -169,26 +189,31 @@ def bench_threads(trials: int, repeats: int) -> list[dict]:
         return f
 
     t = best_of(
-        {"1": with_threads(1, ALPHA1), "2": with_threads(2, ALPHA1), "1g": with_threads(1, GRID16), "2g": with_threads(2, GRID16)},
+        {
+            "1": with_threads(1, ALPHA1),
+            "2": with_threads(2, ALPHA1),
+            "1g": with_threads(1, GRID16),
+            "2g": with_threads(2, GRID16),
+        },
         repeats,
     )
     return [
-        dict(
-            name="1 -> 2 threads, 1 scale",
-            value=t["1"] / t["2"],
-            unit="x faster",
-            target=">= 1.7",
-            ok=t["1"] / t["2"] >= 1.7,
-            detail=f"1 thread {t['1']:.3f} s, 2 threads {t['2']:.3f} s",
-        ),
-        dict(
-            name="1 -> 2 threads, 16 scales",
-            value=t["1g"] / t["2g"],
-            unit="x faster",
-            target=">= 1.7",
-            ok=t["1g"] / t["2g"] >= 1.7,
-            detail=f"1 thread {t['1g']:.3f} s, 2 threads {t['2g']:.3f} s",
-        ),
+        {
+            "name": "1 -> 2 threads, 1 scale",
+            "value": t["1"] / t["2"],
+            "unit": "x faster",
+            "target": ">= 1.7",
+            "ok": t["1"] / t["2"] >= 1.7,
+            "detail": f"1 thread {t['1']:.3f} s, 2 threads {t['2']:.3f} s",
+        },
+        {
+            "name": "1 -> 2 threads, 16 scales",
+            "value": t["1g"] / t["2g"],
+            "unit": "x faster",
+            "target": ">= 1.7",
+            "ok": t["1g"] / t["2g"] >= 1.7,
+            "detail": f"1 thread {t['1g']:.3f} s, 2 threads {t['2g']:.3f} s",
+        },
     ]
 
 
@@ -212,14 +237,14 @@ def bench_memory(quick: bool) -> list[dict]:
     out = run_py(MEMORY_CODE.format(n=n, trials=trials))
     mb = out["rss_kb"] / 1024
     return [
-        dict(
-            name=f"peak memory growth, {trials * n:.0e} scores",
-            value=mb,
-            unit="MB (ru_maxrss)",
-            target="< 100",
-            ok=mb < 100,
-            detail=f"tracemalloc peak {out['traced'] / 2**20:.2f} MB; trials={trials}, n={n}, {out['seconds']:.2f} s",
-        )
+        {
+            "name": f"peak memory growth, {trials * n:.0e} scores",
+            "value": mb,
+            "unit": "MB (ru_maxrss)",
+            "target": "< 100",
+            "ok": mb < 100,
+            "detail": f"tracemalloc peak {out['traced'] / 2**20:.2f} MB; trials={trials}, n={n}, {out['seconds']:.2f} s",
+        }
     ]
 
 
@@ -227,23 +252,38 @@ def bench_exact(repeats: int) -> list[dict]:
     try:
         ss.softmax_stats(1.5, 100, method="exact")
     except NotImplementedError:
-        return [dict(name="exact evaluator per (alpha, n)", value=float("nan"), unit="ms", target="< 20, flat", ok=False,
-                     detail="not available yet")]
+        return [
+            {
+                "name": "exact evaluator per (alpha, n)",
+                "value": float("nan"),
+                "unit": "ms",
+                "target": "< 20, flat",
+                "ok": False,
+                "detail": "not available yet",
+            }
+        ]
     ns = [10**k for k in range(2, 13)]
     times = []
     for n in ns:
-        times.append(min(_timed(lambda n=n: ss.softmax_stats(1.5, n, method="exact")) for _ in range(repeats)))
+        times.append(
+            min(
+                _timed(lambda n=n: ss.softmax_stats(1.5, n, method="exact"))
+                for _ in range(repeats)
+            )
+        )
     ms = np.array(times) * 1e3
     spread = ms.max() / ms.min()
     return [
-        dict(
-            name="exact evaluator per (alpha, n), worst over n = 1e2..1e12",
-            value=ms.max(),
-            unit="ms",
-            target="< 20 and flat in n",
-            ok=bool(ms.max() < 20 and spread < 3),
-            detail="per n: " + ", ".join(f"1e{k}: {t:.1f}" for k, t in zip(range(2, 13), ms)) + f" ms; max/min {spread:.1f}",
-        )
+        {
+            "name": "exact evaluator per (alpha, n), worst over n = 1e2..1e12",
+            "value": ms.max(),
+            "unit": "ms",
+            "target": "< 20 and flat in n",
+            "ok": bool(ms.max() < 20 and spread < 3),
+            "detail": "per n: "
+            + ", ".join(f"1e{k}: {t:.1f}" for k, t in zip(range(2, 13), ms))
+            + f" ms; max/min {spread:.1f}",
+        }
     ]
 
 
@@ -258,14 +298,14 @@ def bench_optimal_alpha(repeats: int) -> list[dict]:
     ss.optimal_alpha(ns)
     t = min(_timed(lambda: ss.optimal_alpha(ns)) for _ in range(repeats))
     return [
-        dict(
-            name="optimal_alpha (mean-field), 500 values of n in one call",
-            value=t * 1e3,
-            unit="ms",
-            target="< 50",
-            ok=t * 1e3 < 50,
-            detail="n = 40, 80, ..., 20000",
-        )
+        {
+            "name": "optimal_alpha (mean-field), 500 values of n in one call",
+            "value": t * 1e3,
+            "unit": "ms",
+            "target": "< 50",
+            "ok": t * 1e3 < 50,
+            "detail": "n = 40, 80, ..., 20000",
+        }
     ]
 
 
@@ -299,21 +339,32 @@ print(json.dumps(out))
 def bench_startup(repeats: int) -> list[dict]:
     rows = []
     imp = min(run_py(IMPORT_CODE)["seconds"] for _ in range(repeats))
-    rows.append(dict(name="import softmax_scale", value=imp, unit="s", target="< 1.5", ok=imp < 1.5, detail="fresh process, best of repeats"))
+    rows.append(
+        {
+            "name": "import softmax_scale",
+            "value": imp,
+            "unit": "s",
+            "target": "< 1.5",
+            "ok": imp < 1.5,
+            "detail": "fresh process, best of repeats",
+        }
+    )
     with tempfile.TemporaryDirectory() as cache:
         cold = run_py(FIRST_CALL_CODE, {"NUMBA_CACHE_DIR": cache})
-        warm = [run_py(FIRST_CALL_CODE, {"NUMBA_CACHE_DIR": cache}) for _ in range(repeats)]
+        warm = [
+            run_py(FIRST_CALL_CODE, {"NUMBA_CACHE_DIR": cache}) for _ in range(repeats)
+        ]
     for name in cold:
         w = min(x[name] for x in warm)
         rows.append(
-            dict(
-                name=f"first call, {name}: cold / warm cache",
-                value=cold[name] / w if w > 0 else float("nan"),
-                unit="x",
-                target="(information)",
-                ok=None,
-                detail=f"cold (fresh NUMBA_CACHE_DIR) {cold[name]:.2f} s, warm {w:.3f} s",
-            )
+            {
+                "name": f"first call, {name}: cold / warm cache",
+                "value": cold[name] / w if w > 0 else float("nan"),
+                "unit": "x",
+                "target": "(information)",
+                "ok": None,
+                "detail": f"cold (fresh NUMBA_CACHE_DIR) {cold[name]:.2f} s, warm {w:.3f} s",
+            }
         )
     return rows
 
@@ -327,7 +378,7 @@ NOTES = """
 
 def fmt(row) -> str:
     v = row["value"]
-    val = "n/a" if v != v else (f"{v:.3g}" if abs(v) < 1000 else f"{v:.0f}")
+    val = "n/a" if np.isnan(v) else (f"{v:.3g}" if abs(v) < 1000 else f"{v:.0f}")
     ok = {True: "met", False: "MISSED", None: ""}[row["ok"]]
     if row["detail"] == "not available yet":
         ok, val = "not available yet", "n/a"
@@ -336,8 +387,14 @@ def fmt(row) -> str:
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="fewer trials and repeats (a smoke run)")
-    p.add_argument("--out", default=str(HERE / "results.md"), help="where to write the markdown table")
+    p.add_argument(
+        "--quick", action="store_true", help="fewer trials and repeats (a smoke run)"
+    )
+    p.add_argument(
+        "--out",
+        default=str(HERE / "results.md"),
+        help="where to write the markdown table",
+    )
     args = p.parse_args(argv)
     trials = 2000 if args.quick else TRIALS
     reps = 2 if args.quick else 3
@@ -349,7 +406,9 @@ def main(argv=None):
         ("Optimiser", lambda: bench_optimal_alpha(reps + 2)),
         ("Start-up", lambda: bench_startup(reps)),
     ]
-    header = "| benchmark | measured | target | status | detail |\n|---|---|---|---|---|"
+    header = (
+        "| benchmark | measured | target | status | detail |\n|---|---|---|---|---|"
+    )
     lines = []
     t0 = time.perf_counter()
     for title, f in sections:
@@ -364,11 +423,15 @@ def main(argv=None):
         [
             "# Benchmarks",
             "",
-            f"`python benchmarks/run.py{' --quick' if args.quick else ''}` on {cpu} CPUs (load average {load:.1f} at the end), "
-            f"numba {numba.__version__}, numpy {np.__version__}, {time.strftime('%Y-%m-%d %H:%M')}, "
-            f"{time.perf_counter() - t0:.0f} s in all.",
-            "Ratios are measured within this run, the two sides interleaved, best of "
-            f"{reps} repeats each; absolute times are for information only (the machine is shared).",
+            (
+                f"`python benchmarks/run.py{' --quick' if args.quick else ''}` on {cpu} CPUs (load average {load:.1f} at the end), "
+                f"numba {numba.__version__}, numpy {np.__version__}, {time.strftime('%Y-%m-%d %H:%M')}, "
+                f"{time.perf_counter() - t0:.0f} s in all."
+            ),
+            (
+                "Ratios are measured within this run, the two sides interleaved, best of "
+                f"{reps} repeats each; absolute times are for information only (the machine is shared)."
+            ),
             "",
             header,
             *lines,

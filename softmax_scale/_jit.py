@@ -3,14 +3,21 @@
 Every jitted function of the package is compiled through :func:`jit`, so that
 ``cache=True`` (compiled code kept on disk next to the module),
 ``error_model="numpy"`` (no Python exception checks on float division) and
-``nogil=True`` hold everywhere.  If the cache directory cannot be written
-(a read-only install), numba falls back to ``NUMBA_CACHE_DIR`` or compiles in
-memory; see :func:`_ensure_cache_dir`.
+``nogil=True`` hold everywhere.
+
+A read-only install must still import and run, silently.  numba itself falls
+back from ``__pycache__`` to a user-wide cache (``~/.cache/numba``), and raises
+at decoration time when neither is writable.  :func:`_ensure_cache_dir` runs
+first: if ``NUMBA_CACHE_DIR`` is unset and the package directory is not
+writable, it points numba at a private per-user directory under the system
+temporary directory; if nothing at all is writable, caching is switched off
+(compiled in memory on every start, ``cache=False``).
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 
 import numba
@@ -20,22 +27,53 @@ __all__ = ["jit"]
 _OPTIONS = {"cache": True, "error_model": "numpy", "nogil": True, "fastmath": False}
 
 
-def _ensure_cache_dir() -> None:
-    """Point numba at a writable cache if the package directory is read-only."""
-    if os.environ.get("NUMBA_CACHE_DIR"):
-        return
-    here = os.path.dirname(os.path.abspath(__file__))
-    if os.access(here, os.W_OK):
-        return
-    cache = os.path.join(tempfile.gettempdir(), "softmax_scale-numba-cache")
+def _writable(path: str) -> bool:
+    """Whether a file can be created in ``path`` (created if missing): ``os.access`` and a real attempt."""
     try:
-        os.makedirs(cache, exist_ok=True)
-    except OSError:  # pragma: no cover - nowhere to cache; numba compiles in memory
-        return
-    numba.config.CACHE_DIR = cache
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        if not os.access(path, os.W_OK):
+            return False
+        tempfile.TemporaryFile(dir=path).close()
+    except OSError:
+        return False
+    return True
 
 
-_ensure_cache_dir()
+def _private_dir(path: str) -> bool:
+    """``path`` exists (or is created), belongs to this user and is not writable by others."""
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.stat(path)
+    except OSError:
+        return False
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        return False
+    return not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+def _ensure_cache_dir() -> bool:
+    """Make sure numba has a writable cache; return whether caching is on.
+
+    Order: ``NUMBA_CACHE_DIR`` if set (numba's own rule), the package's
+    ``__pycache__``, then ``<tmp>/softmax_scale-numba-cache-<uid>`` (private,
+    mode 0700; a directory someone else owns is never used: cache files are
+    loaded as code).  With none writable, caching is turned off.
+    """
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return True
+    here = os.path.dirname(os.path.abspath(__file__))
+    if os.access(here, os.W_OK) and _writable(os.path.join(here, "__pycache__")):
+        return True
+    uid = os.getuid() if hasattr(os, "getuid") else "user"
+    cache = os.path.join(tempfile.gettempdir(), f"softmax_scale-numba-cache-{uid}")
+    if _private_dir(cache) and _writable(cache):
+        numba.config.CACHE_DIR = cache
+        return True
+    return False
+
+
+if not _ensure_cache_dir():  # nowhere to write: compile in memory at every start
+    _OPTIONS["cache"] = False
 
 
 def jit(*, parallel: bool = False, reassociate: bool = False):
