@@ -109,9 +109,9 @@ def _inner_smooth(u, alpha, kind, logc, beta, s_cap, s_low, dz, gx, gw, out):
                 lf = -0.5 * s * s
             else:
                 lf = beta * (np.log1p(-s) + np.log1p(s))
-            lv = lf + zl - np.exp(zl)
+            lv = lf + min(zl, 0.0)  # log f min(1, y) bounds every integrand (log-concave in z)
             lmax = max(lmax, lv)
-            if zl < 0.0 and lv < lmax - _DROP and lv < lprev:
+            if lv < lmax - _DROP and lv < lprev:
                 break
             lprev = lv
             zr = zl
@@ -488,7 +488,7 @@ def mean_field_error(alphas, ns, dist="normal", *, d=None, progress=None) -> Mea
     -------
     MeanFieldError
     """
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     from ._validation import check_n_array
     from .objectives import mean_field_sum_p2

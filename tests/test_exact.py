@@ -1,0 +1,153 @@
+"""The exact (quadrature) evaluator against Monte Carlo, scipy quadrature, limits and invariants."""
+
+import numpy as np
+import pytest
+from scipy import integrate, special
+
+import softmax_scale as ss
+from softmax_scale.exact import exact_stats, exact_sum_p_s
+
+STATS = ("sum_p2", "entropy", "grad", "log_z")
+
+# (dist, d, alpha, n): normal and cosine (d = 128 and d = 16), n from 10 to 1e4, from the
+# nearly uniform softmax to the frozen one (cosine scales are on the cosine, sd 1/sqrt(d)).
+MC_POINTS = [
+    ("normal", None, 0.5, 10),
+    ("normal", None, 2.0, 100),
+    ("normal", None, 1.0, 1000),
+    ("normal", None, 5.0, 1000),
+    ("normal", None, 2.5, 10_000),
+    ("normal", None, 30.0, 10_000),
+    ("cosine", 128, 8.0, 10),
+    ("cosine", 128, 20.0, 100),
+    ("cosine", 128, 30.0, 1000),
+    ("cosine", 128, 120.0, 1000),
+    ("cosine", 16, 2.0, 10),
+    ("cosine", 16, 8.0, 100),
+    ("cosine", 16, 30.0, 1000),
+]
+
+
+@pytest.mark.parametrize(("dist", "d", "alpha", "n"), MC_POINTS)
+def test_exact_agrees_with_monte_carlo(dist, d, alpha, n):
+    ex = exact_stats(alpha, n, dist, d=d)
+    mc = ss.softmax_stats(alpha, n, dist, d=d, method="mc", trials=10_000, rng=12345)
+    for name in STATS:
+        z = (getattr(ex, name) - getattr(mc, name)) / getattr(mc, name + "_se")
+        assert abs(z) < 4.0, (name, getattr(ex, name), getattr(mc, name), z)
+
+
+def test_empirical_sample_agrees_with_monte_carlo_resampling():
+    sample = np.random.default_rng(5).gamma(2.0, size=300) - 2.0  # skewed, with ties when resampled
+    for alpha, n in [(1.0, 50), (4.0, 500)]:
+        ex = exact_stats(alpha, n, sample)
+        mc = ss.softmax_stats(alpha, n, sample, method="mc", trials=10_000, rng=7)
+        for name in STATS:
+            z = (getattr(ex, name) - getattr(mc, name)) / getattr(mc, name + "_se")
+            assert abs(z) < 4.0, (name, z)
+
+
+@pytest.mark.parametrize(("dist", "d", "unit"), [("normal", None, 1.0), ("cosine", 128, np.sqrt(128)), ("cosine", 16, 4.0)])
+def test_doubling_the_resolution_keeps_six_significant_digits(dist, d, unit):
+    alphas = unit * np.array([0.01, 0.3, 1.0, 2.0, 5.0, 30.0, 1000.0])
+    for n in [2, 10, 1000, 10**6, 10**12]:
+        a = exact_stats(alphas, n, dist, d=d, error_estimate=False)
+        b = exact_stats(alphas, n, dist, d=d, refine=2.0, error_estimate=False)
+        for name in STATS:
+            x, y = getattr(a, name), getattr(b, name)
+            assert np.all(np.abs(x - y) <= 5e-7 * np.abs(y) + 1e-13), (name, n, x, y)
+
+
+def test_quad_error_estimate_is_small_and_bounds_the_refinement_change():
+    r = exact_stats(np.array([0.5, 2.0, 8.0]), 4096)
+    fine = exact_stats(np.array([0.5, 2.0, 8.0]), 4096, refine=4.0, error_estimate=False)
+    assert 0 <= r.quad_error < 1e-6
+    for name in STATS:
+        assert np.all(np.abs(getattr(r, name) - getattr(fine, name)) <= max(r.quad_error, 1e-12))
+
+
+@pytest.mark.parametrize("n", [2, 3, 17, 1000, 10**6, 10**12])
+@pytest.mark.parametrize(("dist", "d"), [("normal", None), ("cosine", 128), ("cosine", 16)])
+def test_invariants(dist, d, n):
+    alphas = np.concatenate([[0.0], np.geomspace(1e-3, 1e6, 19)])
+    r = exact_stats(alphas, n, dist, d=d, error_estimate=False)
+    tol = 1e-12
+    assert np.all(np.isfinite([r.sum_p2, r.entropy, r.grad, r.log_z]))
+    assert np.all(r.sum_p2 >= 1.0 / n - tol) and np.all(r.sum_p2 <= 1.0 + tol)
+    assert np.all(r.entropy >= -tol) and np.all(r.entropy <= np.log(n) + tol)
+    assert np.allclose(r.grad, alphas * (1.0 - r.sum_p2), rtol=1e-9, atol=1e-12)
+    # E[sum p^2] rises and E[H] falls with alpha (more peaked softmax)
+    assert np.all(np.diff(r.sum_p2) >= -1e-12) and np.all(np.diff(r.entropy) <= 1e-12)
+    # Jensen: E[log Z] <= log E[Z] = log n + log M(alpha)
+    assert np.all(r.log_z <= np.log(n) + ss.get_distribution(dist, d).log_mgf(alphas) + 1e-9)
+
+
+def test_alpha_zero_is_exactly_uniform():
+    r = exact_stats(0.0, 1000)
+    assert r.sum_p2 == 1.0 / 1000 and r.entropy == np.log(1000) and r.grad == 0.0 and r.log_z == np.log(1000)
+
+
+def test_entropy_identity_between_independent_formulas():
+    # E[H] is computed from the kernel y e^-y (log y + gamma); E[log Z] and E[sum p s] from other integrals.
+    for dist, d, alpha in [("normal", None, 0.7), ("normal", None, 3.0), ("cosine", 128, 25.0)]:
+        for n in [5, 300, 10**7]:
+            r = exact_stats(alpha, n, dist, d=d)
+            sps = exact_sum_p_s(alpha, n, dist, d=d)
+            assert r.entropy == pytest.approx(r.log_z - alpha * sps, rel=1e-8, abs=1e-9)
+
+
+@pytest.mark.parametrize("alpha", [0.2, 1.0, 3.0, 10.0])
+def test_two_normal_scores_against_one_dimensional_quadrature(alpha):
+    # D = s1 - s2 ~ N(0, 2); sum p^2 = (1 + e^{2aD}) / (1 + e^{aD})^2 = 1 - 2 sigmoid(aD) sigmoid(-aD)
+    def integrand(x):
+        return (1.0 - 2.0 * special.expit(alpha * x) * special.expit(-alpha * x)) * np.exp(-x * x / 4) / np.sqrt(4 * np.pi)
+
+    ref, _ = integrate.quad(integrand, -np.inf, np.inf, epsabs=0, epsrel=1e-13, limit=200)
+    assert exact_stats(alpha, 2).sum_p2 == pytest.approx(ref, rel=1e-9)
+
+
+def test_large_n_matches_the_law_of_large_numbers():
+    # far below the freezing scale sqrt(2 log n), Z/n -> M(alpha): E[sum p^2] -> e^{a^2}/n, E[H] -> log n - a^2/2
+    n = 10**12
+    for a in [0.5, 1.0, 2.0]:
+        r = exact_stats(a, n)
+        assert r.sum_p2 * n == pytest.approx(np.exp(a * a), rel=1e-3)
+        assert r.entropy == pytest.approx(np.log(n) - 0.5 * a * a, abs=1e-3)
+        assert r.log_z == pytest.approx(np.log(n) + 0.5 * a * a, abs=1e-3)
+
+
+def test_huge_n_and_huge_scales_are_finite():
+    for dist, d in [("normal", None), ("cosine", 128)]:
+        r = exact_stats(np.array([1e-9, 1.0, 1e3, 1e5, 1e6]), 10**12, dist, d=d)
+        assert np.all(np.isfinite(r.sum_p2)) and np.all(np.isfinite(r.log_z)) and np.all(np.isfinite(r.grad))
+        assert r.sum_p2[0] * 1e12 == pytest.approx(1.0, rel=1e-6)
+        # nearly one-hot: 1 - E[sum p^2] ~ sup E[G] / alpha, so E[G] has converged between 1e5 and 1e6
+        assert r.sum_p2[-1] > 0.999
+        assert r.grad[-1] == pytest.approx(r.grad[-2], rel=1e-4)
+
+
+def test_cost_is_fine_for_n_from_2_to_1e15():
+    r = exact_stats(2.0, 10**15)
+    assert np.isfinite(r.sum_p2) and r.quad_error < 1e-6
+
+
+def test_softmax_stats_dispatches_to_exact():
+    a = ss.softmax_stats(np.array([1.0, 2.0]), 64, method="exact")
+    b = exact_stats(np.array([1.0, 2.0]), 64)
+    assert a.method == "exact" and a.trials == 0
+    assert np.array_equal(a.sum_p2, b.sum_p2) and np.all(a.grad_se == 0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "match"),
+    [
+        ({"alpha": 1.0, "n": 1}, ValueError, "`n` must be an integer >= 2"),
+        ({"alpha": -1.0, "n": 10}, ValueError, "`alpha` must be"),
+        ({"alpha": np.nan, "n": 10}, ValueError, "`alpha` must be"),
+        ({"alpha": 1.0, "n": 10, "refine": 0.0}, ValueError, "`refine` must be"),
+        ({"alpha": 1.0, "n": 10, "dist": "cosine"}, ValueError, "`d` is required"),
+    ],
+)
+def test_bad_input_names_the_parameter(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        exact_stats(**kwargs)
