@@ -25,12 +25,16 @@ log-concave integrand has dropped by ``e^-46``.  The outer integral in ``u`` is
 a trapezoid rule (spectrally accurate: the integrands are analytic and vanish
 at both ends) with a step ``<= 1/4`` or a quarter of ``alpha`` times the width
 of the maximum of ``n`` scores, whichever is larger.  Hence the cost is flat
-in ``n`` and in ``alpha``.  An empirical sample is handled exactly: the inner
-expectation is the sample mean.
+in ``n`` and in ``alpha``.  Cosine densities with small ``d`` are singular
+(``d = 2``) or not smooth at ``s = ±1``: their end panels use Gauss-Jacobi
+nodes, and for ``d < 8`` the ``u`` step stays 1/4 (cost then grows like
+``alpha``; up to about ``alpha = 1e4``).  An empirical sample is handled
+exactly: the inner expectation is the sample mean.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,7 +53,9 @@ _Z_TOP = 5.0  # exp(-e^5) = e^-148: nothing to the right of it counts
 _DROP = 46.0  # stop the inner march once the integrand is e^-46 below its peak
 _TAIL = 50.0  # log-probability neglected at the ends of the u range
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(8)
-_MAX_WORK = 4 * 10**8  # empirical: largest (u points) x (sample size)
+_MAX_WORK = 4 * 10**8
+_SMOOTH_EDGE_D = 8  # cosine with d below this: u step 0.25 everywhere (cost grows like alpha)
+_MAX_EDGE_POINTS = 200_000  # empirical: largest (u points) x (sample size)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -57,14 +63,64 @@ _MAX_WORK = 4 * 10**8  # empirical: largest (u points) x (sample size)
 
 
 @jit()
-def _inner_smooth(u, alpha, kind, logc, beta, s_cap, s_low, dz, gx, gw, out):
+def _panel(ui, alpha, zl, zr, kind, logc, beta, xs, ws, mode, acc):
+    """Add one panel ``[zl, zr]`` in ``z`` to the five inner expectations ``acc``.
+
+    ``mode`` 0: Gauss-Legendre with the density as a factor.  For the cosine
+    density ``(1-s^2)^beta``, whose end points are singular or not smooth for
+    small ``d``, a panel ending at ``s = 1`` (mode 1), starting at ``s = -1``
+    (mode 2) or covering ``[-1, 1]`` (mode 3) uses Gauss-Jacobi nodes with
+    that factor as the weight.
+    """
+    sl = (zl - ui) / alpha
+    sr = (zr - ui) / alpha
+    if mode == 1:
+        sl = max(sl, -1.0)
+        sr = 1.0
+    elif mode == 2:
+        sl = -1.0
+        sr = min(sr, 1.0)
+    elif mode == 3:
+        sl, sr = -1.0, 1.0
+    half = 0.5 * (sr - sl)
+    mid = 0.5 * (sr + sl)
+    scale = half if mode == 0 else half ** (beta + 1.0) * (1.0 if mode != 3 else half**beta)
+    for j in range(xs.shape[0]):
+        s = mid + half * xs[j]
+        if kind == 0:
+            lf = -0.5 * s * s - _LOG_SQRT_2PI
+        elif mode == 0:
+            if s <= -1.0 or s >= 1.0:
+                continue
+            lf = logc + beta * (np.log1p(-s) + np.log1p(s))
+        elif mode == 1:
+            lf = logc + beta * np.log1p(s)
+        elif mode == 2:
+            lf = logc + beta * np.log1p(-s)
+        else:
+            lf = logc
+        z = ui + alpha * s
+        y = np.exp(z)
+        e = np.exp(-y)
+        w = ws[j] * scale * np.exp(lf)
+        g1 = y * e
+        acc[0] += w * np.expm1(-y)
+        acc[1] += w * g1
+        acc[2] += w * g1 * y
+        acc[3] += w * g1 * (z + _EULER)
+        acc[4] += w * g1 * s
+
+
+@jit()
+def _inner_smooth(u, alpha, kind, logc, beta, s_cap, s_low, dz, gx, gw, jx, jw, out):
     """Inner expectations at every ``u`` for a normal (kind 0) or cosine (kind 1) density.
 
     ``out[0..4, i]`` = ``E[expm1(-y)]`` (without the part beyond ``z = 5``),
     ``E[y e^-y]``, ``E[y^2 e^-y]``, ``E[y e^-y (log y + γ)]``, ``E[s y e^-y]``;
     ``out[5, i]`` = 1 where the march started at ``z = 5`` (else 0).
+    ``jx, jw[k]`` are the Gauss-Jacobi rules of the cosine end panels (mode k+1).
     """
-    ng = gx.shape[0]
+    acc = np.zeros(5)
     for i in range(u.shape[0]):
         ui = u[i]
         z_hi = ui + alpha * s_cap
@@ -72,36 +128,34 @@ def _inner_smooth(u, alpha, kind, logc, beta, s_cap, s_low, dz, gx, gw, out):
         if z_hi >= _Z_TOP:
             z_hi = _Z_TOP
             started_top = 1.0
-        a = p1 = p2 = kk = sm = 0.0
+        right_end = kind == 1 and started_top == 0.0 and s_cap >= 1.0
+        acc[:] = 0.0
+        if (z_hi - ui) / alpha <= s_low:  # the whole support lies beyond z = 5
+            for k in range(5):
+                out[k, i] = 0.0
+            out[5, i] = started_top
+            continue
         lmax = -np.inf
         lprev = -np.inf
         zr = z_hi
+        first = True
         for _ in range(1_000_000):
             zl = zr - dz
             last = False
             if (zl - ui) / alpha <= s_low:
                 zl = ui + alpha * s_low
                 last = True
-            half = 0.5 * (zr - zl)
-            mid = 0.5 * (zr + zl)
-            for j in range(ng):
-                z = mid + half * gx[j]
-                s = (z - ui) / alpha
-                if kind == 0:
-                    lf = -0.5 * s * s - _LOG_SQRT_2PI
-                else:
-                    if s <= -1.0 or s >= 1.0:
-                        continue
-                    lf = logc + beta * (np.log1p(-s) + np.log1p(s))
-                y = np.exp(z)
-                e = np.exp(-y)
-                w = gw[j] * half * np.exp(lf) / alpha
-                g1 = y * e
-                a += w * np.expm1(-y)
-                p1 += w * g1
-                p2 += w * g1 * y
-                kk += w * g1 * (z + _EULER)
-                sm += w * g1 * s
+            mode = 0
+            if kind == 1:
+                if first and right_end:
+                    mode = 3 if last else 1
+                elif last:
+                    mode = 2
+            if mode == 0:
+                _panel(ui, alpha, zl, zr, kind, logc, beta, gx, gw, 0, acc)
+            else:
+                _panel(ui, alpha, zl, zr, kind, logc, beta, jx[mode - 1], jw[mode - 1], mode, acc)
+            first = False
             if last:
                 break
             s = (zl - ui) / alpha
@@ -115,11 +169,8 @@ def _inner_smooth(u, alpha, kind, logc, beta, s_cap, s_low, dz, gx, gw, out):
                 break
             lprev = lv
             zr = zl
-        out[0, i] = a
-        out[1, i] = p1
-        out[2, i] = p2
-        out[3, i] = kk
-        out[4, i] = sm
+        for k in range(5):
+            out[k, i] = acc[k]
         out[5, i] = started_top
 
 
@@ -207,6 +258,14 @@ def _max_width(dist, n) -> float:
 # one scale, one n
 
 
+@functools.lru_cache(maxsize=64)
+def _jacobi_end_rules(beta):
+    """Gauss-Jacobi rules on [-1, 1] for the weights (1-x)^beta, (1+x)^beta and (1-x^2)^beta."""
+    m = _GL_X.size + 4
+    rules = [special.roots_jacobi(m, a, b) for a, b in ((beta, 0.0), (0.0, beta), (beta, beta))]
+    return np.array([r[0] for r in rules]), np.array([r[1] for r in rules])
+
+
 def _u_grid(dist, alpha, n, du):
     """Uniform grid in ``u = log t`` covering everything that counts, ``u_lo <= -1``."""
     logn = np.log(n)
@@ -227,9 +286,11 @@ def _u_grid(dist, alpha, n, du):
 
 def _one(dist, alpha, n, refine):
     """All statistics at one ``alpha > 0`` and one ``n`` at resolution ``refine``."""
+    edge = False
     if isinstance(dist, Empirical):
         du = 0.3 / refine
         u = _u_grid(dist, alpha, n, du)
+        wq = np.full(u.size, du)
         if u.size * dist.values.size > _MAX_WORK:
             raise ValueError(
                 f"`alpha` * (spread of the empirical sample) is too large for the exact method "
@@ -239,8 +300,20 @@ def _one(dist, alpha, n, refine):
         _inner_sample(u, alpha, dist.values, inner)
         a = inner[0]
     else:
-        du = 0.25 / refine * max(1.0, alpha * _max_width(dist, n))
+        stretch = max(1.0, alpha * _max_width(dist, n))
+        du = 0.25 / refine * stretch
         u = _u_grid(dist, alpha, n, du)
+        wq = np.full(u.size, du)
+        edge = isinstance(dist, Cosine) and dist.d < _SMOOTH_EDGE_D and stretch > 1.0
+        if edge:  # d < 8: the density is not smooth at s = ±1; resolve its ends at the kernel's scale
+            du = 0.25 / refine
+            u = _u_grid(dist, alpha, n, du)
+            wq = np.full(u.size, du)
+            if u.size > _MAX_EDGE_POINTS:
+                raise ValueError(
+                    f"`alpha` = {alpha:g} is too large for the exact method with cosine d = {dist.d} < "
+                    f"{_SMOOTH_EDGE_D} (cost grows like alpha; about alpha <= 1e4 is supported); use method='mc'"
+                )
         m, sig = _tilted_window(dist, alpha)
         _lo, hi = dist.support
         s_cap = min(hi, m + 12.0 * sig)
@@ -252,7 +325,8 @@ def _one(dist, alpha, n, refine):
             kind, beta, s_low = 1, b - 1.0, -1.0
             logc = special.gammaln(2 * b) - 2 * special.gammaln(b) - (2 * b - 1) * np.log(2.0)
         inner = np.empty((6, u.size))
-        _inner_smooth(u, alpha, kind, logc, beta, s_cap, s_low, dz, _GL_X, _GL_W, inner)
+        jx, jw = _jacobi_end_rules(beta)
+        _inner_smooth(u, alpha, kind, logc, beta, s_cap, s_low, dz, _GL_X, _GL_W, jx, jw, inner)
         top = inner[5] > 0
         a = inner[0].copy()
         if top.any():
@@ -264,12 +338,12 @@ def _one(dist, alpha, n, refine):
     w2 = np.exp((n - 2.0) * log_phi)
     wn = np.exp(n * log_phi)
     p1, p2, kk, sm = inner[1], inner[2], inner[3], inner[4]
-    sum_p2 = n * np.sum(p2 * w1) * du
-    comp = n * (n - 1.0) * np.sum(p1 * p1 * w2) * du
-    norm = n * np.sum(p1 * w1) * du
-    ent = -n * np.sum(kk * w1) * du
-    sps = n * np.sum(sm * w1) * du
-    log_z = -_EULER - u[0] - (np.sum(wn) - 0.5 * (wn[0] + wn[-1])) * du
+    sum_p2 = n * np.sum(p2 * w1 * wq)
+    comp = n * (n - 1.0) * np.sum(p1 * p1 * w2 * wq)
+    norm = n * np.sum(p1 * w1 * wq)
+    ent = -n * np.sum(kk * w1 * wq)
+    sps = n * np.sum(sm * w1 * wq)
+    log_z = -_EULER - u[0] - (np.sum(wn * wq) - 0.5 * (wn[0] * wq[0] + wn[-1] * wq[-1]))
     if sum_p2 > 0.5:
         sum_p2 = 1.0 - comp
     else:
@@ -367,7 +441,8 @@ def gap_density_at_zero(n, dist="normal", *, d=None) -> float:
 
     The supremum of ``E[G]`` over ``alpha`` (approached as ``alpha -> inf``).
     Computed by ``scipy.integrate.quad`` in log space around the location of
-    the maximum.
+    the maximum.  Infinite for cosine scores with ``d = 2``, whose density
+    ``1/(pi sqrt(1-s^2))`` makes ``f^2`` non-integrable at ``s = 1``.
     """
     from scipy import integrate
 
@@ -375,6 +450,8 @@ def gap_density_at_zero(n, dist="normal", *, d=None) -> float:
     dist_obj = get_distribution(dist, d)
     if isinstance(dist_obj, Empirical):
         raise TypeError("`dist`: the gap density is not defined for an empirical (discrete) sample")
+    if isinstance(dist_obj, Cosine) and dist_obj.d == 2:
+        return float("inf")  # f^2 ~ 1/(2(1-s)) is not integrable at s = 1, where F^(n-2) -> 1
     b = _isf(dist_obj, 1.0 / n)
     w = _max_width(dist_obj, n)
     lo, hi = dist_obj.support

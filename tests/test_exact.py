@@ -25,6 +25,9 @@ MC_POINTS = [
     ("cosine", 16, 2.0, 10),
     ("cosine", 16, 8.0, 100),
     ("cosine", 16, 30.0, 1000),
+    # small d: the density (1-s^2)^((d-3)/2) is singular (d = 2) or not smooth (d = 4) at s = ±1
+    ("cosine", 2, 20.0, 1000),
+    ("cosine", 4, 2.0, 10),
 ]
 
 
@@ -56,6 +59,20 @@ def test_doubling_the_resolution_keeps_six_significant_digits(dist, d, unit):
         for name in STATS:
             x, y = getattr(a, name), getattr(b, name)
             assert np.all(np.abs(x - y) <= 5e-7 * np.abs(y) + 1e-13), (name, n, x, y)
+
+
+@pytest.mark.parametrize("d", [2, 3, 5])
+def test_small_dimension_cosine_is_resolved(d):
+    # the density is singular (d = 2), flat (d = 3) or not smooth (d = 5) at s = ±1: five digits
+    alphas = np.array([0.3, 1.0, 5.0, 30.0])
+    for n in [10, 1000, 10**12]:
+        a = exact_stats(alphas, n, "cosine", d=d, error_estimate=False)
+        b = exact_stats(alphas, n, "cosine", d=d, refine=2.0, error_estimate=False)
+        for name in STATS:
+            x, y = getattr(a, name), getattr(b, name)
+            assert np.all(np.abs(x - y) <= 1e-5 * np.abs(y) + 1e-13), (name, n, x, y)
+    with pytest.raises(ValueError, match="`alpha` = 1e\\+06 is too large"):
+        exact_stats(1e6, 10, "cosine", d=d)
 
 
 def test_quad_error_estimate_is_small_and_bounds_the_refinement_change():

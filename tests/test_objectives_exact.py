@@ -167,3 +167,17 @@ def test_quick_figures_render():
         fig = fn(**quick)
         assert isinstance(fig, Figure)
         fig.savefig(io.BytesIO(), format="png", dpi=50)
+
+
+def test_gap_density_closed_forms_for_small_cosine_dimensions():
+    # d = 3: scores uniform on (-1, 1), f = 1/2, F = (1+s)/2, so f_gap(0) = n(n-1)/4 * 2/(n-1) = n/2
+    for n in [10, 1000]:
+        assert exact.gap_density_at_zero(n, "cosine", d=3) == pytest.approx(n / 2, rel=1e-10)
+        g = exact_stats(np.array([300.0, 3000.0]), n, "cosine", d=3, error_estimate=False).grad
+        assert g[0] < g[1] < n / 2
+    g10 = exact_stats(3000.0, 10, "cosine", d=3, error_estimate=False).grad
+    assert g10 == pytest.approx(5.0, rel=2e-3)
+    # d = 2: f^2 is not integrable at s = 1, so sup E[G] = inf and E[G] keeps growing
+    assert exact.gap_density_at_zero(10, "cosine", d=2) == np.inf
+    g = exact_stats(np.array([30.0, 300.0, 3000.0]), 1000, "cosine", d=2, error_estimate=False).grad
+    assert g[2] > 5 * g[1] > 25 * g[0]
