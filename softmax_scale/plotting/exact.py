@@ -138,7 +138,7 @@ def mean_field_validity(ns=_NS_VALIDITY, alphas=_ALPHAS_VALIDITY):
     cb.set_label("log10 |mean-field sum p² / exact E[sum p²] - 1|")
     ax.legend(loc="upper left", fontsize=8)
     ax.set_title(
-        "Mean-field sum p² is 1.6x (n = 16) to 25x (n = 1e12) the exact value at its own alpha*;\n"
+        "Mean-field sum p² is 1.6x (n = 16) to 26x (n = 1e12) the exact value at its own alpha*;\n"
         "it is within 10% only below the white contour",
         fontsize=10,
     )
