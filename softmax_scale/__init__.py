@@ -9,7 +9,11 @@ The public API is re-exported here::
     ss.fit_alpha_law(ns, alphas, form="sqrt_log")
 """
 
-from . import moments
+from . import (  # exact and typical register the expected/typical/geometric objectives
+    exact,
+    moments,
+    typical,
+)
 from .contrastive import PUBLISHED_COSINE_SCALES, TemperatureTable, temperature_table
 from .distributions import (
     Cosine,
@@ -34,6 +38,7 @@ from .entropy import (
     phase_diagram,
     signal_stats,
 )
+from .exact import MeanFieldError, exact_stats, gap_density_at_zero, mean_field_error
 from .laws import LawFit, compare_alpha_laws, fit_alpha_law
 from .moments import (
     depth_second_moments,
@@ -50,6 +55,7 @@ from .objectives import OBJECTIVES, gradient_objective
 from .optimize import AlphaOptimum, optimal_alpha, optimize_alpha
 from .schemes import SCHEMES, SchemeInfo, attention_scale, list_schemes, scheme_alpha
 from .stats import SoftmaxStats, softmax_stats
+from .typical import ObjectiveTable, mc_objective, objective_table
 
 __version__ = "0.1.0"
 
@@ -66,7 +72,9 @@ __all__ = [
     "InvariantScale",
     "LawFit",
     "MCTrials",
+    "MeanFieldError",
     "Normal",
+    "ObjectiveTable",
     "PhaseDiagram",
     "SchemeInfo",
     "ScoreDistribution",
@@ -80,15 +88,21 @@ __all__ = [
     "dot_product_variance",
     "entropy_curve",
     "entropy_curves",
+    "exact",
+    "exact_stats",
     "extrapolation_table",
     "fit_alpha_law",
+    "gap_density_at_zero",
     "get_distribution",
     "gradient_objective",
     "invariant_scale",
     "layer_norm",
     "list_schemes",
+    "mc_objective",
     "mc_trials",
+    "mean_field_error",
     "moments",
+    "objective_table",
     "optimal_alpha",
     "optimal_alpha_causal",
     "optimize_alpha",
@@ -102,4 +116,5 @@ __all__ = [
     "softmax_stats",
     "t5_score_variance",
     "temperature_table",
+    "typical",
 ]
