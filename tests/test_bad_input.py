@@ -1,0 +1,569 @@
+"""Bad input, everywhere: every public function of ``softmax_scale.__all__``.
+
+For each function and each of its parameters, a list of bad values (NaN, inf,
+negative, zero, empty, wrong type, huge) is passed in place of a valid one.
+The call must either raise ``ValueError``/``TypeError`` whose message names the
+parameter, or return a valid result whose numbers are all finite; never crash
+otherwise, warn (warnings are errors in this suite) or return NaN.  Inputs are
+kept small so that nothing can run long.  The CLI is tested by its own suite.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import math
+
+import numpy as np
+import pytest
+
+import softmax_scale as ss
+
+NAN, INF = float("nan"), float("inf")
+NUMBER_BAD = [
+    NAN,
+    INF,
+    -INF,
+    -1,
+    -1e-300,
+    0,
+    0.5,
+    "3",
+    None,
+    True,
+    1 + 2j,
+    [],
+    [[1.0, 2.0]],
+    np.array([NAN]),
+]
+INT_BAD = [
+    NAN,
+    INF,
+    -1,
+    0,
+    1,
+    2.5,
+    "10",
+    None,
+    True,
+    1e15,
+    10**30,
+    [],
+    np.array([3, 4]),
+]
+ARRAY_BAD = [[], [NAN], [1.0, INF], [[1.0, 2.0]], "abc", None, [True, False], 5.0]
+STRING_BAD = ["", "nonsense", None, 3, ["normal"]]
+BOOL_BAD = ["yes", None, 2.5]
+RNG_BAD = [-1, "seed", 1.5, [1.5], object()]
+
+SMALL = {"trials": 8}  # keeps Monte Carlo calls short
+
+# (function, valid keyword arguments, {parameter: bad values})
+CASES = {
+    "softmax_stats": (
+        ss.softmax_stats,
+        {"alpha": 1.0, "n": 64, "trials": 16, "rng": 0},
+        {
+            "alpha": NUMBER_BAD[:5] + ["1", None, [1.0, NAN], [[1.0]], [], 1e10],
+            "n": INT_BAD,
+            "dist": STRING_BAD + [[NAN, 1.0], []],
+            "method": STRING_BAD,
+            "trials": [0, 1, -5, 2.5, NAN, "10", None, 10**13],
+            "rng": RNG_BAD,
+            "d": [1, 0, -3, 2.5, "8", NAN],
+        },
+    ),
+    "softmax_stats exact": (
+        ss.softmax_stats,
+        {"alpha": 1.0, "n": 64, "method": "exact"},
+        {"alpha": [NAN, INF, -1.0, "1", None, [1.0, NAN], 1e9, 0.0], "n": INT_BAD},
+    ),
+    "mc_trials": (
+        ss.mc_trials,
+        {"alpha": [0.5, 2.0], "n": 32, "trials": 8, "rng": 1},
+        {
+            "alpha": [NAN, INF, -1.0, "1", None, [], [[1.0]], 1e9],
+            "n": INT_BAD,
+            "trials": [0, 1, -1, 2.5, NAN, None, "5"],
+            "rng": RNG_BAD,
+            "dist": STRING_BAD + [[INF]],
+            "d": [1, 0, 2.5, NAN],
+            "parallel": BOOL_BAD,
+            "progress": BOOL_BAD,
+        },
+    ),
+    "gradient_objective": (
+        ss.gradient_objective,
+        {"alpha": 1.0, "n": 512},
+        {
+            "alpha": NUMBER_BAD[:5] + ["1", None, [1.0, NAN], 1e9, 1e10],
+            "n": INT_BAD,
+            "dist": STRING_BAD,
+            "objective": STRING_BAD,
+            "d": [1, NAN, "8"],
+        },
+    ),
+    "optimal_alpha": (
+        ss.optimal_alpha,
+        {"n": 512},
+        {
+            "n": INT_BAD + [[2, NAN], [], [[4, 8]]],
+            "dist": STRING_BAD + [[NAN]],
+            "objective": STRING_BAD,
+            "d": [1, NAN, "8"],
+        },
+    ),
+    "optimize_alpha": (
+        ss.optimize_alpha,
+        {"n": 512},
+        {"n": INT_BAD, "dist": STRING_BAD, "objective": STRING_BAD},
+    ),
+    "fit_alpha_law": (
+        ss.fit_alpha_law,
+        {"ns": [10, 100, 1000], "alphas": [1.0, 1.3, 1.6]},
+        {
+            "ns": ARRAY_BAD + [[1, 10, 100], [10, 10.5, 100]],
+            "alphas": ARRAY_BAD + [[1.0, -1.0, 2.0], [0.0, 1.0, 2.0]],
+            "form": STRING_BAD,
+        },
+    ),
+    "compare_alpha_laws": (
+        ss.compare_alpha_laws,
+        {"ns": [10, 100, 1000], "alphas": [1.0, 1.3, 1.6]},
+        {
+            "ns": ARRAY_BAD,
+            "alphas": ARRAY_BAD,
+            "forms": [["nonsense"], "sqrt_log_x", None, 3],
+        },
+    ),
+    "get_distribution": (
+        ss.get_distribution,
+        {"dist": "cosine", "d": 16},
+        {
+            "dist": STRING_BAD + [[NAN], [], 3.0],
+            "d": [1, 0, -2, 2.5, NAN, INF, "16", None, 10**30],
+        },
+    ),
+    "Cosine": (
+        ss.Cosine,
+        {"d": 16},
+        {"d": [1, 0, -2, 2.5, NAN, INF, "16", None, True]},
+    ),
+    "Empirical": (
+        ss.Empirical,
+        {"sample": [0.1, 0.5, -0.3]},
+        {"sample": ARRAY_BAD + [np.zeros((2, 2))]},
+    ),
+    "layer_norm": (
+        ss.layer_norm,
+        {"x": [[1.0, 2.0, 4.0]]},
+        {
+            "x": [[NAN, 1.0], [INF, 1.0], "abc", None, []],
+            "eps": [-1.0, NAN, INF, "0", None],
+            "axis": [5, 2.5, "0", None],
+        },
+    ),
+    "rms_norm": (
+        ss.rms_norm,
+        {"x": [[1.0, 2.0, 4.0]]},
+        {
+            "x": [[NAN, 1.0], [INF, 1.0], "abc", None, []],
+            "eps": [-1.0, NAN, INF, "0", None],
+            "axis": [5, 2.5, "0", None],
+        },
+    ),
+    "dot_product_variance": (
+        ss.dot_product_variance,
+        {"d": 16, "trials": 200, "rng": 0},
+        {
+            "d": INT_BAD[:9],
+            "dist": STRING_BAD,
+            "trials": [0, 1, -1, 2.5, NAN, None],
+            "rng": RNG_BAD,
+            "scaled": BOOL_BAD,
+            "correct_truncation": BOOL_BAD,
+        },
+    ),
+    "depth_second_moments": (
+        ss.depth_second_moments,
+        {"depth": 3, "width": 8, "trials": 2, "inputs": 2, "rng": 0},
+        {
+            "depth": INT_BAD[:9],
+            "activation": STRING_BAD,
+            "init": STRING_BAD,
+            "width": INT_BAD[:9],
+            "trials": [0, -1, 2.5, NAN],
+            "inputs": [0, -1, 2.5, NAN],
+            "rng": RNG_BAD,
+        },
+    ),
+    "residual_second_moments": (
+        ss.residual_second_moments,
+        {"depth": 3, "width": 8, "trials": 2, "inputs": 2, "rng": 0},
+        {
+            "depth": INT_BAD[:9],
+            "scheme": STRING_BAD,
+            "width": INT_BAD[:9],
+            "branch": STRING_BAD,
+            "norm": STRING_BAD,
+            "alpha": [NAN, INF, "1", None],
+            "step": [-1, 2.5, NAN, "1"],
+            "warmup_steps": [0, -1, 2.5, NAN],
+            "trials": [0, -1, 2.5, NAN],
+            "inputs": [0, -1, NAN],
+            "rng": RNG_BAD,
+        },
+    ),
+    "rescale_activation": (
+        ss.rescale_activation,
+        {"name": "sigmoid"},
+        {"name": STRING_BAD, "center": BOOL_BAD},
+    ),
+    "t5_score_variance": (
+        ss.t5_score_variance,
+        {"d_model": 16, "d_kv": 4, "trials": 20, "pairs": 2, "rng": 0},
+        {
+            "d_model": INT_BAD[:9],
+            "d_kv": INT_BAD[:9],
+            "init": STRING_BAD,
+            "trials": [0, -1, 2.5, NAN],
+            "pairs": [0, -1, NAN],
+            "rng": RNG_BAD,
+        },
+    ),
+    "attention_scale": (
+        ss.attention_scale,
+        {"n": 512, "d": 64},
+        {"n": INT_BAD[:9], "d": INT_BAD[:9], "scheme": STRING_BAD},
+    ),
+    "scheme_alpha": (
+        ss.scheme_alpha,
+        {"n": 512, "d": 64},
+        {
+            "n": INT_BAD[:9],
+            "d": INT_BAD[:9],
+            "scheme": STRING_BAD,
+            "score_model": STRING_BAD,
+        },
+    ),
+    "causal_objective": (
+        ss.causal_objective,
+        {"alpha": 1.0, "L": 64},
+        {"alpha": [NAN, INF, -1.0, "1", None, 1e10], "L": INT_BAD[:9]},
+    ),
+    "optimal_alpha_causal": (
+        ss.optimal_alpha_causal,
+        {"L": 64},
+        {"L": INT_BAD[:9], "dist": STRING_BAD},
+    ),
+    "gap_density_at_zero": (
+        ss.gap_density_at_zero,
+        {"n": 64},
+        {"n": INT_BAD[:9], "dist": STRING_BAD},
+    ),
+    "exact_stats": (
+        ss.exact_stats,
+        {"alpha": 1.0, "n": 64},
+        {
+            "alpha": [NAN, INF, -1.0, "1", None, 1e10],
+            "n": INT_BAD[:9],
+            "refine": [0, -1.0, NAN, INF, "1"],
+        },
+    ),
+    "signal_stats": (
+        ss.signal_stats,
+        {"alpha": 1.0, "n": 64, "s0": 2.0},
+        {
+            "alpha": [NAN, INF, -1.0, "1", None],
+            "n": INT_BAD[:9],
+            "s0": [NAN, INF, -INF, "1", None],
+            "method": STRING_BAD,
+        },
+    ),
+    "invariant_scale": (
+        ss.invariant_scale,
+        {"ns": [64, 512], "target_entropy": 3.0},
+        {
+            "ns": ARRAY_BAD[:6],
+            "target_entropy": [NAN, INF, -1.0, 0.0, 1e9, "1", None],
+            "xtol": [0, -1.0, NAN, "1"],
+        },
+    ),
+    "mean_field_error": (
+        ss.mean_field_error,
+        {"alphas": [1.0], "ns": [64]},
+        {"alphas": ARRAY_BAD[:6] + [[-1.0]], "ns": ARRAY_BAD[:6] + [[1]]},
+    ),
+    "mc_objective": (
+        ss.mc_objective,
+        {"alpha": 1.0, "n": 64, "trials": 40, "rng": 0},
+        {
+            "alpha": [NAN, INF, -1.0, "1", None],
+            "n": INT_BAD[:9],
+            "objective": STRING_BAD,
+            "trials": [0, 1, -1, 2.5, NAN],
+            "rng": RNG_BAD,
+        },
+    ),
+    "entropy_curve": (
+        ss.entropy_curve,
+        {"ns": [64, 512]},
+        {
+            "ns": ARRAY_BAD[:6] + [[1, 64]],
+            "scheme": STRING_BAD,
+            "d": [0, -1, 2.5, NAN, "8"],
+            "score_model": STRING_BAD,
+            "method": STRING_BAD,
+        },
+    ),
+    "entropy_curves": (
+        ss.entropy_curves,
+        {"ns": [64, 512], "schemes": ("standard",)},
+        {"ns": ARRAY_BAD[:6], "schemes": [["nonsense"], "nonsense", None, 3]},
+    ),
+    "extrapolation_table": (
+        ss.extrapolation_table,
+        {"schemes": ("standard",), "factors": (1, 2)},
+        {
+            "train_length": INT_BAD[:9],
+            "factors": [[], [0], [-1], [NAN], "x", None],
+            "schemes": [["nonsense"], None],
+        },
+    ),
+    "objective_table": (
+        ss.objective_table,
+        {"ns": [64, 512, 4096], "trials": 40, "batches": 4},
+        {
+            "ns": ARRAY_BAD[:6],
+            "trials": [0, 1, -1, 2.5, NAN],
+            "batches": [0, 1, -1, 2.5, NAN],
+            "rng": RNG_BAD,
+        },
+    ),
+    "phase_diagram": (
+        ss.phase_diagram,
+        {"ns": [64, 512], "ratios": [0.5, 1.0]},
+        {"ns": ARRAY_BAD[:6], "ratios": ARRAY_BAD[:6] + [[-1.0]]},
+    ),
+    "temperature_table": (
+        ss.temperature_table,
+        {"ds": (128,), "ns": (256,)},
+        {
+            "ds": [[], [0], [-1], [NAN], "x", None],
+            "ns": [[], [1], [-1], [NAN], "x", None],
+        },
+    ),
+}
+
+# Public names that take no input (or are types, constants, modules): nothing to validate.
+NO_INPUT = {
+    "AlphaOptimum": "result type",
+    "LawFit": "result type",
+    "MCTrials": "result type",
+    "SoftmaxStats": "result type",
+    "ScoreDistribution": "abstract base class",
+    "Normal": "no parameters",
+    "OBJECTIVES": "constant",
+    "moments": "module (its functions are re-exported and tested by name)",
+    "selu_constants": "no parameters",
+    "list_schemes": "no parameters",
+    "exact": "module (its public functions are re-exported)",
+    "typical": "module (its public functions are re-exported)",
+    "SCHEMES": "constant",
+    "PUBLISHED_COSINE_SCALES": "constant",
+}
+
+# Found by this file and reported to the lead (files not owned by its author); strict xfail, so each
+# entry fails the suite once fixed and must then be removed.  Keys: "case-parameter-index".
+_KNOWN = {
+    "rng not named (numpy's SeedSequence message); use softmax_scale._random.seed_sequence": [
+        f"{c}-rng-{i}"
+        for c in (
+            "dot_product_variance",
+            "depth_second_moments",
+            "residual_second_moments",
+            "t5_score_variance",
+        )
+        for i in range(5)
+    ],
+    "an array `dist` is reported as 'the empirical `sample`', not as `dist`": [
+        "softmax_stats-dist-4",
+        "softmax_stats-dist-5",
+        "softmax_stats-dist-6",
+        "mc_trials-dist-4",
+        "mc_trials-dist-5",
+        "gradient_objective-dist-4",
+        "optimal_alpha-dist-4",
+        "optimal_alpha-dist-5",
+        "optimize_alpha-dist-4",
+        "get_distribution-dist-4",
+        "get_distribution-dist-5",
+        "get_distribution-dist-6",
+        "gap_density_at_zero-dist-4",
+        "optimal_alpha_causal-dist-4",
+    ],
+    "layer_norm/rms_norm: NaN/inf in `x` give NaN; 'abc', [] and a float/str `axis` are not named": [
+        f"{f}-{k}"
+        for f in ("layer_norm", "rms_norm")
+        for k in ("x-0", "x-1", "x-2", "x-4", "axis-1", "axis-2")
+    ],
+    "rescale_activation: the message says `activation`, the parameter is `name`": [
+        f"rescale_activation-name-{i}" for i in range(5)
+    ],
+    "a sequence of forms/schemes: not iterable or iterated by character; messages say `form`/`scheme`": [
+        *(f"compare_alpha_laws-forms-{i}" for i in range(4)),
+        *(f"entropy_curves-schemes-{i}" for i in range(4)),
+        "extrapolation_table-schemes-0",
+        "extrapolation_table-schemes-1",
+    ],
+    "a string for a float array: numpy's 'could not convert' without the parameter name": [
+        "fit_alpha_law-alphas-4",
+        "compare_alpha_laws-alphas-4",
+        "phase_diagram-ratios-4",
+        "extrapolation_table-factors-4",
+    ],
+    "invariant_scale: xtol=nan reported as `alpha`, xtol='1' a raw comparison TypeError": [
+        "invariant_scale-xtol-2",
+        "invariant_scale-xtol-3",
+    ],
+}
+KNOWN = {key: reason for reason, keys in _KNOWN.items() for key in keys}
+
+
+def _numbers(obj, depth=0):
+    """Every float in a result: dataclass fields, dicts, sequences, arrays."""
+    if depth > 4:
+        return
+    if isinstance(obj, (bool, np.bool_, str)) or obj is None:
+        return
+    if isinstance(obj, (int, float, np.number)):
+        yield float(obj)
+    elif isinstance(obj, np.ndarray):
+        if obj.dtype.kind in "fiuc":
+            yield from np.asarray(
+                obj, dtype=complex if obj.dtype.kind == "c" else float
+            ).ravel()
+    elif dataclasses.is_dataclass(obj):
+        for f in dataclasses.fields(obj):
+            yield from _numbers(getattr(obj, f.name), depth + 1)
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from _numbers(v, depth + 1)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            yield from _numbers(v, depth + 1)
+    elif hasattr(obj, "params") or hasattr(obj, "__dict__") and not callable(obj):
+        for v in vars(obj).values():
+            yield from _numbers(v, depth + 1)
+
+
+# Documented non-finite fields ("not applicable" NaN, "unbounded" inf), by case.
+ALLOWED_NONFINITE = {
+    "entropy_curve": {"match", "signal_share", "signal_share_se"},
+    "entropy_curves": {"*"},  # a dict of EntropyCurve
+    "objective_table": {"expected", "expected_value"},
+    "optimal_alpha": {"*"},
+    "optimize_alpha": {"alpha", "value"},
+}
+
+
+def _nonfinite_fields(out) -> set:
+    """Top-level fields (or ``*`` for a bare value) holding a non-finite number."""
+    if dataclasses.is_dataclass(out):
+        items = [(f.name, getattr(out, f.name)) for f in dataclasses.fields(out)]
+    elif isinstance(out, dict):
+        items = list(out.items())
+    else:
+        items = [("*", out)]
+    return {
+        str(name)
+        for name, v in items
+        if any(not math.isfinite(abs(x)) for x in _numbers(v))
+    }
+
+
+def _check_result(case, out):
+    bad = _nonfinite_fields(out)
+    allowed = ALLOWED_NONFINITE.get(case, set())
+    assert "*" in allowed or bad <= allowed, (
+        f"{case}: non-finite numbers in {sorted(bad - allowed)}"
+    )
+
+
+def _bad_cases():
+    for case, (fn, valid, bads) in CASES.items():
+        for param, values in bads.items():
+            for k, value in enumerate(values):
+                key = f"{case}-{param}-{k}"
+                marks = (
+                    [pytest.mark.xfail(strict=True, reason=KNOWN[key])]
+                    if key in KNOWN
+                    else []
+                )
+                yield pytest.param(
+                    case, param, value, id=f"{key}-{str(value)[:12]}", marks=marks
+                )
+
+
+def _param_names(case) -> list[str]:
+    fn = CASES[case][0]
+    return list(inspect.signature(fn).parameters)
+
+
+def test_every_public_name_is_covered():
+    result_types = {
+        n
+        for n in ss.__all__
+        if inspect.isclass(getattr(ss, n)) and dataclasses.is_dataclass(getattr(ss, n))
+    }
+    result_types -= {"Cosine", "Normal"}  # distributions: validated below / no input
+    covered = {case.split()[0] for case in CASES} | set(NO_INPUT) | result_types
+    missing = sorted(set(ss.__all__) - covered)
+    assert not missing, (
+        f"public names without bad-input cases in tests/test_bad_input.py: {missing}"
+    )
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_valid_calls_work(case):
+    """The baseline every bad value departs from: valid, finite (a negative control for the test below)."""
+    fn, valid, _ = CASES[case]
+    _check_result(case, fn(**valid))
+
+
+@pytest.mark.parametrize("case, param, value", list(_bad_cases()))
+def test_bad_value_raises_naming_the_parameter_or_gives_a_finite_result(
+    case, param, value
+):
+    fn, valid, _ = CASES[case]
+    assert param in _param_names(case), f"{case} has no parameter {param}"
+    kwargs = dict(valid)
+    kwargs[param] = value
+    try:
+        out = fn(**kwargs)
+    except (ValueError, TypeError) as exc:
+        msg = str(exc)
+        assert param in msg, (
+            f"{case}({param}={value!r}) raised without naming `{param}`: {msg!r}"
+        )
+        return
+    except NotImplementedError:
+        pytest.skip(f"{case}: not available in this build")
+    # accepted: then it must be a valid, finite result
+    bad = [x for x in _numbers(out) if not math.isfinite(abs(x))]
+    allowed_inf = case.startswith(("optimal_alpha", "optimize_alpha")) and all(
+        abs(x) == INF for x in bad
+    )
+    assert not bad or allowed_inf, (
+        f"{case}({param}={value!r}) returned non-finite numbers {bad[:4]}"
+    )
+
+
+def test_huge_but_valid_values_give_finite_results():
+    assert math.isfinite(ss.optimal_alpha(10**15))
+    assert math.isfinite(ss.gradient_objective(1e9, 10**15))
+    r = ss.softmax_stats(1e9, 10**15, method="exact")
+    assert all(math.isfinite(x) for x in _numbers(r))
+    r = ss.softmax_stats([0.0, 1e9], 1000, trials=8, rng=0)
+    assert all(math.isfinite(x) for x in _numbers(r))
+    assert r.sum_p2[1] == pytest.approx(1.0) and r.grad[1] >= 0
