@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import optimize, special
+from scipy import optimize
 from tqdm import tqdm
 
 from . import exact as _exact
@@ -120,27 +120,12 @@ class SignalStats:
 def _signal_one(dist, alpha, n, s0, refine=1.0):
     """``[share, sum_p2, entropy, grad, log_z]`` at one ``alpha > 0``; reuses the exact module's inner kernel."""
     N = n - 1.0
-    m, sig = _exact._tilted_window(dist, alpha)
     du = 0.25 / refine
     u = _exact._u_grid(dist, alpha, max(N, 2.0), du)
     u_lo = min(u[0], -alpha * s0 - _exact._TAIL)
     u_hi = max(min(u[-1], math.log(60.0) - alpha * s0), u_lo + 1.0)
     u = u_lo + du * np.arange(int(np.ceil((u_hi - u_lo) / du)) + 1)
-    hi = dist.support[1]
-    s_cap = min(hi, m + 12.0 * sig)
-    dz = min(1.0, 0.5 * alpha * sig, 0.5 * alpha * _exact._scale(dist)) / refine
-    if isinstance(dist, Normal):
-        kind, logc, beta, s_low = 0, 0.0, 0.0, -np.inf
-    else:
-        b = 0.5 * (dist.d - 1)
-        kind, beta, s_low = 1, b - 1.0, -1.0
-        logc = special.gammaln(2 * b) - 2 * special.gammaln(b) - (2 * b - 1) * np.log(2.0)
-    inner = np.empty((6, u.size))
-    _exact._inner_smooth(u, alpha, kind, logc, beta, s_cap, s_low, dz, _exact._GL_X, _exact._GL_W, inner)
-    a = inner[0].copy()
-    top = inner[5] > 0
-    if top.any():
-        a[top] -= _exact._sf(dist, (_exact._Z_TOP - u[top]) / alpha)
+    inner, a = _exact._inner_on_grid(dist, alpha, u, refine)
     a = np.clip(a, -1.0, 0.0)
     with np.errstate(divide="ignore"):
         log_phi = np.where(a > -0.5, np.log1p(np.maximum(a, -0.5)), np.log(np.maximum(1.0 + a, 1e-300)))

@@ -284,6 +284,34 @@ def _u_grid(dist, alpha, n, du):
     return u_lo + du * np.arange(k + 1)
 
 
+def _inner_on_grid(dist, alpha, u, refine=1.0):
+    """Inner expectations over a smooth (normal or cosine) density at every ``u`` of a grid.
+
+    Returns ``(inner, a)``: ``inner[0..5]`` as filled by :func:`_inner_smooth`
+    and ``a = E[expm1(-t X)]`` including the far tail, not yet clipped.
+    Shared by :func:`_one` and the signal-plus-noise evaluator of
+    :mod:`softmax_scale.entropy`.
+    """
+    m, sig = _tilted_window(dist, alpha)
+    hi = dist.support[1]
+    s_cap = min(hi, m + 12.0 * sig)
+    dz = min(1.0, 0.5 * alpha * sig, 0.5 * alpha * _scale(dist)) / refine
+    if isinstance(dist, Normal):
+        kind, logc, beta, s_low = 0, 0.0, 0.0, -np.inf
+    else:
+        b = 0.5 * (dist.d - 1)
+        kind, beta, s_low = 1, b - 1.0, -1.0
+        logc = special.gammaln(2 * b) - 2 * special.gammaln(b) - (2 * b - 1) * np.log(2.0)
+    inner = np.empty((6, u.size))
+    jx, jw = _jacobi_end_rules(beta)
+    _inner_smooth(u, alpha, kind, logc, beta, s_cap, s_low, dz, _GL_X, _GL_W, jx, jw, inner)
+    a = inner[0].copy()
+    top = inner[5] > 0
+    if top.any():
+        a[top] -= _sf(dist, (_Z_TOP - u[top]) / alpha)
+    return inner, a
+
+
 def _one(dist, alpha, n, refine):
     """All statistics at one ``alpha > 0`` and one ``n`` at resolution ``refine``."""
     edge = False
@@ -314,23 +342,7 @@ def _one(dist, alpha, n, refine):
                     f"`alpha` = {alpha:g} is too large for the exact method with cosine d = {dist.d} < "
                     f"{_SMOOTH_EDGE_D} (cost grows like alpha; about alpha <= 1e4 is supported); use method='mc'"
                 )
-        m, sig = _tilted_window(dist, alpha)
-        _lo, hi = dist.support
-        s_cap = min(hi, m + 12.0 * sig)
-        dz = min(1.0, 0.5 * alpha * sig, 0.5 * alpha * _scale(dist)) / refine
-        if isinstance(dist, Normal):
-            kind, logc, beta, s_low = 0, 0.0, 0.0, -np.inf
-        else:
-            b = 0.5 * (dist.d - 1)
-            kind, beta, s_low = 1, b - 1.0, -1.0
-            logc = special.gammaln(2 * b) - 2 * special.gammaln(b) - (2 * b - 1) * np.log(2.0)
-        inner = np.empty((6, u.size))
-        jx, jw = _jacobi_end_rules(beta)
-        _inner_smooth(u, alpha, kind, logc, beta, s_cap, s_low, dz, _GL_X, _GL_W, jx, jw, inner)
-        top = inner[5] > 0
-        a = inner[0].copy()
-        if top.any():
-            a[top] -= _sf(dist, (_Z_TOP - u[top]) / alpha)
+        inner, a = _inner_on_grid(dist, alpha, u, refine)
     a = np.clip(a, -1.0, 0.0)
     with np.errstate(divide="ignore"):
         log_phi = np.where(a > -0.5, np.log1p(np.maximum(a, -0.5)), np.log(np.maximum(1.0 + a, 1e-300)))
