@@ -34,9 +34,9 @@ def test_mean_field_objective_cosine_uses_bessel_form():
 
 
 def test_optimal_alpha_normal_matches_lambert_w():
-    np.testing.assert_allclose(ss.optimal_alpha(NOTE_GRID), lambert_alpha(NOTE_GRID), rtol=1e-7)
-    assert ss.optimal_alpha(2) == pytest.approx(lambert_alpha(2), rel=1e-7)
-    assert ss.optimal_alpha(1e12) == pytest.approx(lambert_alpha(1e12), rel=1e-7)
+    np.testing.assert_allclose(ss.optimal_alpha(NOTE_GRID), lambert_alpha(NOTE_GRID), rtol=1e-11)
+    assert ss.optimal_alpha(2) == pytest.approx(lambert_alpha(2), rel=1e-11)
+    assert ss.optimal_alpha(1e12) == pytest.approx(lambert_alpha(1e12), rel=1e-11)
 
 
 def test_scalar_in_float_out_array_in_array_out():
