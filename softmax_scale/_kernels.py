@@ -358,6 +358,24 @@ def _mul_sums(x, e, g, cnt, acc):
     acc[2] = st
 
 
+@jit()
+def _chunk_max(x, cnt):
+    """Largest of ``x[:cnt]`` (``cnt >= 1``; no NaN), branch-free."""
+    m = x[0]
+    for i in range(1, cnt):
+        m = max(m, x[i])
+    return m
+
+
+@jit()
+def _chunk_min(x, cnt):
+    """Smallest of ``x[:cnt]`` (0 for ``cnt = 0``)."""
+    m = 0.0
+    for i in range(cnt):
+        m = min(m, x[i])
+    return m
+
+
 # ---------------------------------------------------------------------------------------------
 # The trial and the blocks
 
@@ -386,16 +404,11 @@ def _trial(alphas, step, n, kind, param, sample, st, ws, r, r2, t, sp2, ent, gra
         cnt = min(_CHUNK, n - done)
         done += cnt
         _fill(kind, param, sample, st, buf, cnt)
-        j = 0
-        cm = buf[0]
-        lo_s = buf[0]
-        for i in range(1, cnt):
-            s = buf[i]
-            if s > cm:
-                cm = s
-                j = i
-            lo_s = min(lo_s, s)
+        cm = _chunk_max(buf, cnt)
         if first or cm > m:
+            j = 0
+            while buf[j] != cm:  # the first maximal score (rare after the first chunks)
+                j += 1
             if first:
                 for k in range(na):
                     r[k] = 0.0
@@ -417,7 +430,7 @@ def _trial(alphas, step, n, kind, param, sample, st, ws, r, r2, t, sp2, ent, gra
         cnt -= lo
         for i in range(cnt):
             xb[i] = buf[lo + i] - m
-        xmin = lo_s - m
+        xmin = _chunk_min(xb, cnt) if step > 0.0 else 0.0
         shared = False
         for k in range(na):
             if step > 0.0 and k % _GROUP == 0:
