@@ -227,3 +227,16 @@ def test_exact_and_mean_field_scalar_and_array_forms_agree():
     assert ss.gradient_objective(1.5, 512) == ss.gradient_objective([1.5], [512])[0]
     ns = np.array([64, 512, 4096])
     assert ss.optimal_alpha(512) == pytest.approx(ss.optimal_alpha(ns)[1], rel=1e-12)
+
+
+def test_shared_exponentials_stay_accurate_up_to_the_underflow_guard():
+    """Scales up to where ``a * min(s - max)`` nears -700: products of ~16 factors, each ~1e-300 at worst."""
+    grid = np.linspace(0.0, 80.0, 17)
+    arr = ss.mc_trials(grid, 1100, trials=12, rng=8)
+    for k in (1, 8, 15, 16):
+        one = ss.mc_trials(grid[k], 1100, trials=12, rng=8)
+        np.testing.assert_allclose(arr.sum_p2[:, k], one.sum_p2[:, 0], rtol=1e-13)
+        np.testing.assert_allclose(arr.grad[:, k], one.grad[:, 0], rtol=1e-12)
+        np.testing.assert_allclose(
+            arr.entropy[:, k], one.entropy[:, 0], rtol=1e-12, atol=1e-13
+        )
