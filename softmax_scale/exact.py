@@ -363,14 +363,28 @@ def _one(dist, alpha, n, refine):
     return np.array([sum_p2, ent, alpha * comp, log_z, sps, norm - 1.0, comp])
 
 
+#: Below this ``alpha * sd(s)`` the statistics come from their second-order expansion in ``alpha``
+#: (exact to ~1e-18); the quadrature's grid in ``u = log t`` would grow like ``log(1/alpha)`` and lose
+#: the ``alpha^2`` deviations from ``1/n`` and ``log n`` in rounding.
+_SERIES_BELOW = 1e-6
+
+
 def _stats_at(dist, alphas, n, refine, error_estimate):
     out = np.empty((alphas.size, 7))
     err = np.zeros(alphas.size)
     logn = np.log(n)
+    if isinstance(dist, Empirical):
+        mu, var = float(np.mean(dist.values)), float(np.var(dist.values))
+    else:
+        mu, var = 0.0, _scale(dist) ** 2
     for k, alpha in enumerate(alphas):
-        if alpha == 0.0:
-            out[k] = [1.0 / n, logn, 0.0, logn, float(np.mean(dist.values)) if isinstance(dist, Empirical) else 0.0,
-                      0.0, 1.0 - 1.0 / n]
+        if alpha * np.sqrt(var) < _SERIES_BELOW:
+            # second order in alpha: p_i = (1 + alpha (s_i - mean s) + ...) / n; the alpha^3 terms are below 1e-18
+            v = var * (n - 1.0) / n
+            sum_p2 = 1.0 / n + alpha * alpha * v / n
+            comp = (1.0 - 1.0 / n) - alpha * alpha * v / n
+            out[k] = [sum_p2, logn - 0.5 * alpha * alpha * v, alpha * comp, logn + alpha * mu + 0.5 * alpha * alpha * v,
+                      mu + alpha * v, 0.0, comp]
             continue
         fine = _one(dist, alpha, n, refine)
         out[k] = fine

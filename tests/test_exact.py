@@ -168,3 +168,16 @@ def test_softmax_stats_dispatches_to_exact():
 def test_bad_input_names_the_parameter(kwargs, exc, match):
     with pytest.raises(exc, match=match):
         exact_stats(**kwargs)
+
+
+@pytest.mark.parametrize("alpha", [1e-300, 1e-20, 1e-7])
+@pytest.mark.parametrize("n", [2, 1000, 10**12])
+def test_tiny_scales_follow_the_second_order_expansion(alpha, n):
+    # p_i = (1 + alpha (s_i - mean) + O(alpha^2)) / n: E[sum p^2] = 1/n + alpha^2 var (n-1)/n^2, E[H] = log n - ...
+    import softmax_scale as ss
+
+    r = ss.softmax_stats(alpha, n, method="exact")
+    v = (n - 1) / n
+    assert r.sum_p2 == pytest.approx(1 / n + alpha * alpha * v / n, rel=1e-14)
+    assert r.entropy == pytest.approx(np.log(n) - 0.5 * alpha * alpha * v, rel=1e-14)
+    assert 0 <= r.grad <= alpha
