@@ -105,3 +105,31 @@ def check_positive_float(value, name: str, *, allow_zero: bool = False) -> float
 def restore(values: np.ndarray, scalar: bool):
     """Return a float for scalar input, else the array."""
     return float(values[0]) if scalar else values
+
+
+def check_float_array(values, name: str, *, finite: bool = True, nonempty: bool = True) -> np.ndarray:
+    """A 1-D (or scalar) array of real numbers as float64, rejecting strings, NaN and inf."""
+    arr = np.asarray(values)
+    if arr.dtype == bool or arr.dtype.kind not in "iuf":
+        raise TypeError(f"`{name}` must be an array of real numbers, got {values!r}")
+    arr = np.atleast_1d(arr).astype(np.float64)
+    if arr.ndim != 1:
+        raise ValueError(f"`{name}` must be a 1-D array, got shape {arr.shape}")
+    if nonempty and arr.size == 0:
+        raise ValueError(f"`{name}` must not be empty")
+    if finite and not np.all(np.isfinite(arr)):
+        raise ValueError(f"`{name}` must be finite (no NaN or inf)")
+    return arr
+
+
+def check_choices(values, name: str, choices) -> tuple:
+    """A non-empty sequence (not a string) of names, each one of ``choices``."""
+    if isinstance(values, str) or not isinstance(values, (list, tuple, np.ndarray)):
+        raise TypeError(f"`{name}` must be a list of names from {sorted(choices)}, got {values!r}")
+    values = tuple(values)
+    if not values:
+        raise ValueError(f"`{name}` must name at least one of {sorted(choices)}")
+    bad = [v for v in values if not isinstance(v, str) or v not in choices]
+    if bad:
+        raise ValueError(f"`{name}` must contain only names from {sorted(choices)}, got {bad[0]!r}")
+    return values

@@ -19,7 +19,7 @@ from scipy import special
 
 from ._validation import check_int
 
-__all__ = ["ScoreDistribution", "Normal", "Cosine", "Empirical", "get_distribution", "DIST_NAMES"]
+__all__ = ["DIST_NAMES", "Cosine", "Empirical", "Normal", "ScoreDistribution", "get_distribution"]
 
 #: Codes the numba kernels use to pick a sampler.
 KIND_NORMAL, KIND_COSINE, KIND_EMPIRICAL = 0, 1, 2
@@ -260,15 +260,17 @@ class Empirical(ScoreDistribution):
 
     name = "empirical"
 
-    def __init__(self, sample):
+    def __init__(self, sample, *, name: str = "sample"):
+        # ``name``: the parameter to blame in messages (``dist`` when given through get_distribution)
+        what = f"`{name}` (an empirical sample of scores)"
         arr = np.asarray(sample)
         if arr.dtype == bool or arr.dtype.kind not in "iuf":
-            raise TypeError(f"the empirical `sample` must be a 1-D array of real numbers, got dtype {arr.dtype}")
+            raise TypeError(f"{what} must be a 1-D array of real numbers, got dtype {arr.dtype}")
         arr = np.ascontiguousarray(arr, dtype=np.float64)
         if arr.ndim != 1 or arr.size == 0:
-            raise ValueError(f"the empirical `sample` must be a non-empty 1-D array, got shape {arr.shape}")
+            raise ValueError(f"{what} must be a non-empty 1-D array, got shape {arr.shape}")
         if not np.all(np.isfinite(arr)):
-            raise ValueError("the empirical `sample` must be finite (no NaN or inf)")
+            raise ValueError(f"{what} must be finite (no NaN or inf)")
         arr.setflags(write=False)
         self.values = arr
 
@@ -361,5 +363,5 @@ def get_distribution(dist="normal", d=None) -> ScoreDistribution:
             )
         raise ValueError(f"`dist` must be one of {list(DIST_NAMES)} or a 1-D array of scores, got {dist!r}")
     if isinstance(dist, (list, tuple, np.ndarray)):
-        return Empirical(dist)
+        return Empirical(dist, name="dist")
     raise TypeError(f"`dist` must be a name, a ScoreDistribution or a 1-D array, got {type(dist).__name__}")

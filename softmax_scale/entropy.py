@@ -33,6 +33,8 @@ from ._random import seed_sequence
 from ._validation import (
     check_alpha_array,
     check_choice,
+    check_choices,
+    check_float_array,
     check_int,
     check_n_array,
     check_positive_float,
@@ -378,10 +380,7 @@ def entropy_curves(ns, schemes=DEFAULT_SCHEMES, *, d=128, score_model="normal", 
     nn, _ = check_n_array(ns, "ns")
     d, match = _check_common(score_model, d, match, method)
     scheme_params = scheme_params or {}
-    if isinstance(schemes, str):
-        schemes = (schemes,)
-    for s in schemes:
-        check_choice(s, "scheme", SCHEMES)
+    schemes = check_choices(schemes, "schemes", SCHEMES)
     alphas = np.column_stack([np.atleast_1d(scheme_alpha(nn, d, s, score_model, **scheme_params.get(s, {})))
                               for s in schemes])
     out, se = _evaluate(nn, alphas, score_model, d, match, method, trials, rng, progress)
@@ -511,7 +510,8 @@ def extrapolation_table(train_length=512, schemes=DEFAULT_SCHEMES, *, d=128, sco
     ExtrapolationTable
     """
     L = check_int(train_length, "train_length", minimum=2)
-    fac = np.asarray(factors, dtype=np.float64)
+    schemes = check_choices(schemes, "schemes", SCHEMES)
+    fac = check_float_array(factors, "factors")
     if fac.ndim != 1 or fac.size == 0 or np.any(fac < 1) or np.any(fac != np.floor(fac)):
         raise ValueError(f"`factors` must be a non-empty sequence of integers >= 1, got {factors!r}")
     if match is None:
@@ -597,6 +597,7 @@ def invariant_scale(ns, target_entropy, dist="normal", *, d=None, xtol=1e-12) ->
     """
     nn, _ = check_n_array(ns, "ns")
     target = check_positive_float(target_entropy, "target_entropy")
+    xtol = check_positive_float(xtol, "xtol")
     if np.any(np.log(nn) <= target):
         raise ValueError(f"`target_entropy` must be < log n for every n (log of the smallest n is "
                          f"{np.log(nn.min()):.4g}), got {target!r}")
@@ -665,7 +666,7 @@ def phase_diagram(ns=None, ratios=None, dist="normal", *, d=None) -> PhaseDiagra
     PhaseDiagram
     """
     nn, _ = check_n_array(np.unique(np.round(np.geomspace(16, 1e6, 25))) if ns is None else ns, "ns")
-    r = np.linspace(0.0, 2.0, 41) if ratios is None else np.asarray(ratios, dtype=np.float64)
+    r = np.linspace(0.0, 2.0, 41) if ratios is None else check_float_array(ratios, "ratios")
     if r.ndim != 1 or r.size == 0 or not np.all(np.isfinite(r)) or np.any(r < 0):
         raise ValueError(f"`ratios` must be a non-empty 1-D array of finite numbers >= 0, got {ratios!r}")
     dist_obj = get_distribution(dist, d)

@@ -12,7 +12,7 @@ from tqdm import tqdm
 from .plotting import all_figures
 from .report import NOTE_GRID, alpha_table
 
-__all__ = ["make_figures", "write_table", "atomic_write"]
+__all__ = ["atomic_write", "make_figures", "write_table"]
 
 
 def atomic_write(path: Path, write) -> None:
@@ -62,6 +62,6 @@ def make_figures(out="figures", *, quick: bool = False, only=None, progress: boo
         t0 = time.perf_counter()
         fig = func(**(quick_kw if quick else full))
         path = out / f"{name}.png"
-        atomic_write(path, lambda p: fig.savefig(p, dpi=dpi, format="png"))
+        atomic_write(path, lambda p, fig=fig: fig.savefig(p, dpi=dpi, format="png"))
         done.append((name, path, time.perf_counter() - t0))
     return done

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import least_squares
 
-from ._validation import check_choice, check_n_array
+from ._validation import check_choice, check_choices, check_float_array, check_n_array
 
-__all__ = ["LAW_FORMS", "LawFit", "fit_alpha_law", "compare_alpha_laws", "law_value"]
+__all__ = ["LAW_FORMS", "LawFit", "compare_alpha_laws", "fit_alpha_law", "law_value"]
 
 #: form -> (parameter names, formula as text)
 LAW_FORMS = {
@@ -74,7 +74,7 @@ class LawFit:
 
 def _check_points(ns, alphas):
     nn, _ = check_n_array(ns, "ns")
-    aa = np.atleast_1d(np.asarray(alphas, dtype=np.float64))
+    aa = check_float_array(alphas, "alphas", finite=False)
     if aa.shape != nn.shape:
         raise ValueError(f"`alphas` must have the same length as `ns`, got {aa.shape} and {nn.shape}")
     if not np.all(np.isfinite(aa)) or np.any(aa <= 0):
@@ -143,5 +143,6 @@ def fit_alpha_law(ns, alphas, form="sqrt_log") -> LawFit:
 
 def compare_alpha_laws(ns, alphas, forms=tuple(LAW_FORMS)) -> dict:
     """Fit every law form (or those in ``forms``) and return ``{form: LawFit}``, best RMSE first."""
+    forms = check_choices(forms, "forms", LAW_FORMS)
     fits = [fit_alpha_law(ns, alphas, f) for f in forms]
     return {f.form: f for f in sorted(fits, key=lambda f: f.rmse)}

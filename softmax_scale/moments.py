@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import integrate, optimize, special
 
+from ._random import seed_sequence
 from ._validation import check_choice, check_int, check_positive_float
 
 __all__ = [
@@ -87,7 +88,9 @@ _CHUNK = 1 << 20  # entries drawn at once by the dot-product estimator
 
 
 def _rng(rng) -> np.random.Generator:
-    return np.random.default_rng(rng)
+    if isinstance(rng, np.random.Generator):
+        return rng
+    return np.random.default_rng(seed_sequence(rng))  # names `rng` in its errors
 
 
 def _mean_stderr(values: np.ndarray, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -436,7 +439,7 @@ def activation(x, name: str) -> np.ndarray:
     numpy.ndarray
         float64 array.
     """
-    check_choice(name, "activation", ACTIVATIONS)
+    check_choice(name, "name", ACTIVATIONS)
     return _ACTIVATION_FUNCS[name](x)
 
 
@@ -496,7 +499,7 @@ def rescale_activation(name: str, *, center: bool = True) -> AffineCorrection:
     For the sigmoid, ``E[sigmoid(x)] = 1/2`` and ``Var ≈ 0.0434``, so
     ``4.80 (sigmoid(x) - 1/2)`` keeps the second moment at 1.
     """
-    check_choice(name, "activation", ACTIVATIONS)
+    check_choice(name, "name", ACTIVATIONS)
     center = _check_bool(center, "center")
     f = _ACTIVATION_FUNCS[name]
     mean = gaussian_expectation(f)
@@ -527,7 +530,7 @@ def preserving_gain(name: str) -> float:
     float
         The gain.
     """
-    check_choice(name, "activation", ACTIVATIONS)
+    check_choice(name, "name", ACTIVATIONS)
     return _preserving_gain(name)
 
 
@@ -755,10 +758,28 @@ def layer_norm(x, *, axis: int = -1, eps: float = 0.0) -> np.ndarray:
         Mean 0 and variance ``var/(var + eps)`` (1 for ``eps = 0``) along ``axis``.
     """
     eps = check_positive_float(eps, "eps", allow_zero=True)
-    x = np.asarray(x, dtype=np.float64)
+    x, axis = _check_norm_input(x, axis)
     centred = x - x.mean(axis=axis, keepdims=True)
     var = np.mean(centred * centred, axis=axis, keepdims=True)
+    if eps == 0.0 and np.any(var == 0.0):
+        raise ValueError("`x` has zero variance along `axis`: LayerNorm is undefined there; pass `eps` > 0")
     return centred / np.sqrt(var + eps)
+
+
+def _check_norm_input(x, axis):
+    """``x`` as a finite, non-empty float64 array and ``axis`` as a valid integer axis."""
+    arr = np.asarray(x)
+    if arr.dtype == bool or arr.dtype.kind not in "iuf":
+        raise TypeError(f"`x` must be an array of real numbers, got {x!r}")
+    if arr.size == 0 or arr.ndim == 0:
+        raise ValueError(f"`x` must be a non-empty array with at least one axis, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("`x` must be finite (no NaN or inf)")
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"`axis` must be an integer, got {axis!r}")
+    if not -arr.ndim <= axis < arr.ndim:
+        raise ValueError(f"`axis` must be in [{-arr.ndim}, {arr.ndim - 1}] for `x` of shape {arr.shape}, got {axis}")
+    return arr.astype(np.float64), int(axis)
 
 
 def rms_norm(x, *, axis: int = -1, eps: float = 0.0) -> np.ndarray:
@@ -779,8 +800,10 @@ def rms_norm(x, *, axis: int = -1, eps: float = 0.0) -> np.ndarray:
         Second moment 1 (for ``eps = 0``) along ``axis``; the mean is kept, shrunk.
     """
     eps = check_positive_float(eps, "eps", allow_zero=True)
-    x = np.asarray(x, dtype=np.float64)
+    x, axis = _check_norm_input(x, axis)
     ms = np.mean(x * x, axis=axis, keepdims=True)
+    if eps == 0.0 and np.any(ms == 0.0):
+        raise ValueError("`x` is zero along `axis`: RMSNorm is undefined there; pass `eps` > 0")
     return x / np.sqrt(ms + eps)
 
 

@@ -375,58 +375,8 @@ NO_INPUT = {
 
 # Found by this file and reported to the lead (files not owned by its author); strict xfail, so each
 # entry fails the suite once fixed and must then be removed.  Keys: "case-parameter-index".
-_KNOWN = {
-    "rng not named (numpy's SeedSequence message); use softmax_scale._random.seed_sequence": [
-        f"{c}-rng-{i}"
-        for c in (
-            "dot_product_variance",
-            "depth_second_moments",
-            "residual_second_moments",
-            "t5_score_variance",
-        )
-        for i in range(5)
-    ],
-    "an array `dist` is reported as 'the empirical `sample`', not as `dist`": [
-        "softmax_stats-dist-4",
-        "softmax_stats-dist-5",
-        "softmax_stats-dist-6",
-        "mc_trials-dist-4",
-        "mc_trials-dist-5",
-        "gradient_objective-dist-4",
-        "optimal_alpha-dist-4",
-        "optimal_alpha-dist-5",
-        "optimize_alpha-dist-4",
-        "get_distribution-dist-4",
-        "get_distribution-dist-5",
-        "get_distribution-dist-6",
-        "gap_density_at_zero-dist-4",
-        "optimal_alpha_causal-dist-4",
-    ],
-    "layer_norm/rms_norm: NaN/inf in `x` give NaN; 'abc', [] and a float/str `axis` are not named": [
-        f"{f}-{k}"
-        for f in ("layer_norm", "rms_norm")
-        for k in ("x-0", "x-1", "x-2", "x-4", "axis-1", "axis-2")
-    ],
-    "rescale_activation: the message says `activation`, the parameter is `name`": [
-        f"rescale_activation-name-{i}" for i in range(5)
-    ],
-    "a sequence of forms/schemes: not iterable or iterated by character; messages say `form`/`scheme`": [
-        *(f"compare_alpha_laws-forms-{i}" for i in range(4)),
-        *(f"entropy_curves-schemes-{i}" for i in range(4)),
-        "extrapolation_table-schemes-0",
-        "extrapolation_table-schemes-1",
-    ],
-    "a string for a float array: numpy's 'could not convert' without the parameter name": [
-        "fit_alpha_law-alphas-4",
-        "compare_alpha_laws-alphas-4",
-        "phase_diagram-ratios-4",
-        "extrapolation_table-factors-4",
-    ],
-    "invariant_scale: xtol=nan reported as `alpha`, xtol='1' a raw comparison TypeError": [
-        "invariant_scale-xtol-2",
-        "invariant_scale-xtol-3",
-    ],
-}
+# Cases known to misbehave, as strict xfails: reason -> case ids. Empty: every finding so far is fixed.
+_KNOWN: dict = {}
 KNOWN = {key: reason for reason, keys in _KNOWN.items() for key in keys}
 
 

@@ -29,7 +29,7 @@ def test_cosine_d3_is_uniform_and_mgf_is_sinh():
 def test_cosine_d2_is_the_cosine_of_a_uniform_angle():
     c = Cosine(2)
     for a in [0.3, 3.0, 40.0]:
-        val, _ = integrate.quad(lambda th: np.exp(a * (np.cos(th) - 1)) / (2 * np.pi), 0, 2 * np.pi, epsrel=1e-13)
+        val, _ = integrate.quad(lambda th, a=a: np.exp(a * (np.cos(th) - 1)) / (2 * np.pi), 0, 2 * np.pi, epsrel=1e-13)
         assert c.log_mgf(a) == pytest.approx(np.log(val) + a, rel=1e-10)
 
 
@@ -39,7 +39,7 @@ def test_cosine_log_mgf_against_scipy_quadrature(d):
     for a in [0.3, 3.0, 40.0]:
         # E[exp(a s)] with the Beta density of (s+1)/2, independent of the Bessel form
         b = 0.5 * (d - 1)
-        f = lambda x: stats.beta.pdf(x, b, b) * np.exp(a * (2 * x - 1) - a)  # noqa: E731
+        f = lambda x, a=a, b=b: stats.beta.pdf(x, b, b) * np.exp(a * (2 * x - 1) - a)  # noqa: E731
         val, _ = integrate.quad(f, 0, 1, epsabs=0, epsrel=1e-12, limit=400, points=[0.5])
         assert c.log_mgf(a) == pytest.approx(np.log(val) + a, rel=1e-9, abs=1e-14)
 
