@@ -22,7 +22,7 @@ import numpy as np
 from ._validation import check_alpha_array, check_choice, check_n_array
 from .distributions import get_distribution
 
-__all__ = ["OBJECTIVES", "gradient_objective", "mean_field_sum_p2", "mean_field_objective"]
+__all__ = ["OBJECTIVES", "gradient_objective", "mean_field_objective", "mean_field_sum_p2"]
 
 OBJECTIVES = ("mean_field", "expected", "typical", "geometric")
 

@@ -11,7 +11,7 @@ from ._validation import check_choice, check_n_array
 from .distributions import get_distribution
 from .objectives import OBJECTIVES, mean_field_objective
 
-__all__ = ["AlphaOptimum", "optimize_alpha", "optimal_alpha"]
+__all__ = ["AlphaOptimum", "optimal_alpha", "optimize_alpha"]
 
 #: Objective name -> function(n_1d, dist_obj, **kwargs) -> dict of AlphaOptimum fields (arrays).
 #: ``mean_field`` is here; the other objectives register themselves.

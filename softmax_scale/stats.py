@@ -8,7 +8,7 @@ import numpy as np
 
 from ._validation import check_choice
 
-__all__ = ["SoftmaxStats", "softmax_stats", "METHODS"]
+__all__ = ["METHODS", "SoftmaxStats", "softmax_stats"]
 
 METHODS = ("mc", "exact")
 
