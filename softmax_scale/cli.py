@@ -159,6 +159,8 @@ def _cmd_entropy(args):
 def _cmd_figures(args):
     from .figures import make_figures, write_table
 
+    if args.no_progress:
+        os.environ["TQDM_DISABLE"] = "1"  # also silences the bars of long sweeps inside the figures
     done = make_figures(args.out, quick=args.quick, only=args.only, progress=not args.no_progress)
     for name, path, sec in done:
         print(f"wrote {path}  ({sec:.1f} s)")
