@@ -44,14 +44,14 @@ def check_int(value, name: str, *, minimum: int, maximum: int | None = None) -> 
     return value
 
 
-def check_n_array(n, name: str = "n") -> tuple[np.ndarray, bool]:
-    """Validate one or many numbers of keys.
+def check_n_array(n, name: str = "n", *, minimum: int = 2) -> tuple[np.ndarray, bool]:
+    """Validate one or many numbers of keys (integers ``>= minimum`` and ``<= 1e15``).
 
     Returns the values as a 1-D float64 array (exact for integers below 2**53)
     and whether the input was a scalar.
     """
     scalar = np.ndim(n) == 0
-    rule = "an integer >= 2 and <= 1e15"
+    rule = f"an integer >= {minimum} and <= 1e15"
     if scalar and not _is_number(n if not isinstance(n, np.ndarray) else n.item()):
         raise TypeError(f"`{name}` must be {rule}, got {n!r} of type {type(n).__name__}")
     arr = np.asarray(n)
@@ -60,7 +60,7 @@ def check_n_array(n, name: str = "n") -> tuple[np.ndarray, bool]:
     arr = np.atleast_1d(arr).astype(np.float64)
     if arr.ndim != 1 or arr.size == 0:
         raise ValueError(f"`{name}` must be a scalar or a non-empty 1-D array, got shape {np.shape(n)}")
-    bad = ~np.isfinite(arr) | (arr != np.floor(arr)) | (arr < 2) | (arr > N_MAX)
+    bad = ~np.isfinite(arr) | (arr != np.floor(arr)) | (arr < minimum) | (arr > N_MAX)
     if bad.any():
         raise ValueError(f"`{name}` must be {rule}, got {show(arr[bad][0])}")
     return arr, scalar

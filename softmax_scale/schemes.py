@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import check_choice, check_int, check_positive_float
+from ._validation import check_choice, check_int, check_n_array, check_positive_float
 
 __all__ = [
     "COSINE_SCHEMES",
@@ -153,17 +153,7 @@ def list_schemes() -> list[SchemeInfo]:
 
 def _check_positions(n) -> tuple[np.ndarray, bool]:
     """Numbers of keys / 1-indexed positions: integers >= 1 (a query at position 1 sees one key)."""
-    scalar = np.ndim(n) == 0
-    arr = np.asarray(n)
-    if arr.dtype == bool or arr.dtype.kind not in "iuf":
-        raise TypeError(f"`n` must be an integer >= 1 (or an array of them), got {n!r}")
-    arr = np.atleast_1d(arr).astype(np.float64)
-    if arr.ndim != 1 or arr.size == 0:
-        raise ValueError(f"`n` must be a scalar or a non-empty 1-D array, got shape {np.shape(n)}")
-    bad = ~np.isfinite(arr) | (arr != np.floor(arr)) | (arr < 1) | (arr > 1e15)
-    if bad.any():
-        raise ValueError(f"`n` must be an integer >= 1 and <= 1e15, got {arr[bad][0]!r}")
-    return arr, scalar
+    return check_n_array(n, "n", minimum=1)
 
 
 def _factor(value, name):
