@@ -50,6 +50,7 @@ __all__ = ["MeanFieldError", "exact_stats", "exact_sum_p_s", "gap_density_at_zer
 _EULER = float(np.euler_gamma)
 _LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
 _Z_TOP = 5.0  # exp(-e^5) = e^-148: nothing to the right of it counts
+_END_MARGIN = 2.0  # march from s = 1 rather than z = 5 if it lies within this of z = 5 (>= 2 panel widths)
 _DROP = 46.0  # stop the inner march once the integrand is e^-46 below its peak
 _TAIL = 50.0  # log-probability neglected at the ends of the u range
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(8)
@@ -125,7 +126,10 @@ def _inner_smooth(u, alpha, kind, logc, beta, s_cap, s_low, dz, gx, gw, jx, jw, 
         ui = u[i]
         z_hi = ui + alpha * s_cap
         started_top = 0.0
-        if z_hi >= _Z_TOP:
+        # Cap the march at z = 5, except when the cosine end s = 1 lies less than _END_MARGIN beyond
+        # it: a Gauss-Legendre panel ending close to that singular / non-smooth end would lose the
+        # mass it carries in E[expm1(-y)] ~ -1; then march from the end itself (e^-y underflows to 0).
+        if z_hi >= _Z_TOP and not (kind == 1 and s_cap >= 1.0 and z_hi < _Z_TOP + _END_MARGIN):
             z_hi = _Z_TOP
             started_top = 1.0
         right_end = kind == 1 and started_top == 0.0 and s_cap >= 1.0
@@ -138,13 +142,21 @@ def _inner_smooth(u, alpha, kind, logc, beta, s_cap, s_low, dz, gx, gw, jx, jw, 
         lmax = -np.inf
         lprev = -np.inf
         zr = z_hi
+        z_low = ui + alpha * s_low  # -inf for the normal density
         first = True
         for _ in range(1_000_000):
-            zl = zr - dz
+            # Panels of width dz down to the lower end of the support; the last two share what is
+            # left (< 2 dz) equally, so a Gauss-Legendre panel never ends (nearly) at s = -1, where
+            # the cosine density is singular or not smooth: its distance to the end is >= its width.
+            rem = zr - z_low
             last = False
-            if (zl - ui) / alpha <= s_low:
-                zl = ui + alpha * s_low
+            if rem <= dz:
+                zl = z_low
                 last = True
+            elif rem < 2.0 * dz:
+                zl = zr - 0.5 * rem
+            else:
+                zl = zr - dz
             mode = 0
             if kind == 1:
                 if first and right_end:
@@ -284,6 +296,69 @@ def _u_grid(dist, alpha, n, du):
     return u_lo + du * np.arange(k + 1)
 
 
+def _log_cosh(x):
+    x = np.abs(x)
+    return x + np.log1p(np.exp(-2.0 * x)) - np.log(2.0)
+
+
+def _graded_grid(u_lo, u_hi, h_coarse, h_fine, ends):
+    """Trapezoid nodes and weights in ``u``, step ``h_fine`` around the images of the support's ends.
+
+    An end ``s_e`` of the support (where the cosine density is singular or not
+    smooth) shows in the ``u``-integrands as a feature of width ~1 over
+    ``u + alpha s_e`` in ``[-45, 5]`` (the kernels' reach); ``ends`` lists
+    ``-alpha s_e``.  The nodes are ``u = g(v)`` at unit steps in ``v``, with
+    ``1/g' = 1/h_coarse + sum_j (1/h_j - 1/h_(j+1)) B_j(u)``: nested smooth
+    (tanh) windows ``B_j`` around each end, ``h_j = 2^j h_fine``, each
+    transition spread over ``~6`` steps so that ``g`` stays analytic in a strip
+    ``|Im v| >~ 4.7`` and the trapezoid rule in ``v`` keeps its spectral accuracy
+    (to ~1e-13).  The weights are ``g'``; ``v(u)`` is in closed form (log cosh).
+    """
+    terms = []  # (coefficient, centre of the tanh, width): 1/g' = 1/h_coarse + sum c/2 (tanh((u-lo)/t) - tanh((u-hi)/t))
+    for c in ends:
+        lo, hi = c - 45.0, c + 5.0
+        h, margin = h_fine, 0.0
+        while h < h_coarse:
+            h_next = min(2.0 * h, h_coarse)
+            tau = 6.0 * h
+            margin += 2.0 * tau
+            terms.append((1.0 / h - 1.0 / h_next, lo - margin, hi + margin, tau))
+            margin += 2.0 * tau
+            h = h_next
+    terms = [t for t in terms if t[2] + 3 * t[3] > u_lo and t[1] - 3 * t[3] < u_hi]
+    if not terms:
+        k = int(np.ceil((u_hi - u_lo) / h_coarse))
+        return u_lo + h_coarse * np.arange(k + 1), np.full(k + 1, h_coarse)
+    # start where every window is flat (tanh' < 1e-13): E[log Z] takes phi^n ~ 1 at the first node
+    # with the plain trapezoid end weight, which needs g'' = 0 there
+    u_lo = min(u_lo, min(t[1] - 16.0 * t[3] for t in terms))
+
+    def v_of(u):
+        out = u / h_coarse
+        for r, lo, hi, tau in terms:
+            out = out + 0.5 * r * tau * (_log_cosh((u - lo) / tau) - _log_cosh((u - hi) / tau))
+        return out
+
+    def dv(u):
+        out = np.full(np.shape(u), 1.0 / h_coarse)
+        for r, lo, hi, tau in terms:
+            out = out + 0.5 * r * (np.tanh((u - lo) / tau) - np.tanh((u - hi) / tau))
+        return out
+
+    v0 = v_of(np.array(u_lo))
+    k = int(np.ceil(v_of(np.array(u_hi)) - v0))
+    vk = v0 + np.arange(k + 1.0)
+    tab = np.linspace(u_lo, u_hi + h_coarse, 16 * (k + 1))
+    u = np.interp(vk, v_of(tab), tab)
+    for _ in range(50):  # Newton on the increasing v(u)
+        step = (v_of(u) - vk) / dv(u)
+        u = u - step
+        if np.max(np.abs(step)) <= 1e-14 * max(1.0, np.max(np.abs(u))):
+            break
+    u[0] = u_lo
+    return u, 1.0 / dv(u)
+
+
 def _inner_on_grid(dist, alpha, u, refine=1.0):
     """Inner expectations over a smooth (normal or cosine) density at every ``u`` of a grid.
 
@@ -333,6 +408,9 @@ def _one(dist, alpha, n, refine):
         u = _u_grid(dist, alpha, n, du)
         wq = np.full(u.size, du)
         edge = isinstance(dist, Cosine) and dist.d < _SMOOTH_EDGE_D and stretch > 1.0
+        if isinstance(dist, Cosine) and not edge and stretch > 1.0:
+            # the ends s = ±1 of the support make features of width ~1 in u near u = ∓alpha
+            u, wq = _graded_grid(u[0], u[-1], du, 0.25 / refine, (-alpha, alpha))
         if edge:  # d < 8: the density is not smooth at s = ±1; resolve its ends at the kernel's scale
             du = 0.25 / refine
             u = _u_grid(dist, alpha, n, du)

@@ -181,3 +181,40 @@ def test_tiny_scales_follow_the_second_order_expansion(alpha, n):
     assert r.sum_p2 == pytest.approx(1 / n + alpha * alpha * v / n, rel=1e-14)
     assert r.entropy == pytest.approx(np.log(n) - 0.5 * alpha * alpha * v, rel=1e-14)
     assert 0 <= r.grad <= alpha
+
+
+@pytest.mark.parametrize("d", [2, 3, 4, 5])
+@pytest.mark.parametrize("alpha", [1e-3, 0.01])
+@pytest.mark.parametrize("n", [2, 100, 10**6])
+def test_small_dimension_cosine_follows_the_second_order_expansion(d, alpha, n):
+    # symmetric scores: n E[sum p^2] - 1 = a^2 (n-1)/(n d) + O(a^4), E[H] = log n - a^2 (n-1)/(2 n d) + O(a^4).
+    # A Gauss-Legendre panel ending a rounding error short of s = -1 (d = 4) broke this at 2e-5.
+    r = exact_stats(alpha, n, "cosine", d=d)
+    v = (n - 1) / n / d
+    assert abs(r.sum_p2 * n - 1 - alpha * alpha * v) < 1e-9 + 2 * alpha**4
+    assert abs(r.entropy - np.log(n) + 0.5 * alpha * alpha * v) < 1e-9 + 2 * alpha**4
+    assert 1.0 / n <= r.sum_p2 <= 1.0 and 0.0 <= r.entropy <= np.log(n)
+    assert r.quad_error < 1e-6
+
+
+def _two_cosine_scores(alpha, d):
+    # s = cos(theta), theta with density ∝ sin^(d-2): smooth integrand even where (1-s^2)^((d-3)/2) is singular
+    c = 1.0 / integrate.quad(lambda t: np.sin(t) ** (d - 2), 0, np.pi, epsabs=0, epsrel=1e-13)[0]
+
+    def g(t2, t1):
+        x = alpha * (np.cos(t1) - np.cos(t2))
+        return c * c * (np.sin(t1) * np.sin(t2)) ** (d - 2) * 0.5 / np.cosh(0.5 * x) ** 2
+
+    return integrate.dblquad(g, 0, np.pi, 0, np.pi, epsabs=1e-15, epsrel=1e-12)[0]  # 1 - E[sum p^2]
+
+
+@pytest.mark.parametrize(
+    ("d", "alpha"), [(2, 0.1), (2, 10.0), (2, 100.0), (3, 1.0), (4, 0.1), (4, 10.0), (5, 3.0), (8, 100.0), (10, 300.0)]
+)
+def test_two_cosine_scores_against_double_quadrature(d, alpha):
+    # d = 2: E[expm1(-y)] lost the mass next to s = 1 when the march was capped at z = 5 just short of it;
+    # d = 8, 10: the coarse u step missed the end s = 1 (now a graded grid around u = -alpha)
+    ref = _two_cosine_scores(alpha, d)
+    r = exact_stats(alpha, 2, "cosine", d=d)
+    assert 1.0 - r.sum_p2 == pytest.approx(ref, rel=1e-9)
+    assert r.grad == pytest.approx(alpha * ref, rel=1e-9)
