@@ -266,10 +266,13 @@ def main(argv=None) -> int:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         print(f"softmax-scale {args.command}: error: {msg}", file=sys.stderr)
         return 2
-    except BrokenPipeError:  # piped into `head`: stop quietly, as a Unix tool does
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0
+    except OSError as exc:  # e.g. an output directory that cannot be written
+        if isinstance(exc, BrokenPipeError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            return 0
+        print(f"softmax-scale {args.command}: error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("softmax-scale: interrupted", file=sys.stderr)
         return 130

@@ -31,6 +31,7 @@ from tqdm import tqdm
 from . import exact as _exact
 from ._random import seed_sequence
 from ._validation import (
+    N_MAX,
     check_alpha_array,
     check_choice,
     check_choices,
@@ -206,7 +207,7 @@ def signal_stats(alpha, n, s0, dist="normal", *, d=None, method="exact", trials=
     SignalStats
     """
     alphas, scalar = check_alpha_array(alpha)
-    n = check_int(n, "n", minimum=2, maximum=10**15)
+    n = check_int(n, "n", minimum=2, maximum=N_MAX)
     check_choice(method, "method", METHODS)
     dist_obj = get_distribution(dist, d)
     if not isinstance(dist_obj, (Normal, Cosine)):

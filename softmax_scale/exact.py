@@ -41,7 +41,7 @@ import numpy as np
 from scipy import special
 
 from ._jit import jit
-from ._validation import check_alpha_array, check_int, check_positive_float
+from ._validation import N_MAX, check_alpha_array, check_int, check_positive_float
 from .distributions import Cosine, Empirical, Normal, get_distribution
 from .stats import SoftmaxStats, _as_output
 
@@ -509,7 +509,7 @@ def exact_stats(alpha, n, dist="normal", *, d=None, refine=1.0, error_estimate=T
     (0.01, 4.60517)
     """
     alphas, scalar = check_alpha_array(alpha)
-    n = check_int(n, "n", minimum=2)
+    n = check_int(n, "n", minimum=2, maximum=N_MAX)
     refine = check_positive_float(refine, "refine")
     dist_obj = get_distribution(dist, d)
     out, err = _stats_at(dist_obj, alphas, float(n), refine, bool(error_estimate))
@@ -535,7 +535,7 @@ def exact_stats(alpha, n, dist="normal", *, d=None, refine=1.0, error_estimate=T
 def exact_sum_p_s(alpha, n, dist="normal", *, d=None, refine=1.0):
     """``E[sum_i p_i s_i]`` (so that ``E[H] = E[log Z] - alpha E[sum p s]``), vectorised over ``alpha``."""
     alphas, scalar = check_alpha_array(alpha)
-    n = check_int(n, "n", minimum=2)
+    n = check_int(n, "n", minimum=2, maximum=N_MAX)
     out, _ = _stats_at(get_distribution(dist, d), alphas, float(n), float(refine), False)
     return _as_output(out[:, 4], scalar)
 
@@ -550,7 +550,7 @@ def gap_density_at_zero(n, dist="normal", *, d=None) -> float:
     """
     from scipy import integrate
 
-    n = check_int(n, "n", minimum=2)
+    n = check_int(n, "n", minimum=2, maximum=N_MAX)
     dist_obj = get_distribution(dist, d)
     if isinstance(dist_obj, Empirical):
         raise TypeError("`dist`: the gap density is not defined for an empirical (discrete) sample")

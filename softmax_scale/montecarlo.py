@@ -15,7 +15,7 @@ from tqdm.auto import tqdm
 
 from . import _kernels
 from ._random import seed_sequence
-from ._validation import check_alpha_array, check_int
+from ._validation import N_MAX, check_alpha_array, check_int
 from .distributions import get_distribution
 from .stats import SoftmaxStats, _as_output
 
@@ -94,7 +94,7 @@ def mc_trials(alpha, n, dist="normal", *, d=None, trials=10_000, rng=None, paral
     MCTrials
     """
     alphas, _ = check_alpha_array(alpha)
-    n = check_int(n, "n", minimum=2)
+    n = check_int(n, "n", minimum=2, maximum=N_MAX)
     trials = _check_trials(trials, n)
     dist_obj = get_distribution(dist, d)
     kind, param, sample = dist_obj.kernel_spec

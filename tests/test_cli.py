@@ -119,3 +119,29 @@ def test_broken_pipe_is_quiet():
     cmd = f"{sys.executable} -m softmax_scale fit --json | head -n 1"
     res = subprocess.run(cmd, shell=True, capture_output=True, text=True)
     assert res.stdout.strip() == "{" and "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize(
+    "argv, name",
+    [
+        (["stats", "1", "1e16"], "`n`"),
+        (["stats", "1e10", "10"], "`alpha`"),
+        (["entropy", "--d", "0"], "`d`"),
+        (["entropy", "--schemes", "nope"], "`schemes`"),
+        (["entropy", "--match", "2", "--score-model", "cosine"], "`match`"),
+        (["scale", "0", "64"], "`n`"),
+        (["scale", "100", "64", "--scheme", "yarn", "--param", "factor=-1"], "`factor`"),
+        (["table", "--d", "1"], "`d`"),
+        (["fit", "--dist", "cosine"], "`d`"),
+    ],
+)
+def test_more_bad_input_exits_2(capsys, argv, name):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and name in err and len(err.strip().splitlines()) == 1
+
+
+def test_unwritable_output_is_one_line_not_a_traceback(capsys, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    code, out, err = run(capsys, "figures", "--out", str(blocker / "sub"), "--only", "alpha_star_vs_n", "--no-progress")
+    assert code == 1 and "Traceback" not in err and len(err.strip().splitlines()) == 1
