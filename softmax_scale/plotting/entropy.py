@@ -251,11 +251,11 @@ def plot_temperature_table(ds=(128, 256, 512, 768), ns=(256, 4096, 65536)) -> Fi
     a1, a2 = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.2, 1]})
     a1.axis("off")
     cells = [[f"{a:.1f}  (tau {tau:.4f})" for a, tau in zip(ra, rt)] for ra, rt in zip(t.alpha, t.tau)]
+    # bbox keeps the row labels inside the axes (loc="center" lets them spill past the left edge)
     tab = a1.table(cellText=cells, rowLabels=[f"d={d}" for d in t.ds], colLabels=[f"n={int(n)}" for n in t.ns],
-                   loc="center")
+                   bbox=[0.1, 0.2, 0.9, 0.6])
     tab.auto_set_font_size(False)
     tab.set_fontsize(9)
-    tab.scale(1.0, 1.6)
     a1.set_title("mean-field alpha* (tau* = 1/alpha*) for cosine scores", fontsize=10)
     for i, d in enumerate(t.ds):
         a2.plot(t.ns, t.tau[i], "o-", label=f"tau*, d={d}")
