@@ -56,6 +56,7 @@ _TAIL = 50.0  # log-probability neglected at the ends of the u range
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(8)
 _MAX_WORK = 4 * 10**8
 _SMOOTH_EDGE_D = 8  # cosine with d below this: u step 0.25 everywhere (cost grows like alpha)
+_H_FINE = 0.5  # u step around the images u = ∓alpha of the cosine ends (d >= 8)
 _MAX_EDGE_POINTS = 200_000  # empirical: largest (u points) x (sample size)
 
 
@@ -297,8 +298,7 @@ def _u_grid(dist, alpha, n, du):
 
 
 def _log_cosh(x):
-    x = np.abs(x)
-    return x + np.log1p(np.exp(-2.0 * x)) - np.log(2.0)
+    return np.logaddexp(x, -x) - np.log(2.0)
 
 
 def _graded_grid(u_lo, u_hi, h_coarse, h_fine, ends):
@@ -333,28 +333,32 @@ def _graded_grid(u_lo, u_hi, h_coarse, h_fine, ends):
     # with the plain trapezoid end weight, which needs g'' = 0 there
     u_lo = min(u_lo, min(t[1] - 16.0 * t[3] for t in terms))
 
+    r, lo, hi, tau = (np.array(x)[:, None] for x in zip(*terms))
+
     def v_of(u):
-        out = u / h_coarse
-        for r, lo, hi, tau in terms:
-            out = out + 0.5 * r * tau * (_log_cosh((u - lo) / tau) - _log_cosh((u - hi) / tau))
-        return out
+        u = np.atleast_1d(u)[None, :]
+        return u[0] / h_coarse + np.sum(0.5 * r * tau * (_log_cosh((u - lo) / tau) - _log_cosh((u - hi) / tau)), axis=0)
 
     def dv(u):
-        out = np.full(np.shape(u), 1.0 / h_coarse)
-        for r, lo, hi, tau in terms:
-            out = out + 0.5 * r * (np.tanh((u - lo) / tau) - np.tanh((u - hi) / tau))
-        return out
+        u = np.atleast_1d(u)[None, :]
+        return 1.0 / h_coarse + np.sum(0.5 * r * (np.tanh((u - lo) / tau) - np.tanh((u - hi) / tau)), axis=0)
 
-    v0 = v_of(np.array(u_lo))
-    k = int(np.ceil(v_of(np.array(u_hi)) - v0))
+    v0 = v_of(u_lo)[0]
+    k = int(np.ceil(v_of(u_hi)[0] - v0))
     vk = v0 + np.arange(k + 1.0)
-    tab = np.linspace(u_lo, u_hi + h_coarse, 16 * (k + 1))
+    tab = np.linspace(u_lo, u_hi + h_coarse, 4 * (k + 1))  # start for Newton
     u = np.interp(vk, v_of(tab), tab)
-    for _ in range(50):  # Newton on the increasing v(u)
+    # Newton on the increasing v(u), until the step reaches the rounding level of v (~1e-16 |v|, i.e.
+    # |v| h 1e-16 in u) or stops shrinking (quadratic convergence: a handful of steps, not a fixed 50)
+    tol = 4e-16 * max(1.0, float(np.max(np.abs(vk)))) * h_coarse
+    last = np.inf
+    for _ in range(50):
         step = (v_of(u) - vk) / dv(u)
         u = u - step
-        if np.max(np.abs(step)) <= 1e-14 * max(1.0, np.max(np.abs(u))):
+        big = float(np.max(np.abs(step)))
+        if big <= tol or big >= 0.5 * last:
             break
+        last = big
     u[0] = u_lo
     return u, 1.0 / dv(u)
 
@@ -410,7 +414,7 @@ def _one(dist, alpha, n, refine):
         edge = isinstance(dist, Cosine) and dist.d < _SMOOTH_EDGE_D and stretch > 1.0
         if isinstance(dist, Cosine) and not edge and stretch > 1.0:
             # the ends s = ±1 of the support make features of width ~1 in u near u = ∓alpha
-            u, wq = _graded_grid(u[0], u[-1], du, 0.25 / refine, (-alpha, alpha))
+            u, wq = _graded_grid(u[0], u[-1], du, _H_FINE / refine, (-alpha, alpha))
         if edge:  # d < 8: the density is not smooth at s = ±1; resolve its ends at the kernel's scale
             du = 0.25 / refine
             u = _u_grid(dist, alpha, n, du)
