@@ -14,18 +14,17 @@ because /tmp stays writable for everyone.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from unittest import mock
 
 import numpy as np
 import pytest
+from helpers import run_python_json
 
 import softmax_scale as ss
 from softmax_scale import _jit, _kernels
@@ -84,20 +83,9 @@ def _run(
         site_packages = str(Path(np.__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join([pythonpath, site_packages])
         flags = ["-S"]
-    cmd = (prefix or []) + [sys.executable, *flags, "-W", "error", "-c", code]
-    # cwd: not the repository, whose softmax_scale/ would shadow the copy (``-c`` puts cwd first on the path)
-    res = subprocess.run(
-        cmd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        cwd=tempfile.gettempdir(),
-    )
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert res.stderr == "", res.stderr[-3000:]
-    return json.loads(res.stdout.strip().splitlines()[-1])
+    out, stderr = run_python_json(code, env, flags=flags, prefix=prefix or ())
+    assert stderr == "", stderr[-3000:]
+    return out
 
 
 def _readonly_copy(tmp: Path) -> Path:

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import subprocess
-import sys
-import tempfile
 
 import numpy as np
 import pytest
+from helpers import run_python_json
 
 import softmax_scale as ss
 from softmax_scale import _kernels
@@ -92,17 +89,7 @@ def _json_cases() -> dict:
 def _run_threads(k: int) -> dict:
     env = dict(os.environ, NUMBA_NUM_THREADS=str(k))
     code = SUBPROCESS.format(cases=repr(_json_cases()))
-    res = subprocess.run(
-        [sys.executable, "-W", "error", "-c", code],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        cwd=tempfile.gettempdir(),
-    )
-    assert res.returncode == 0, res.stderr[-3000:]
-    return json.loads(res.stdout.strip().splitlines()[-1])
+    return run_python_json(code, env)[0]
 
 
 def _mc(name, **over):
