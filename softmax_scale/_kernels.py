@@ -193,6 +193,8 @@ def _fill_normal(st, buf, cnt):
     """``buf[:cnt]`` = the next ``cnt`` draws of :func:`_normal`, with the state kept in registers."""
     s0, s1, s2, s3 = st[0], st[1], st[2], st[3]
     for i in range(cnt):
+        # _next_u64 inlined on purpose: calling it stores the state back to memory every draw,
+        # which cost more than the draw (benchmarks/results.md); tests check both give the same bits
         u = _wmul(_rotl(_wmul(s1, np.uint64(5)), 7), np.uint64(9))
         t = s1 << np.uint64(17)
         s2 ^= s0
