@@ -39,6 +39,7 @@ from .entropy import (
     signal_stats,
 )
 from .exact import MeanFieldError, exact_stats, gap_density_at_zero, mean_field_error
+from .heads import HeadStats, head_stats
 from .laws import LawFit, compare_alpha_laws, fit_alpha_law
 from .moments import (
     depth_second_moments,
@@ -69,6 +70,7 @@ __all__ = [
     "Empirical",
     "EntropyCurve",
     "ExtrapolationTable",
+    "HeadStats",
     "InvariantScale",
     "LawFit",
     "MCTrials",
@@ -95,6 +97,7 @@ __all__ = [
     "gap_density_at_zero",
     "get_distribution",
     "gradient_objective",
+    "head_stats",
     "invariant_scale",
     "layer_norm",
     "list_schemes",
