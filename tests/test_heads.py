@@ -1,0 +1,211 @@
+"""head_stats: invariants, a naive per-row reference, the exact evaluator under i.i.d. scores, bad input."""
+
+import numpy as np
+import pytest
+from scipy import special
+
+import softmax_scale as ss
+from softmax_scale import heads
+
+
+def naive(s, allowed):
+    """Slow reference: one row at a time, straight from the definitions (rows with < 2 keys skipped)."""
+    out = {k: [] for k in ("n", "sigma", "entropy", "ratio", "sum_p2", "gradient", "top1", "sink")}
+    for i in range(s.shape[0]):
+        keys = np.flatnonzero(allowed[i])
+        if keys.size < 2:
+            continue
+        x = s[i, keys].astype(np.float64)
+        p = np.exp(x - x.max())
+        p /= p.sum()
+        assert abs(p.sum() - 1.0) < 1e-12
+        h = -np.sum(p[p > 0] * np.log(p[p > 0]))
+        full = np.zeros(s.shape[1])
+        full[keys] = p
+        n = keys.size
+        out["n"].append(n)
+        out["sigma"].append(x.std())
+        out["entropy"].append(h)
+        out["ratio"].append(h / np.log(n))
+        out["sum_p2"].append(np.sum(p * p))
+        out["gradient"].append(x.std() * (1 - np.sum(p * p)))
+        out["top1"].append(p.max())
+        out["sink"].append(full[0])
+    return {k: np.mean(v) for k, v in out.items()}
+
+
+FIELDS = {"n": "n", "sigma": "sigma", "entropy": "entropy", "ratio": "entropy_ratio", "sum_p2": "sum_p2",
+          "gradient": "gradient", "top1": "top1", "sink": "sink"}
+
+
+def test_matches_naive_rows_with_causal_and_user_masks():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 40, 40)) * 1.7 + rng.standard_normal((2, 3, 40, 1))
+    mask = rng.random((40, 40)) < 0.7
+    mask[:, :3] = True
+    r_c = ss.head_stats(x, causal=True, predict=False)
+    r_m = ss.head_stats(x, mask=mask, predict=False)
+    tril = np.tril(np.ones((40, 40), dtype=bool))
+    for idx in np.ndindex(2, 3):
+        for r, allowed in ((r_c, tril), (r_m, mask)):
+            ref = naive(x[idx], allowed)
+            for k, f in FIELDS.items():
+                np.testing.assert_allclose(getattr(r, f)[idx], ref[k], rtol=1e-12, atol=1e-14, err_msg=f)
+    assert np.all(r_c.queries == 39)  # query 0 (one key) is skipped
+    assert r_c.n[0, 0] == pytest.approx(np.mean(np.arange(2, 41)))
+
+
+def test_causal_equals_explicit_mask_and_per_query_n_is_exact():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((3, 64, 64)) * 2.0
+    tril = np.tril(np.ones((64, 64), dtype=bool))
+    tril[0, 1] = True  # query 0 gets 2 keys, so the explicit mask keeps it: drop it from both instead
+    a = ss.head_stats(x[:, 1:], causal=True)  # queries 1..63 of 64 keys: aligned at the end
+    b = ss.head_stats(x[:, 1:], mask=np.tril(np.ones((64, 64), dtype=bool))[1:])
+    for f in ("n", "sigma", "entropy", "predicted_entropy", "predicted_entropy_empirical", "alpha_star", "kurtosis"):
+        np.testing.assert_array_equal(getattr(a, f), getattr(b, f), err_msg=f)
+    # the prediction is the average over rows of the exact E[H] at each row's own n and scale
+    s = x[0, 1:]
+    pred = []
+    for i in range(63):
+        row = s[i, : i + 2]
+        n = row.size
+        pred.append(ss.exact_stats(row.std() * np.sqrt(n / (n - 1)), n, error_estimate=False).entropy)
+    assert a.predicted_entropy[0] == pytest.approx(np.mean(pred), abs=2e-6)
+    assert a.predict_error[0] < 1e-5
+
+
+def test_vectorised_evaluator_matches_exact_stats():
+    ns = np.array([2.0, 7.0, 100.0, 512.0])
+    normal = heads._EntropyForNs(ss.Normal(), ns)
+    rng = np.random.default_rng(2)
+    v = rng.standard_normal(3000) ** 3  # heavy-tailed, skewed sample, used whole
+    v = (v - v.mean()) / v.std()
+    emp = heads._EntropyForNs(heads._WeightedScores(*heads._compress(v, 4096), v.size), ns)
+    for alpha in (1e-8, 0.3, 2.0, 5.0):
+        ref_n = [ss.exact_stats(alpha, int(n), error_estimate=False).entropy for n in ns]
+        ref_e = [ss.exact_stats(alpha, int(n), np.sort(v), error_estimate=False).entropy for n in ns]
+        np.testing.assert_allclose(normal(alpha), ref_n, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(emp(alpha), ref_e, rtol=1e-9, atol=1e-12)
+
+
+def test_invariants():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 50, 80)) * np.array([0.1, 1.0, 3.0, 30.0])[:, None, None]
+    r = ss.head_stats(x, predict=False)
+    assert np.all((r.entropy >= 0) & (r.entropy <= np.log(80)))
+    assert np.all((r.entropy_ratio >= 0) & (r.entropy_ratio <= 1))
+    assert np.all((r.sum_p2 >= 1 / 80) & (r.sum_p2 <= 1))
+    assert np.all(r.top1 >= r.sum_p2 - 1e-15)  # sum p^2 <= max p
+    shifted = ss.head_stats(x + rng.standard_normal((4, 50, 1)) * 100, predict=False)  # per-row shift
+    np.testing.assert_allclose(shifted.entropy, r.entropy, rtol=1e-9)
+    np.testing.assert_allclose(shifted.sigma, r.sigma, rtol=1e-9)
+    perm = rng.permutation(80)
+    permuted = ss.head_stats(x[..., perm], predict=False)
+    for f in ("entropy", "sum_p2", "sigma", "top1", "kurtosis"):
+        np.testing.assert_allclose(getattr(permuted, f), getattr(r, f), rtol=1e-12)
+    scaled = ss.head_stats(2.5 * x, predict=False)
+    np.testing.assert_allclose(scaled.sigma, 2.5 * r.sigma, rtol=1e-12)
+    np.testing.assert_allclose(scaled.kurtosis, r.kurtosis, rtol=1e-9, atol=1e-12)
+    # one-hot-like rows: entropy near 0; constant rows: exactly uniform
+    c = ss.head_stats(np.zeros((5, 10)))
+    assert c.entropy == pytest.approx(np.log(10)) and c.sigma == 0.0
+    assert c.predicted_entropy == pytest.approx(np.log(10)) and np.isnan(c.kurtosis)
+
+
+def test_iid_normal_logits_match_exact_entropy():
+    """Measured mean entropy of i.i.d. N(0, alpha^2) logits against the exact E[H] (and a negative control)."""
+    alpha, n = 2.0, 256
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((4, 3, 256, n)) * alpha
+    r = ss.head_stats(x)
+    h_rows = []
+    for idx in np.ndindex(4, 3):
+        s = x[idx]
+        p = special.softmax(s, axis=1)
+        h_rows.append(-np.sum(p * np.log(p), axis=1))
+    se = np.std(np.concatenate(h_rows)) / np.sqrt(12 * 256)
+    exact = ss.exact_stats(alpha, n, error_estimate=False).entropy
+    measured = float(np.mean(r.entropy))
+    assert abs(measured - exact) < 4 * se
+    assert abs(float(np.mean(r.predicted_entropy)) - exact) < 4 * se  # the per-row prediction is unbiased
+    assert abs(float(np.mean(r.delta_entropy))) < 4 * se
+    wrong = ss.exact_stats(alpha * 1.05, n, error_estimate=False).entropy  # negative control
+    assert abs(measured - wrong) > 4 * se
+    # the head's own empirical distribution: normal scores, so close to the normal prediction; a pool of
+    # row-standardised scores has a slightly lighter extreme tail (seen: +0.03 nats on average at alpha 2)
+    assert np.all(np.abs(r.predicted_entropy_empirical - r.predicted_entropy) < 0.08)
+    assert abs(np.mean(r.predicted_entropy_empirical - r.predicted_entropy)) < 0.04
+    assert np.all(np.abs(r.kurtosis + 6 / (n + 1)) < 0.07)  # row-standardised: E[kurtosis] ~ -6/(n+1)
+    assert np.all(np.abs(r.alpha_star / ss.optimal_alpha(n) - 1) < 0.2)
+
+
+def test_kurtosis_of_uniform_scores():
+    x = np.random.default_rng(5).uniform(-1, 1, (2, 128, 128))
+    r = ss.head_stats(x, predict=False)
+    np.testing.assert_allclose(r.kurtosis, -1.2, atol=0.05)
+
+
+def test_float32_input_and_result_object():
+    x = np.random.default_rng(6).standard_normal((2, 2, 32, 32)).astype(np.float32)
+    r = ss.head_stats(x, causal=True)
+    r64 = ss.head_stats(x.astype(np.float64), causal=True)
+    np.testing.assert_array_equal(r.entropy, r64.entropy)
+    rows = r.to_rows()
+    assert len(rows) == 4 and rows[3]["head"] == (1, 1)
+    assert rows[0]["delta_entropy"] == pytest.approx(rows[0]["entropy"] - rows[0]["predicted_entropy"])
+    assert "HeadStats(heads=4" in repr(r)
+    one = ss.head_stats(x[0, 0])
+    assert one.shape == () and one.entropy.shape == () and len(one.to_rows()) == 1
+
+
+def test_geometric_alpha_star_is_reproducible():
+    x = np.random.default_rng(7).standard_normal((1, 64, 64)) * 1.5
+    a = ss.head_stats(x, alpha_objective="geometric", trials=400, rng=3)
+    b = ss.head_stats(x, alpha_objective="geometric", trials=400, rng=3)
+    assert a.alpha_star[0] == b.alpha_star[0] and np.isfinite(a.alpha_star[0]) and a.alpha_star_se[0] > 0
+
+
+GOOD = np.random.default_rng(8).standard_normal((2, 8, 8))
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"logits": np.where(np.eye(8, dtype=bool), np.nan, GOOD)}, "logits"),
+        ({"logits": np.where(np.eye(8, dtype=bool), np.inf, GOOD)}, "logits"),
+        ({"logits": GOOD[..., :1]}, "logits"),
+        ({"logits": np.zeros(5)}, "logits"),
+        ({"logits": np.zeros((2, 0, 8))}, "logits"),
+        ({"logits": GOOD, "mask": np.ones((3, 8), dtype=bool)}, "mask"),
+        ({"logits": GOOD, "mask": np.eye(8, dtype=bool)}, "mask"),
+        ({"logits": GOOD, "mask": np.zeros((8, 8), dtype=bool)}, "mask"),
+        ({"logits": GOOD[:, :1, :1], "causal": True}, "logits"),
+        ({"logits": GOOD, "sample_size": 3}, "sample_size"),
+        ({"logits": GOOD, "alpha_objective": "expected"}, "alpha_objective"),
+    ],
+)
+def test_bad_input_raises_value_error_naming_the_parameter(kwargs, name):
+    with pytest.raises(ValueError, match=f"`{name}`"):
+        ss.head_stats(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"logits": "abc"}, "logits"),
+        ({"logits": GOOD, "mask": np.ones((8, 8))}, "mask"),
+        ({"logits": GOOD, "causal": "yes"}, "causal"),
+        ({"logits": GOOD, "predict": None}, "predict"),
+    ],
+)
+def test_wrong_types_raise_type_error_naming_the_parameter(kwargs, name):
+    with pytest.raises(TypeError, match=f"`{name}`"):
+        ss.head_stats(**kwargs)
+
+
+def test_masked_nonfinite_scores_are_ignored():
+    x = GOOD.copy()
+    tril = np.tril(np.ones((8, 8), dtype=bool))
+    x[:, ~tril] = -np.inf
+    np.testing.assert_array_equal(ss.head_stats(x, causal=True).entropy, ss.head_stats(GOOD, causal=True).entropy)
