@@ -345,6 +345,16 @@ CASES = {
         {"ns": [64, 512], "ratios": [0.5, 1.0]},
         {"ns": ARRAY_BAD[:6], "ratios": ARRAY_BAD[:6] + [[-1.0]]},
     ),
+    "head_stats": (
+        ss.head_stats,
+        {"logits": np.arange(32.0).reshape(2, 4, 4) % 5},
+        {
+            "logits": [[NAN, 1.0], [[1.0]], "abc", None, [], np.full((4, 4), INF)],
+            "mask": [np.zeros((4, 4), dtype=bool), np.ones((3, 4), dtype=bool), np.ones((4, 4)), "x"],
+            "causal": BOOL_BAD,
+            "predict": BOOL_BAD,
+        },
+    ),
     "temperature_table": (
         ss.temperature_table,
         {"ds": (128,), "ns": (256,)},
