@@ -68,6 +68,7 @@ def test_minilm_config_and_logits(minilm):
     text = "Softmax attention divides q dot k by the square root of the head dimension."
     ids = minilm.tokenize(text)
     assert ids[0] == minilm.cls_id and ids[-1] == minilm.sep_id
+    assert len(minilm.tokenize("hello")) == 3  # the packaged tokenizer.json pads to 128: switched off
     logits = minilm.attention_logits(text)
     assert logits.shape == (6, 12, len(ids), len(ids)) and logits.dtype == np.float32
     np.testing.assert_array_equal(logits, minilm.attention_logits(ids))
