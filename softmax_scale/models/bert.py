@@ -18,6 +18,7 @@ L2-normalised. Unlike sentence-transformers, which truncates at 256 word pieces
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass
@@ -135,20 +136,23 @@ def gelu(x, form="gelu"):  # [...] -> [...]
     return np.float32(0.5) * x * (np.float32(1.0) + np.tanh(c * (x + np.float32(0.044715) * x**3)))
 
 
-def attention(x, qkv, out, heads, mask=None, logits=None):  # [b, n, h] -> [b, n, h]
+def attention(x, qkv, out, heads, mask=None, hook=None):  # [b, n, h] -> [b, n, h]
     """Multi-head self-attention, all heads at once by batched matmul.
 
     ``qkv`` holds the fused query/key/value projection (``w`` of shape (h, 3h)); ``mask`` is an
-    additive (b, 1, 1, n) mask (0 on real tokens, -inf on padding) or None. The pre-softmax
-    scores ``q·k / sqrt(d_head)``, shape (b, heads, n, n), are appended to the list ``logits``
-    when one is given.
+    additive (b, 1, 1, n) mask (0 on real tokens, -inf on padding) or None. ``hook``, if given,
+    is called with the pre-softmax scores ``q·k / sqrt(d_head)``, float32 of shape
+    (b, heads, n, n), before the mask; if it returns an array, that array replaces the scores
+    (a scale hook), if it returns None the scores are used unchanged (a statistics hook).
     """
     b, n, h = x.shape
     d = h // heads
     q, k, v = linear(x, **qkv).reshape(b, n, 3, heads, d).transpose(2, 0, 3, 1, 4)  # 3 x [b, H, n, d]
     scores = (q @ k.transpose(0, 1, 3, 2)) / np.float32(math.sqrt(d))  # [b, H, n, n]
-    if logits is not None:
-        logits.append(scores)
+    if hook is not None:
+        replaced = hook(scores)
+        if replaced is not None:
+            scores = np.asarray(replaced, dtype=np.float32)
     if mask is not None:
         scores = scores + mask
     p = np.exp(scores - scores.max(axis=-1, keepdims=True))
@@ -157,20 +161,25 @@ def attention(x, qkv, out, heads, mask=None, logits=None):  # [b, n, h] -> [b, n
     return linear(ctx, **out)
 
 
-def block(x, attn, ln1, ffn_in, ffn_out, ln2, *, heads, eps, act, mask=None, logits=None):  # [b, n, h] -> [b, n, h]
+def block(x, attn, ln1, ffn_in, ffn_out, ln2, *, heads, eps, act, mask=None, hook=None):  # [b, n, h] -> [b, n, h]
     """One post-norm BERT layer: attention, add & norm, GELU feed-forward, add & norm."""
-    x = layer_norm(x + attention(x, **attn, heads=heads, mask=mask, logits=logits), **ln1, eps=eps)
+    x = layer_norm(x + attention(x, **attn, heads=heads, mask=mask, hook=hook), **ln1, eps=eps)
     return layer_norm(x + linear(gelu(linear(x, **ffn_in), act), **ffn_out), **ln2, eps=eps)
 
 
-def bert(ids, params, config, mask=None, logits=None):  # [b, n] -> [b, n, h]
-    """Last hidden states of token ids ``ids`` (token type 0, positions 0..n-1)."""
+def bert(ids, params, config, mask=None, hook=None):  # [b, n] -> [b, n, h]
+    """Last hidden states of token ids ``ids`` (token type 0, positions 0..n-1).
+
+    ``hook(layer, scores)``, if given, sees every layer's pre-softmax scores (see
+    :func:`attention`) and may return replacements.
+    """
     emb = params["embeddings"]
     n = ids.shape[1]
     x = emb["word"][ids] + emb["position"][:n] + emb["token_type"][0]
     x = layer_norm(x, **emb["ln"], eps=config.layer_norm_eps)
-    for layer in params["layers"]:
-        x = block(x, **layer, heads=config.heads, eps=config.layer_norm_eps, act=config.hidden_act, mask=mask, logits=logits)
+    for i, layer in enumerate(params["layers"]):
+        layer_hook = None if hook is None else functools.partial(hook, i)
+        x = block(x, **layer, heads=config.heads, eps=config.layer_norm_eps, act=config.hidden_act, mask=mask, hook=layer_hook)
     return x
 
 
@@ -306,9 +315,14 @@ class BertEncoder:
 
     # --- model --------------------------------------------------------------------------
 
-    def forward(self, text_or_ids) -> np.ndarray:
-        """Last hidden states, float32 array (n, hidden), of one text or one id sequence."""
-        return bert(self._ids(text_or_ids)[None], self.params, self.config)[0]
+    def forward(self, text_or_ids, *, hook=None) -> np.ndarray:
+        """Last hidden states, float32 array (n, hidden), of one text or one id sequence.
+
+        ``hook(layer, scores)`` is called on each layer's pre-softmax scores, float32 of shape
+        (1, heads, n, n); returning an array replaces them (e.g. a rescaled attention),
+        returning None leaves them (e.g. gathering statistics).
+        """
+        return bert(self._ids(text_or_ids)[None], self.params, self.config, hook=hook)[0]
 
     def attention_logits(self, text_or_ids) -> np.ndarray:
         """Pre-softmax scores ``q·k / sqrt(d_head)`` of every layer and head.
@@ -324,9 +338,15 @@ class BertEncoder:
             float32, shape ``(layers, heads, n, n)``; row ``i`` of a head holds query ``i``'s
             scores over all keys. One sequence, so no padding mask is involved.
         """
-        logits = []
-        bert(self._ids(text_or_ids)[None], self.params, self.config, logits=logits)
-        return np.stack([s[0] for s in logits])
+        ids = self._ids(text_or_ids)
+        c = self.config
+        out = np.empty((c.layers, c.heads, len(ids), len(ids)), dtype=np.float32)
+
+        def keep(layer, scores):
+            out[layer] = scores[0]
+
+        bert(ids[None], self.params, c, hook=keep)
+        return out
 
     def encode(self, texts, *, batch_size: int = 32) -> np.ndarray:
         """Sentence embeddings: last hidden states mean-pooled over real tokens, L2-normalised.
