@@ -60,6 +60,16 @@ from .typical import ObjectiveTable, mc_objective, objective_table
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name):
+    """Import ``softmax_scale.models`` on first access of ``ss.models``, never at import time."""
+    if name == "models":
+        import importlib
+
+        return importlib.import_module(".models", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "OBJECTIVES",
     "PUBLISHED_COSINE_SCALES",
