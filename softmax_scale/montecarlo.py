@@ -17,7 +17,7 @@ from . import _kernels
 from ._random import seed_sequence
 from ._validation import N_MAX, check_alpha_array, check_int
 from .distributions import get_distribution
-from .stats import SoftmaxStats, _as_output
+from .stats_result import SoftmaxStats, _as_output
 
 __all__ = ["MAX_SCORES", "MCTrials", "mc_stats", "mc_trials"]
 
