@@ -91,6 +91,13 @@ def check_choice(value, name: str, choices) -> str:
     return value
 
 
+def check_bool(value, name: str) -> bool:
+    """``True`` or ``False`` (a numpy bool too); anything else, 0 and 1 included, is a TypeError."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"`{name}` must be True or False, got {value!r}")
+    return bool(value)
+
+
 def check_positive_float(value, name: str, *, allow_zero: bool = False) -> float:
     """A finite float > 0 (or >= 0)."""
     if not _is_number(value if not isinstance(value, np.ndarray) else value.item()):

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import integrate, optimize, special
 
-from .._validation import check_choice, check_int, check_positive_float
-from ._common import _check_bool, _mean_stderr, _rng
+from .._random import generator, mean_stderr
+from .._validation import check_bool, check_choice, check_int, check_positive_float
 
 __all__ = [
     "ACTIVATIONS",
@@ -32,11 +32,6 @@ __all__ = [
 ACTIVATIONS = ("linear", "relu", "tanh", "sigmoid", "shifted_sigmoid", "elu", "selu", "gelu")
 #: Initialisations / parameterisations of a dense layer.
 INITS = ("lecun", "xavier", "he", "ntk", "preserving")
-
-
-# ---------------------------------------------------------------------------
-# 3. Activations and their Gaussian moments (used by 2.)
-# ---------------------------------------------------------------------------
 
 
 def _elu(x, alpha: float = 1.0):
@@ -246,7 +241,7 @@ def rescale_activation(name: str, *, center: bool = True) -> AffineCorrection:
     ``4.80 (sigmoid(x) - 1/2)`` keeps the second moment at 1.
     """
     check_choice(name, "name", ACTIVATIONS)
-    center = _check_bool(center, "center")
+    center = check_bool(center, "center")
     f = _ACTIVATION_FUNCS[name]
     mean = gaussian_expectation(f)
     m2 = gaussian_expectation(lambda x: f(x) ** 2)
@@ -284,11 +279,6 @@ def preserving_gain(name: str) -> float:
 def _preserving_gain(name: str) -> float:
     f = _ACTIVATION_FUNCS[name]
     return 1.0 / math.sqrt(gaussian_expectation(lambda x: f(x) ** 2))
-
-
-# ---------------------------------------------------------------------------
-# 2. Initialisation through depth
-# ---------------------------------------------------------------------------
 
 
 def _init_gain(init: str, act: str) -> float:
@@ -454,7 +444,7 @@ def depth_second_moments(depth: int, activation: str = "relu", init: str = "he",
     width = check_int(width, "width", minimum=1)
     trials = check_int(trials, "trials", minimum=2)
     inputs = check_int(inputs, "inputs", minimum=1)
-    gen = _rng(rng)
+    gen = generator(rng)
     f = _ACTIVATION_FUNCS[activation]
     gain = _init_gain(init, activation)
     pre = np.empty((trials, depth + 1))
@@ -471,8 +461,8 @@ def depth_second_moments(depth: int, activation: str = "relu", init: str = "he",
                 h = (w * (gain / math.sqrt(width))) @ a
             a = f(h)
             pre[t, layer], post[t, layer] = np.mean(h * h), np.mean(a * a)
-    m, se = _mean_stderr(pre)
-    pm, pse = _mean_stderr(post)
+    m, se = mean_stderr(pre)
+    pm, pse = mean_stderr(post)
     return DepthMoments(activation=activation, init=init, width=width, depth=depth,
                         trials=trials, inputs=inputs, gain=gain,
                         layers=np.arange(depth + 1), second_moment=m, stderr=se,

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._random import generator, mean_stderr
 from .._validation import check_choice, check_int, check_positive_float
-from ._common import _mean_stderr, _rng
 
 __all__ = [
     "NORMS",
@@ -20,11 +20,6 @@ __all__ = [
 
 #: Normalisations.
 NORMS = ("layer", "rms")
-
-
-# ---------------------------------------------------------------------------
-# 4. Normalisation
-# ---------------------------------------------------------------------------
 
 
 def layer_norm(x, *, axis: int = -1, eps: float = 0.0) -> np.ndarray:
@@ -173,13 +168,13 @@ def normalization_moments(norm: str = "layer", *, width: int = 1024, mean: float
         raise ValueError(f"`mean` must be a finite number, got {mean!r}")
     sigma = check_positive_float(std, "std")
     trials = check_int(trials, "trials", minimum=2)
-    gen = _rng(rng)
+    gen = generator(rng)
     x = mu + sigma * gen.standard_normal((trials, width))
     y = _NORM_FUNCS[norm](x)
     m = y.mean(axis=1)
     v = y.var(axis=1)
     s = np.mean(y * y, axis=1)
-    (m, mse), (v, vse), (s, sse) = (_mean_stderr(a) for a in (m, v, s))
+    (m, mse), (v, vse), (s, sse) = (mean_stderr(a) for a in (m, v, s))
     if norm == "layer":
         cf_m, cf_v = 0.0, 1.0
     else:

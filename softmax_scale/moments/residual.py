@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._random import generator, mean_stderr
 from .._validation import check_choice, check_int, check_positive_float
-from ._common import _mean_stderr, _rng
 from .normalization import _NORM_FUNCS, NORMS
 
 __all__ = [
@@ -20,11 +20,6 @@ __all__ = [
 
 #: Residual schemes.
 RESIDUAL_SCHEMES = ("plain", "post_norm", "pre_norm", "skipinit", "rezero", "warmup")
-
-
-# ---------------------------------------------------------------------------
-# 5. Residuals
-# ---------------------------------------------------------------------------
 
 
 def warmup_alpha(step, warmup_steps: int) -> float | np.ndarray:
@@ -154,7 +149,7 @@ def residual_second_moments(depth: int, scheme: str = "plain", *, width: int = 1
         alpha = warmup_alpha(step, warmup_steps)
     elif scheme not in ("skipinit", "rezero"):
         alpha = 1.0
-    gen = _rng(rng)
+    gen = generator(rng)
     normalise = _NORM_FUNCS[norm]
     scale = 1.0 / math.sqrt(width)
 
@@ -197,9 +192,9 @@ def residual_second_moments(depth: int, scheme: str = "plain", *, width: int = 1
         cf = 1.0 + layers
     else:
         cf = (1.0 + alpha * alpha) ** layers
-    m, se = _mean_stderr(sm)
-    u, use = _mean_stderr(upd)
-    c, cse = _mean_stderr(cos)
+    m, se = mean_stderr(sm)
+    u, use = mean_stderr(upd)
+    c, cse = mean_stderr(cos)
     return ResidualMoments(scheme=scheme, depth=depth, width=width, trials=trials,
                            inputs=inputs, alpha=float(alpha), layers=layers,
                            second_moment=m, stderr=se, closed_form=cf.astype(np.float64),

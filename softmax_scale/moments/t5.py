@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._random import generator, mean_stderr
 from .._validation import check_choice, check_int
-from ._common import _mean_stderr, _rng
 
 __all__ = [
     "T5_INITS",
@@ -18,11 +18,6 @@ __all__ = [
 
 #: Query/key initialisations for :func:`t5_score_variance`.
 T5_INITS = ("t5", "standard")
-
-
-# ---------------------------------------------------------------------------
-# 6. T5
-# ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -90,7 +85,7 @@ def t5_score_variance(d_model: int, d_kv: int, *, init: str = "t5", trials: int 
     check_choice(init, "init", T5_INITS)
     trials = check_int(trials, "trials", minimum=2)
     pairs = check_int(pairs, "pairs", minimum=1)
-    gen = _rng(rng)
+    gen = generator(rng)
     key_std = 1.0 / math.sqrt(d_model)
     query_std = key_std / math.sqrt(d_kv) if init == "t5" else key_std
     per = np.empty(trials)
@@ -101,7 +96,7 @@ def t5_score_variance(d_model: int, d_kv: int, *, init: str = "t5", trials: int 
         y = gen.standard_normal((pairs, d_model))
         s = np.einsum("ij,ij->i", x @ wq, y @ wk)
         per[t] = np.mean(s * s)
-    est, se = _mean_stderr(per)
+    est, se = mean_stderr(per)
     cf = d_kv * (d_model * query_std**2) * (d_model * key_std**2)
     return T5ScoreVariance(init=init, d_model=d_model, d_kv=d_kv, trials=trials, pairs=pairs,
                            query_std=query_std, key_std=key_std, estimate=float(est),

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from .._validation import check_choice, check_int, check_positive_float
-from ._common import _check_bool, _mean_stderr, _rng
+from .._random import generator, mean_stderr
+from .._validation import check_bool, check_choice, check_int, check_positive_float
 
 __all__ = [
     "DISTRIBUTIONS",
@@ -27,11 +27,6 @@ DISTRIBUTIONS = ("normal", "uniform", "truncated_normal")
 TRUNCATION_BOUND = 2.0
 
 _CHUNK = 1 << 20  # entries drawn at once by the dot-product estimator
-
-
-# ---------------------------------------------------------------------------
-# 1. Sampling distributions and Var[q·k]
-# ---------------------------------------------------------------------------
 
 
 def truncated_normal_std(bound: float = TRUNCATION_BOUND) -> float:
@@ -103,8 +98,8 @@ def sample_weights(shape, dist: str = "normal", *, std: float = 1.0,
     """
     check_choice(dist, "dist", DISTRIBUTIONS)
     std = check_positive_float(std, "std")
-    correct_truncation = _check_bool(correct_truncation, "correct_truncation")
-    gen = _rng(rng)
+    correct_truncation = check_bool(correct_truncation, "correct_truncation")
+    gen = generator(rng)
     if dist == "normal":
         return std * gen.standard_normal(shape)
     if dist == "uniform":
@@ -189,9 +184,9 @@ def dot_product_variance(d: int, dist: str = "normal", *, trials: int = 20_000,
     d = check_int(d, "d", minimum=1)
     check_choice(dist, "dist", DISTRIBUTIONS)
     trials = check_int(trials, "trials", minimum=2)
-    scaled = _check_bool(scaled, "scaled")
-    correct_truncation = _check_bool(correct_truncation, "correct_truncation")
-    gen = _rng(rng)
+    scaled = check_bool(scaled, "scaled")
+    correct_truncation = check_bool(correct_truncation, "correct_truncation")
+    gen = generator(rng)
     s2 = np.empty(trials)
     rows = max(1, _CHUNK // d)
     for start in range(0, trials, rows):
@@ -202,7 +197,7 @@ def dot_product_variance(d: int, dist: str = "normal", *, trials: int = 20_000,
         if scaled:
             s = s / math.sqrt(d)
         s2[start:start + m] = s * s
-    est, se = _mean_stderr(s2)
+    est, se = mean_stderr(s2)
     v = _entry_variance(dist, correct_truncation)
     factor = 1.0 if scaled else float(d)
     return DotProductVariance(d=d, dist=dist, scaled=scaled, correct_truncation=correct_truncation,
