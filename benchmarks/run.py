@@ -76,6 +76,28 @@ per-thread work buffers are 5 x 512 floats.  ru_maxrss growth below 1 MB reads a
 **Start-up.**  `import softmax_scale` compiles nothing.  A cold cache costs 5 s on the first parallel
 Monte Carlo call (numba compiles the kernel; the serial kernel and `sample_only` then share most of
 the compiled callees); a warm on-disk cache loads it in ~0.2 s (mostly numba's threading layer).
+
+**Main job, `softmax-scale figures` (issue 12).**  Measured once, not by `run.py` (it needs the old
+tree): the same command, one after the other in one session, on the code before the issue (main at
+d57d4d3, a throwaway clone) and after it, warm numba cache, `NUMBA_NUM_THREADS=2 taskset -c 0,1`,
+load average 2.2-3.0 (another job held most of one core throughout, so both are slower than on an
+idle machine):
+
+| | before | after |
+|---|---:|---:|
+| wall time, 13 figures + alpha* table | 91.0 s | 51.9 s |
+| typical/geometric objective tables | twice: 23.9 s in the figure, again in the table | once: 21.6 s, whole table |
+| the other 12 figures | 27.5 s | 28.3 s |
+
+Before, `alpha_star_by_objective` ran n = 40..20480 at 2500 trials and the table n = 40..10240, 20000
+at 4000 trials; now both use the table's n at 4000 trials, seed 0.
+
+Two changes: the table and the figure share one computation of the objective tables
+(`figures.main_job`), and cosine scores are drawn with the generator state in registers
+(`_kernels._fill_cosine`, the same bits, 4x faster: the cosine table draws 2 x 4000 x 40920 scores).
+The table is bit-identical to before and so is every figure but `alpha_star_by_objective`, which now
+plots the table's numbers (4000 trials instead of 2500).  An earlier pair of runs under heavier
+load (load average 4-5) measured 167 s before and 70 s after (sharing only, before the sampler change).
 """
 
 
