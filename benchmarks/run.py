@@ -1,9 +1,11 @@
-"""Benchmarks of softmax_scale: ``python benchmarks/run.py`` prints a table and writes benchmarks/results.md.
+"""Benchmarks of softmax_scale: ``python -m benchmarks`` (or ``benchmarks/run.py``) runs every topic, writes results.md.
 
-Every number that is compared with a target is a *ratio measured within this
-run* (the machine is shared and noisy): the two sides are interleaved and the
-best of several repeats of each is kept.  Absolute times are printed for
-information only.
+One module per topic (:mod:`mc_kernel`, :mod:`memory`, :mod:`exact_evaluator`,
+:mod:`optimiser`, :mod:`startup`), each with ``run(quick) -> rows``, over the
+shared harness in :mod:`_harness`.  Every number that is compared with a target
+is a *ratio measured within this run* (the machine is shared and noisy): the two
+sides are interleaved and the best of several repeats of each is kept.  Absolute
+times are printed for information only.
 
 Options: ``--quick`` (fewer trials and repeats, for a smoke run), ``--out PATH``.
 """
@@ -11,382 +13,23 @@ Options: ``--quick`` (fewer trials and repeats, for a smoke run), ``--out PATH``
 from __future__ import annotations
 
 import argparse
-import json
-import operator
 import os
-import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 from pathlib import Path
 
+if __package__ in (None, ""):  # run as a script: make `benchmarks` and `softmax_scale` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 import numba
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks import exact_evaluator, mc_kernel, memory, optimiser, startup
+from benchmarks._harness import HERE, fmt, settings
 
-import softmax_scale as ss
-from softmax_scale import _kernels
-from softmax_scale._random import seed_sequence
-from softmax_scale.montecarlo import mc_trials
-
-N, TRIALS = 4096, 20_000
-ALPHA1 = 1.5
-GRID16 = np.linspace(
-    0.25, 4.0, 16
-)  # arithmetic: the kernel shares exponentials within the grid
-GEOM16 = np.geomspace(
-    0.25, 4.0, 16
-)  # not arithmetic: one exponential per score and scale
-
-
-
-_OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt}
-
-
-def meets(value, target: str) -> bool:
-    """Whether ``value`` meets a target written as ``"<op> <bound>"`` (e.g. ``">= 4"``): one source for both."""
-    op, bound = target.split()
-    return bool(_OPS[op](value, float(bound)))
-
-def numpy_baseline(alphas, n, trials, seed=0, chunk_scores=2**21):
-    """What a user writes in numpy: chunks of (trials x n) normal scores, max-shifted softmax statistics.
-
-    Returns per-trial ``sum p^2``, ``H`` and ``G`` of shape (3, trials, len(alphas)).
-    """
-    alphas = np.atleast_1d(np.asarray(alphas, dtype=np.float64))
-    gen = np.random.default_rng(seed)
-    rows = max(1, chunk_scores // n)
-    out = np.empty((3, trials, alphas.size))
-    for lo in range(0, trials, rows):
-        s = gen.standard_normal((min(rows, trials - lo), n))
-        x = s - s.max(axis=1, keepdims=True)
-        hi = lo + s.shape[0]
-        for k, a in enumerate(alphas):
-            e = np.exp(a * x)
-            z = e.sum(axis=1)
-            sp2 = np.einsum("ij,ij->i", e, e) / (z * z)
-            out[0, lo:hi, k] = sp2
-            out[1, lo:hi, k] = np.log(z) - a * np.einsum("ij,ij->i", x, e) / z
-            out[2, lo:hi, k] = a * (1.0 - sp2)
-    return out
-
-
-def best_of(fns: dict, repeats: int) -> dict:
-    """Interleave the callables ``repeats`` times; the best wall time of each."""
-    best = {k: np.inf for k in fns}
-    for _ in range(repeats):
-        for k, f in fns.items():
-            t0 = time.perf_counter()
-            f()
-            best[k] = min(best[k], time.perf_counter() - t0)
-    return best
-
-
-def run_py(code: str, env_extra: dict | None = None, timeout: float = 600) -> dict:
-    """Run ``code`` in a fresh interpreter; it prints one JSON line last."""
-    env = dict(os.environ)
-    env.update(env_extra or {})
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    res = subprocess.run(
-        [sys.executable, "-c", code],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    if res.returncode != 0:
-        raise RuntimeError(f"subprocess failed:\n{res.stderr[-2000:]}")
-    return json.loads(res.stdout.strip().splitlines()[-1])
-
-
-# ---------------------------------------------------------------------------------------------
-
-
-def bench_kernel(trials: int, repeats: int) -> list[dict]:
-    rows = []
-    block, nblocks = _kernels.block_layout(trials)
-    states = _kernels.block_states(seed_sequence(0), nblocks)
-    empty = np.zeros(1)
-    # warm every compiled path
-    for a in (ALPHA1, GRID16, GEOM16):
-        mc_trials(a, 64, trials=4, rng=0)
-    _kernels.sample_only(64, 4, 1, states[:4].copy(), 0, 0.0, empty)
-
-    fns = {
-        "numpy 1": lambda: numpy_baseline(ALPHA1, N, trials),
-        "kernel 1": lambda: mc_trials(ALPHA1, N, trials=trials, rng=0),
-        "sample_only": lambda: _kernels.sample_only(
-            N, trials, block, states, 0, 0.0, empty
-        ),
-        "numpy 16": lambda: numpy_baseline(GRID16, N, trials),
-        "kernel 16 arith": lambda: mc_trials(GRID16, N, trials=trials, rng=0),
-        "kernel 16 geom": lambda: mc_trials(GEOM16, N, trials=trials, rng=0),
-    }
-    t = best_of(fns, repeats)
-    scores = N * trials
-    info = f"n={N}, trials={trials}, {numba.get_num_threads()} threads; numpy single-threaded"
-    rows.append(
-        {
-            "name": "MC kernel vs numpy, 1 scale",
-            "value": t["numpy 1"] / t["kernel 1"],
-            "unit": "x faster",
-            "target": ">= 4",
-            "detail": f"kernel {t['kernel 1']:.3f} s, numpy {t['numpy 1']:.3f} s ({info})",
-        }
-    )
-    rows.append(
-        {
-            "name": "MC kernel vs numpy, 16 scales (arithmetic grid)",
-            "value": t["numpy 16"] / t["kernel 16 arith"],
-            "unit": "x faster",
-            "target": ">= 8",
-            "detail": f"kernel {t['kernel 16 arith']:.3f} s, numpy {t['numpy 16']:.3f} s; linspace(0.25, 4, 16)",
-        }
-    )
-    rows.append(
-        {
-            "name": "MC kernel vs numpy, 16 scales (geometric grid, no sharing)",
-            "value": t["numpy 16"] / t["kernel 16 geom"],
-            "unit": "x faster",
-            "target": ">= 8",
-            "detail": f"kernel {t['kernel 16 geom']:.3f} s; geomspace(0.25, 4, 16): one exp per score and scale",
-        }
-    )
-    rows.append(
-        {
-            "name": "MC kernel (1 scale) vs its sampling loop alone",
-            "value": t["kernel 1"] / t["sample_only"],
-            "unit": "x the cost",
-            "target": "<= 2",
-            "detail": f"sample_only {t['sample_only']:.3f} s = {t['sample_only'] * numba.get_num_threads() / scores * 1e9:.2f} "
-            "thread-ns per score",
-        }
-    )
-    ns = numba.get_num_threads() / scores * 1e9  # seconds -> thread-ns per score
-    draw = t["sample_only"] * ns
-    one = t["kernel 1"] * ns
-    direct = (t["kernel 16 geom"] - t["kernel 1"]) * ns / 15
-    shared = (t["kernel 16 arith"] - t["kernel 1"]) * ns / 15
-    rows.append(
-        {
-            "name": "where the time goes (thread-ns per score)",
-            "value": one,
-            "unit": "ns, 1 scale",
-            "target": "(information)",
-            "ok": None,
-            "detail": f"draw {draw:.2f}; first scale (max, shift, exp, sums) {one - draw:.2f}; each further scale "
-            f"{direct:.2f} with its own exp, {shared:.2f} sharing exponentials on an arithmetic grid; "
-            f"numpy (one thread): {t['numpy 1'] / scores * 1e9:.1f} ns per score for 1 scale, "
-            f"{(t['numpy 16'] - t['numpy 1']) / scores * 1e9 / 15:.1f} per further scale",
-        }
-    )
-    return rows
-
-
-def bench_threads(trials: int, repeats: int) -> list[dict]:
-    nmax = numba.config.NUMBA_NUM_THREADS
-    if nmax < 2:
-        return [
-            {
-                "name": "1 -> 2 threads",
-                "value": float("nan"),
-                "unit": "x",
-                "target": ">= 1.7",
-                "ok": False,
-                "detail": "1 CPU",
-            }
-        ]
-
-    def with_threads(k, a):
-        def f():
-            numba.set_num_threads(k)
-            try:
-                mc_trials(a, N, trials=trials, rng=0)
-            finally:
-                numba.set_num_threads(nmax)
-
-        return f
-
-    t = best_of(
-        {
-            "1": with_threads(1, ALPHA1),
-            "2": with_threads(2, ALPHA1),
-            "1g": with_threads(1, GRID16),
-            "2g": with_threads(2, GRID16),
-        },
-        repeats,
-    )
-    return [
-        {
-            "name": "1 -> 2 threads, 1 scale",
-            "value": t["1"] / t["2"],
-            "unit": "x faster",
-            "target": ">= 1.7",
-            "detail": f"1 thread {t['1']:.3f} s, 2 threads {t['2']:.3f} s",
-        },
-        {
-            "name": "1 -> 2 threads, 16 scales",
-            "value": t["1g"] / t["2g"],
-            "unit": "x faster",
-            "target": ">= 1.7",
-            "detail": f"1 thread {t['1g']:.3f} s, 2 threads {t['2g']:.3f} s",
-        },
-    ]
-
-
-MEMORY_CODE = """
-import json, resource, time, tracemalloc
-import softmax_scale as ss
-ss.mc_trials(1.5, 64, trials=4, rng=0)  # compile / load from cache first
-r0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-tracemalloc.start()
-t0 = time.perf_counter()
-res = ss.softmax_stats(1.5, {n}, trials={trials}, rng=0)
-dt = time.perf_counter() - t0
-_, peak = tracemalloc.get_traced_memory()
-r1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps(dict(rss_kb=r1 - r0, traced=peak, seconds=dt, grad=res.grad)))
-"""
-
-
-def bench_memory(quick: bool) -> list[dict]:
-    trials, n = (10**4, 10**4) if quick else (10**5, 10**4)
-    out = run_py(MEMORY_CODE.format(n=n, trials=trials))
-    mb = out["rss_kb"] / 1024
-    return [
-        {
-            "name": f"peak memory growth, {trials * n:.0e} scores",
-            "value": mb,
-            "unit": "MB (ru_maxrss)",
-            "target": "< 100",
-            "detail": f"tracemalloc peak {out['traced'] / 2**20:.2f} MB; trials={trials}, n={n}, {out['seconds']:.2f} s",
-        }
-    ]
-
-
-def bench_exact(repeats: int) -> list[dict]:
-    try:
-        ss.softmax_stats(1.5, 100, method="exact")
-    except NotImplementedError:
-        return [
-            {
-                "name": "exact evaluator per (alpha, n)",
-                "value": float("nan"),
-                "unit": "ms",
-                "target": "< 20, flat",
-                "ok": False,
-                "detail": "not available yet",
-            }
-        ]
-    ns = [10**k for k in range(2, 13)]
-    times = []
-    for n in ns:
-        times.append(
-            min(
-                _timed(lambda n=n: ss.softmax_stats(1.5, n, method="exact"))
-                for _ in range(repeats)
-            )
-        )
-    ms = np.array(times) * 1e3
-    spread = ms.max() / ms.min()
-    return [
-        {
-            "name": "exact evaluator per (alpha, n), worst over n = 1e2..1e12",
-            "value": ms.max(),
-            "unit": "ms",
-            "target": "< 20 and flat in n",
-            "ok": bool(ms.max() < 20 and spread < 3),
-            "detail": "per n: "
-            + ", ".join(f"1e{k}: {t:.1f}" for k, t in zip(range(2, 13), ms))
-            + f" ms; max/min {spread:.1f}",
-        }
-    ]
-
-
-def _timed(f) -> float:
-    t0 = time.perf_counter()
-    f()
-    return time.perf_counter() - t0
-
-
-def bench_optimal_alpha(repeats: int) -> list[dict]:
-    ns = np.arange(40, 20001, 40)
-    ss.optimal_alpha(ns)
-    t = min(_timed(lambda: ss.optimal_alpha(ns)) for _ in range(repeats))
-    return [
-        {
-            "name": "optimal_alpha (mean-field), 500 values of n in one call",
-            "value": t * 1e3,
-            "unit": "ms",
-            "target": "< 50",
-            "detail": "n = 40, 80, ..., 20000",
-        }
-    ]
-
-
-IMPORT_CODE = """
-import json, time
-t0 = time.perf_counter()
-import softmax_scale
-print(json.dumps(dict(seconds=time.perf_counter() - t0)))
-"""
-
-FIRST_CALL_CODE = """
-import json, time
-import numpy as np
-import softmax_scale as ss
-from softmax_scale import _kernels
-from softmax_scale._random import seed_sequence
-out = {}
-def timed(name, f):
-    t0 = time.perf_counter(); f(); out[name] = time.perf_counter() - t0
-st = _kernels.block_states(seed_sequence(0), 4)
-e = np.zeros(1)
-timed("mc_trials (parallel)", lambda: ss.mc_trials(1.5, 64, trials=8, rng=0))
-timed("mc_trials (serial)", lambda: ss.mc_trials(1.5, 64, trials=8, rng=0, parallel=False))
-timed("sample_only", lambda: _kernels.sample_only(64, 4, 1, st, 0, 0.0, e))
-timed("draw_scores", lambda: _kernels.draw_scores(64, 4, 1, st, 0, 0.0, e))
-timed("softmax_stats exact", lambda: ss.softmax_stats(1.5, 100, method="exact"))
-print(json.dumps(out))
-"""
-
-
-def bench_startup(repeats: int) -> list[dict]:
-    rows = []
-    imp = min(run_py(IMPORT_CODE)["seconds"] for _ in range(repeats))
-    rows.append(
-        {
-            "name": "import softmax_scale",
-            "value": imp,
-            "unit": "s",
-            "target": "< 1.5",
-            "detail": "fresh process, best of repeats",
-        }
-    )
-    with tempfile.TemporaryDirectory() as cache:
-        cold = run_py(FIRST_CALL_CODE, {"NUMBA_CACHE_DIR": cache})
-        warm = [
-            run_py(FIRST_CALL_CODE, {"NUMBA_CACHE_DIR": cache}) for _ in range(repeats)
-        ]
-    for name in cold:
-        w = min(x[name] for x in warm)
-        rows.append(
-            {
-                "name": f"first call, {name}: cold / warm cache",
-                "value": cold[name] / w if w > 0 else float("nan"),
-                "unit": "x",
-                "target": "(information)",
-                "ok": None,
-                "detail": f"cold (fresh NUMBA_CACHE_DIR) {cold[name]:.2f} s, warm {w:.3f} s",
-            }
-        )
-    return rows
-
+#: The topics in the order their rows appear.
+TOPICS = (mc_kernel, memory, exact_evaluator, optimiser, startup)
 
 NOTES = """
 ## Notes
@@ -433,18 +76,29 @@ per-thread work buffers are 5 x 512 floats.  ru_maxrss growth below 1 MB reads a
 **Start-up.**  `import softmax_scale` compiles nothing.  A cold cache costs 5 s on the first parallel
 Monte Carlo call (numba compiles the kernel; the serial kernel and `sample_only` then share most of
 the compiled callees); a warm on-disk cache loads it in ~0.2 s (mostly numba's threading layer).
+
+**Main job, `softmax-scale figures` (issue 12).**  Measured once, not by `run.py` (it needs the old
+tree): the same command, one after the other in one session, on the code before the issue (main at
+d57d4d3, a throwaway clone) and after it, warm numba cache, `NUMBA_NUM_THREADS=2 taskset -c 0,1`,
+load average 2.2-3.0 (another job held most of one core throughout, so both are slower than on an
+idle machine):
+
+| | before | after |
+|---|---:|---:|
+| wall time, 13 figures + alpha* table | 91.0 s | 51.9 s |
+| typical/geometric objective tables | twice: 23.9 s in the figure, again in the table | once: 21.6 s, whole table |
+| the other 12 figures | 27.5 s | 28.3 s |
+
+Before, `alpha_star_by_objective` ran n = 40..20480 at 2500 trials and the table n = 40..10240, 20000
+at 4000 trials; now both use the table's n at 4000 trials, seed 0.
+
+Two changes: the table and the figure share one computation of the objective tables
+(`figures.main_job`), and cosine scores are drawn with the generator state in registers
+(`_kernels._fill_cosine`, the same bits, 4x faster: the cosine table draws 2 x 4000 x 40920 scores).
+The table is bit-identical to before and so is every figure but `alpha_star_by_objective`, which now
+plots the table's numbers (4000 trials instead of 2500).  An earlier pair of runs under heavier
+load (load average 4-5) measured 167 s before and 70 s after (sharing only, before the sampler change).
 """
-
-# ---------------------------------------------------------------------------------------------
-
-
-def fmt(row) -> str:
-    v = row["value"]
-    val = "n/a" if np.isnan(v) else (f"{v:.3g}" if abs(v) < 1000 else f"{v:.0f}")
-    ok = {True: "met", False: "MISSED", None: ""}[row["ok"] if "ok" in row else meets(row["value"], row["target"])]
-    if row["detail"] == "not available yet":
-        ok, val = "not available yet", "n/a"
-    return f"| {row['name']} | {val} {row['unit']} | {row['target']} | {ok} | {row['detail']} |"
 
 
 def main(argv=None):
@@ -458,24 +112,12 @@ def main(argv=None):
         help="where to write the markdown table",
     )
     args = p.parse_args(argv)
-    trials = 2000 if args.quick else TRIALS
-    reps = 2 if args.quick else 3
-    sections = [
-        ("Monte Carlo kernel", lambda: bench_kernel(trials, reps)),
-        ("Threads", lambda: bench_threads(trials, reps + 2)),
-        ("Memory", lambda: bench_memory(args.quick)),
-        ("Exact evaluator", lambda: bench_exact(reps + 2)),
-        ("Optimiser", lambda: bench_optimal_alpha(reps + 2)),
-        ("Start-up", lambda: bench_startup(reps)),
-    ]
-    header = (
-        "| benchmark | measured | target | status | detail |\n|---|---|---|---|---|"
-    )
+    reps = settings(args.quick)[1]
+    header = "| benchmark | measured | target | status | detail |\n|---|---|---|---|---|"
     lines = []
     t0 = time.perf_counter()
-    for title, f in sections:
-        rows = f()
-        for r in rows:
+    for topic in TOPICS:
+        for r in topic.run(args.quick):
             line = fmt(r)
             print(line, flush=True)
             lines.append(line)

@@ -1,7 +1,8 @@
-"""Normalising the ``rng`` argument (SciPy SPEC 7) to a SeedSequence."""
+"""Randomness shared by the estimators: the ``rng`` argument (SciPy SPEC 7) and standard errors."""
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -29,3 +30,16 @@ def seed_sequence(rng=None) -> np.random.SeedSequence:
     raise TypeError(
         f"`rng` must be None, a non-negative int, a SeedSequence or a numpy Generator, got {type(rng).__name__}"
     )
+
+
+def generator(rng=None) -> np.random.Generator:
+    """Turn ``rng`` into a :class:`numpy.random.Generator`; a Generator is used (and advanced) as given."""
+    if isinstance(rng, np.random.Generator):
+        return rng
+    return np.random.default_rng(seed_sequence(rng))  # names `rng` in its errors
+
+
+def mean_stderr(values: np.ndarray, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Mean over independent trials along ``axis`` and its standard error."""
+    values = np.asarray(values)
+    return values.mean(axis=axis), values.std(axis=axis, ddof=1) / math.sqrt(values.shape[axis])

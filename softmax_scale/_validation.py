@@ -6,6 +6,7 @@ Each checker names the parameter and the rule in its message, e.g.
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -30,18 +31,22 @@ def _is_number(x) -> bool:
 
 
 def check_int(value, name: str, *, minimum: int, maximum: int | None = None) -> int:
-    """Return ``value`` as a Python int, or raise naming ``name`` and the rule."""
-    rule = f"an integer >= {minimum}" + (f" and <= {maximum:g}" if maximum else "")
+    """Return ``value`` as a Python int, or raise naming ``name`` and the rule.
+
+    Every integer is at most ``maximum``, by default :data:`N_MAX` (``1e15``): a count
+    or size beyond that is a typo (``1e300``, ``2**80``), never a request.
+    """
+    maximum = N_MAX if maximum is None else maximum
+    rule = f"an integer >= {minimum} and <= {maximum:g}"
     if isinstance(value, np.ndarray) and value.ndim == 0:
         value = value.item()
     if not _is_number(value):
         raise TypeError(f"`{name}` must be {rule}, got {value!r} of type {type(value).__name__}")
-    if not np.isfinite(value) or value != int(value):
+    if not isinstance(value, numbers.Integral) and (not math.isfinite(value) or value != int(value)):
         raise ValueError(f"`{name}` must be {rule}, got {value!r}")
-    value = int(value)
-    if value < minimum or (maximum is not None and value > maximum):
-        raise ValueError(f"`{name}` must be {rule}, got {value!r}")
-    return value
+    if value < minimum or value > maximum:
+        raise ValueError(f"`{name}` must be {rule}, got {show(value)}")
+    return int(value)
 
 
 def check_n_array(n, name: str = "n", *, minimum: int = 2) -> tuple[np.ndarray, bool]:
@@ -89,6 +94,13 @@ def check_choice(value, name: str, choices) -> str:
     if not isinstance(value, str) or value not in choices:
         raise ValueError(f"`{name}` must be one of {sorted(choices)}, got {value!r}")
     return value
+
+
+def check_bool(value, name: str) -> bool:
+    """``True`` or ``False`` (a numpy bool too); anything else, 0 and 1 included, is a TypeError."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"`{name}` must be True or False, got {value!r}")
+    return bool(value)
 
 
 def check_positive_float(value, name: str, *, allow_zero: bool = False) -> float:

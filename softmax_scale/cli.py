@@ -157,15 +157,18 @@ def _cmd_entropy(args):
 
 
 def _cmd_figures(args):
-    from .figures import make_figures, write_table
+    from .figures import main_job, make_figures
 
     if args.no_progress:
         os.environ["TQDM_DISABLE"] = "1"  # also silences the bars of long sweeps inside the figures
-    done = make_figures(args.out, quick=args.quick, only=args.only, progress=not args.no_progress)
+    if args.only:
+        done = make_figures(args.out, quick=args.quick, only=args.only, progress=not args.no_progress)
+    else:
+        done, table, t_table = main_job(args.out, quick=args.quick, progress=not args.no_progress)
+        print(f"computed the alpha* table and its objective tables ({t_table:.1f} s)")
     for name, path, sec in done:
         print(f"wrote {path}  ({sec:.1f} s)")
     if not args.only:
-        table = write_table(args.out, quick=args.quick)
         print(f"wrote {args.out}/alpha_table.md and {args.out}/alpha_table.csv\n")
         print(table.to_markdown())
 

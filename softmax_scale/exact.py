@@ -43,7 +43,7 @@ from scipy import special
 from ._jit import jit
 from ._validation import N_MAX, check_alpha_array, check_int, check_positive_float
 from .distributions import Cosine, Empirical, Normal, get_distribution
-from .stats import SoftmaxStats, _as_output
+from .stats_result import SoftmaxStats, _as_output
 
 __all__ = ["MeanFieldError", "exact_stats", "exact_sum_p_s", "gap_density_at_zero", "mean_field_error"]
 

@@ -1,7 +1,14 @@
-"""The main job: regenerate every figure and the alpha* table."""
+"""The main job: regenerate every figure and the alpha* table, computing each thing once.
+
+The typical/geometric objective tables are the costly part; :func:`main_job`
+computes them once, for the alpha* table, and hands them to the figure that
+plots them (any figure function with a parameter named like a key of
+``shared`` receives it).
+"""
 
 from __future__ import annotations
 
+import inspect
 import os
 import tempfile
 import time
@@ -10,9 +17,9 @@ from pathlib import Path
 from tqdm import tqdm
 
 from .plotting import all_figures
-from .report import NOTE_GRID, alpha_table
+from .report import NOTE_GRID, QUICK_OBJECTIVE_NS, QUICK_OBJECTIVE_TRIALS, alpha_table
 
-__all__ = ["atomic_write", "make_figures", "write_table"]
+__all__ = ["atomic_write", "compute_table", "main_job", "make_figures", "write_table"]
 
 
 def atomic_write(path: Path, write) -> None:
@@ -30,12 +37,17 @@ def atomic_write(path: Path, write) -> None:
         raise
 
 
-def write_table(out="figures", *, quick: bool = False):
-    """Compute the alpha* table and write ``alpha_table.md`` and ``alpha_table.csv`` to ``out``."""
+def compute_table(*, quick: bool = False):
+    """The alpha* table of the main job, with its objective tables (the full or the ``quick`` settings)."""
     if quick:
-        table = alpha_table(NOTE_GRID[::10], objectives=True, objective_ns=(40, 640, 10240), trials=1000)
-    else:
-        table = alpha_table(NOTE_GRID, objectives=True)
+        return alpha_table(NOTE_GRID[::10], objectives=True, objective_ns=QUICK_OBJECTIVE_NS, trials=QUICK_OBJECTIVE_TRIALS)
+    return alpha_table(NOTE_GRID, objectives=True)
+
+
+def write_table(out="figures", *, quick: bool = False, table=None):
+    """Write ``alpha_table.md`` and ``alpha_table.csv`` to ``out``; compute the table unless ``table`` is given."""
+    if table is None:
+        table = compute_table(quick=quick)
     out = Path(out)
     md = table.to_markdown()
     atomic_write(out / "alpha_table.md", lambda p: Path(p).write_text(md))
@@ -43,8 +55,12 @@ def write_table(out="figures", *, quick: bool = False):
     return table
 
 
-def make_figures(out="figures", *, quick: bool = False, only=None, progress: bool = True, dpi: int = 110) -> list:
+def make_figures(out="figures", *, quick: bool = False, only=None, progress: bool = True, dpi: int = 110,
+                 shared: dict | None = None) -> list:
     """Make every registered figure (or those named in ``only``) and save ``<name>.png`` in ``out``.
+
+    ``shared`` maps parameter names to results already computed (e.g. ``{"tables": ...}``);
+    a figure function that has such a parameter receives it instead of computing it.
 
     Returns a list of ``(name, path, seconds)``.
     """
@@ -56,12 +72,28 @@ def make_figures(out="figures", *, quick: bool = False, only=None, progress: boo
         if unknown:
             raise ValueError(f"`only` must name registered figures {names}, got {unknown}")
         figs = [f for f in figs if f[0] in only]
+    shared = shared or {}
     done = []
     out = Path(out)
     for name, func, full, quick_kw in tqdm(figs, desc="figures", unit="fig", disable=not progress):
         t0 = time.perf_counter()
-        fig = func(**(quick_kw if quick else full))
+        params = inspect.signature(func).parameters
+        kwargs = {**(quick_kw if quick else full), **{k: v for k, v in shared.items() if k in params}}
+        fig = func(**kwargs)
         path = out / f"{name}.png"
         atomic_write(path, lambda p, fig=fig: fig.savefig(p, dpi=dpi, format="png"))
         done.append((name, path, time.perf_counter() - t0))
     return done
+
+
+def main_job(out="figures", *, quick: bool = False, progress: bool = True, dpi: int = 110):
+    """Every figure and the alpha* table, the objective tables computed once for both.
+
+    Returns ``(done, table, seconds_for_the_table)`` with ``done`` as from :func:`make_figures`.
+    """
+    t0 = time.perf_counter()
+    table = compute_table(quick=quick)
+    t_table = time.perf_counter() - t0
+    done = make_figures(out, quick=quick, progress=progress, dpi=dpi, shared={"tables": table.objectives})
+    write_table(out, table=table)
+    return done, table, t_table

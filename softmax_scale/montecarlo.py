@@ -14,10 +14,10 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from . import _kernels
-from ._random import seed_sequence
+from ._random import mean_stderr, seed_sequence
 from ._validation import N_MAX, check_alpha_array, check_int
 from .distributions import get_distribution
-from .stats import SoftmaxStats, _as_output
+from .stats_result import SoftmaxStats, _as_output
 
 __all__ = ["MAX_SCORES", "MCTrials", "mc_stats", "mc_trials"]
 
@@ -115,9 +115,6 @@ def mc_trials(alpha, n, dist="normal", *, d=None, trials=10_000, rng=None, paral
     return MCTrials(alphas, n, dist_obj.label, *out)
 
 
-def _mean_se(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return x.mean(axis=0), x.std(axis=0, ddof=1) / np.sqrt(x.shape[0])
-
 
 def mc_stats(alpha, n, dist="normal", *, d=None, trials=10_000, rng=None, parallel=True, progress=None) -> SoftmaxStats:
     """Monte Carlo estimates of ``E[sum p^2]``, ``E[H]``, ``E[G]``, ``E[log Z]`` with standard errors.
@@ -128,7 +125,7 @@ def mc_stats(alpha, n, dist="normal", *, d=None, trials=10_000, rng=None, parall
     tr = mc_trials(alpha, n, dist, d=d, trials=trials, rng=rng, parallel=parallel, progress=progress)
     fields = {}
     for name in ("sum_p2", "entropy", "grad", "log_z"):
-        mean, se = _mean_se(getattr(tr, name))
+        mean, se = mean_stderr(getattr(tr, name))
         fields[name] = _as_output(mean, scalar)
         fields[name + "_se"] = _as_output(se, scalar)
     return SoftmaxStats(

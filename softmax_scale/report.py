@@ -11,12 +11,18 @@ import numpy as np
 from .laws import LAW_FORMS, compare_alpha_laws
 from .optimize import optimal_alpha
 
-__all__ = ["NOTE_GRID", "TABLE_ROWS", "AlphaTable", "alpha_table"]
+__all__ = ["NOTE_GRID", "OBJECTIVE_TRIALS",
+    "QUICK_OBJECTIVE_NS",
+    "QUICK_OBJECTIVE_TRIALS", "TABLE_ROWS", "AlphaTable", "alpha_table", "objective_tables"]
 
 #: The note's grid: n = 40, 80, ..., 20000.
 NOTE_GRID = np.arange(40, 20001, 40)
 #: Rows shown in the printed table (the CSV has the whole grid).
 TABLE_ROWS = (40, 80, 160, 320, 640, 1280, 2560, 5120, 10240, 20000)
+#: Monte Carlo trials per ``n`` of the typical/geometric objective tables (table and figure share them).
+OBJECTIVE_TRIALS = 4000
+#: The same for a smoke run (``--quick``).
+QUICK_OBJECTIVE_NS, QUICK_OBJECTIVE_TRIALS = (40, 640, 10240), 1000
 
 
 @dataclass(frozen=True)
@@ -113,8 +119,9 @@ def alpha_table(
     forms=tuple(LAW_FORMS),
     objectives: bool = False,
     objective_ns=TABLE_ROWS,
-    trials: int = 4000,
+    trials: int = OBJECTIVE_TRIALS,
     rng=0,
+    tables: dict | None = None,
 ) -> AlphaTable:
     """Mean-field ``alpha*`` for normal and cosine(d) scores over ``ns``, with every law fitted.
 
@@ -132,6 +139,9 @@ def alpha_table(
         seed ``rng``; about a minute for the default rows).
     objective_ns, trials, rng
         Grid, trials and seed of those objectives.
+    tables : dict, optional
+        The objective tables already computed (from :func:`objective_tables`), used
+        instead of computing them: the main job shares them with a figure.
     """
     ns = np.asarray(ns)
     columns = {
@@ -148,9 +158,41 @@ def alpha_table(
         "sqrt form, where it would be about three times too small.",
     ]
     extra = {}
-    if objectives:
-        from .typical import objective_table
-
-        extra["normal"] = objective_table(objective_ns, "normal", trials=trials, rng=rng)
-        extra[f"cosine(d={cosine_d})"] = objective_table(objective_ns, "cosine", d=cosine_d, trials=trials, rng=rng)
+    if tables is not None:
+        extra = dict(tables)
+    elif objectives:
+        extra = objective_tables(objective_ns, cosine_d=cosine_d, trials=trials, rng=rng)
     return AlphaTable(ns=ns, columns=columns, fits=fits, notes=notes, objectives=extra)
+
+
+def objective_tables(ns=TABLE_ROWS, *, cosine_d: int = 128, trials: int = OBJECTIVE_TRIALS, rng=0, progress=None) -> dict:
+    """The typical/geometric/expected ``alpha*`` tables for normal and cosine(d) scores, keyed as the columns.
+
+    One computation serves both the alpha* table and the ``alpha_star_by_objective``
+    figure in the main job (same ``n``, same draws, same trials).
+
+    Parameters
+    ----------
+    ns : array_like
+        Numbers of scores.
+    cosine_d : int
+        Dimension of the cosine scores.
+    trials : int
+        Monte Carlo trials per ``n``.
+    rng : None, int, SeedSequence or Generator
+        Seed; each distribution uses it afresh, so each table is the same as computed alone.
+    progress : bool, optional
+        Progress bars over ``ns``.
+
+    Returns
+    -------
+    dict
+        ``{"normal": ObjectiveTable, "cosine(d=...)": ObjectiveTable}``.
+    """
+    from .typical import objective_table
+
+    return {
+        "normal": objective_table(ns, "normal", trials=trials, rng=rng, progress=progress),
+        f"cosine(d={cosine_d})": objective_table(ns, "cosine", d=cosine_d, trials=trials, rng=rng, progress=progress),
+    }
+

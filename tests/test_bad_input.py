@@ -272,7 +272,7 @@ CASES = {
     ),
     "signal_stats": (
         ss.signal_stats,
-        {"alpha": 1.0, "n": 64, "s0": 2.0},
+        {"alpha": 1.0, "n": 64, "s0": 0.5},  # a cosine too, so that d=... with dist="cosine" is valid
         {
             "alpha": [NAN, INF, -1.0, "1", None],
             "n": INT_BAD[:9],
@@ -527,3 +527,91 @@ def test_huge_but_valid_values_give_finite_results():
     r = ss.softmax_stats([0.0, 1e9], 1000, trials=8, rng=0)
     assert all(math.isfinite(x) for x in _numbers(r))
     assert r.sum_p2[1] == pytest.approx(1.0) and r.grad[1] >= 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Integer parameters, generated from the public API
+# ---------------------------------------------------------------------------------------------
+#
+# Every callable of ``softmax_scale.__all__`` (functions and distribution classes; result types
+# are built by the toolkit, not by users) is inspected; a parameter is an *integer parameter* when
+#   1. its annotation is ``int`` (``int | None`` too), or
+#   2. its default is an int (not a bool), or
+#   3. its name is one the API uses for counts and sizes without annotating them (INT_NAMES).
+# Parameters named in NOT_INT are skipped, each with its reason.  Arrays (``ns``, ``logits``, ...)
+# are never classified: they have no int default, no int annotation and no such name.  Each
+# integer parameter gets every value of INT_GARBAGE in place of the valid call of CASES; the call
+# must work (finite result) or raise ValueError/TypeError naming the parameter.  A new public
+# function with an integer parameter needs a valid call in CASES (the coverage test above asks for
+# one anyway).
+INT_NAMES = {"n", "d", "L", "depth", "width", "trials", "inputs", "pairs", "batches", "d_model", "d_kv"}
+NOT_INT = {"rng": "a seed (int, SeedSequence or Generator), not a count; its bad values are RNG_BAD"}
+INT_GARBAGE = [1e300, 2**80, -0.0, True, "numpy", "8"]  # "numpy": a numpy integer of a valid value
+#: Arguments set beside an integer parameter so that it is used: ``d`` matters for cosine scores only.
+CONTEXT = {"d": {"dist": "cosine"}}
+
+
+def _is_int_param(p: inspect.Parameter) -> bool:
+    if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.name in NOT_INT:
+        return False
+    ann = p.annotation if isinstance(p.annotation, str) else getattr(p.annotation, "__name__", "")
+    by_annotation = "int" in ann.replace("|", " ").split() and "float" not in ann
+    by_default = type(p.default) is int
+    return by_annotation or by_default or p.name in INT_NAMES
+
+
+def _public_callables():
+    for name in ss.__all__:
+        obj = getattr(ss, name)
+        if not callable(obj) or inspect.ismodule(obj):
+            continue
+        if inspect.isclass(obj) and not issubclass(obj, ss.ScoreDistribution):
+            continue  # result types
+        yield name, obj
+
+
+def _valid_call(name):
+    for case, (fn, valid, _) in CASES.items():
+        if case.split()[0] == name:
+            return fn, valid
+    return None, None
+
+
+def _int_cases():
+    for name, obj in _public_callables():
+        for p in inspect.signature(obj).parameters.values():
+            if _is_int_param(p):
+                for value in INT_GARBAGE:
+                    yield pytest.param(name, p.name, value, id=f"{name}-{p.name}-{value!r}"[:60])
+
+
+INT_CASES = list(_int_cases())
+
+
+def test_integer_parameters_are_found():
+    found = {(c.values[0], c.values[1]) for c in INT_CASES}
+    # the classification must at least see the parameters the issue names
+    for key in [("optimal_alpha", "d"), ("optimal_alpha", "n"), ("causal_objective", "L"), ("softmax_stats", "trials"),
+                ("depth_second_moments", "depth"), ("depth_second_moments", "width"), ("Cosine", "d")]:
+        assert key in found
+    assert ("softmax_stats", "alpha") not in found and ("objective_table", "rng") not in found
+
+
+@pytest.mark.parametrize("name, param, value", INT_CASES)
+def test_integer_garbage_raises_naming_the_parameter_or_works(name, param, value):
+    fn, valid = _valid_call(name)
+    assert fn is not None, f"public {name} has integer parameter `{param}`: add a valid call to CASES"
+    kwargs = dict(valid)
+    params = inspect.signature(fn).parameters
+    kwargs.update({k: v for k, v in CONTEXT.get(param, {}).items() if k in params})
+    if value == "numpy":
+        default = params[param].default
+        base = kwargs.get(param, default)
+        value = np.int64(base if type(base) is int else 16)
+    kwargs[param] = value
+    try:
+        out = fn(**kwargs)
+    except (ValueError, TypeError) as exc:
+        assert param in str(exc), f"{name}({param}={value!r}) raised without naming `{param}`: {exc!r}"
+        return
+    _check_result(name, out)

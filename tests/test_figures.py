@@ -50,3 +50,23 @@ def test_interrupted_write_leaves_no_half_written_file(tmp_path):
         figures.atomic_write(target, write)
     assert not target.exists()
     assert not list(tmp_path.iterdir())
+
+
+def test_main_job_computes_the_objective_tables_once(monkeypatch, tmp_path):
+    """The alpha* table and the figure of alpha* per objective share one computation (issue 12)."""
+    from softmax_scale import plotting, typical
+
+    calls = []
+    real = typical.objective_table
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs.get("d"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(typical, "objective_table", counted)
+    monkeypatch.setattr(figures, "all_figures", lambda: [f for f in plotting.all_figures() if f[0] == "alpha_star_by_objective"])
+    done, table, _ = figures.main_job(tmp_path, quick=True, progress=False)
+    assert calls == [None, 128]  # normal and cosine(d=128), once each
+    assert [d[0] for d in done] == ["alpha_star_by_objective"]
+    assert (tmp_path / "alpha_table.md").read_text().count("alpha* under the other objectives") == 2
+    assert set(table.objectives) == {"normal", "cosine(d=128)"}

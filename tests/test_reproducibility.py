@@ -182,7 +182,9 @@ def test_grid_step_detection():
         ("normal", None),
         ("cosine", 2),
         ("cosine", 3),
+        ("cosine", 4),
         ("cosine", 9),
+        ("cosine", 128),
         ("empirical", None),
     ],
 )

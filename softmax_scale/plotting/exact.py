@@ -8,11 +8,10 @@ from ..distributions import get_distribution
 from ..exact import exact_stats, gap_density_at_zero, mean_field_error
 from ..objectives import mean_field_objective
 from ..optimize import optimal_alpha
-from ..typical import objective_table
+from ..report import OBJECTIVE_TRIALS, QUICK_OBJECTIVE_NS, QUICK_OBJECTIVE_TRIALS, TABLE_ROWS, objective_tables
 from ._style import new_figure
 
 #: Default grids (module-level so that they are built once).
-_NS_OBJECTIVES = tuple(int(v) for v in 40 * 2 ** np.arange(10))  # 40 .. 20480
 _NS_VALIDITY = np.geomspace(10, 1e12, 45)
 _ALPHAS_VALIDITY = np.linspace(0.05, 6.0, 70)
 
@@ -62,27 +61,33 @@ def expected_gradient_vs_alpha(ns=(16, 512, 20000), n_alpha=120, cosine_d=128):
     return fig
 
 
-def alpha_star_by_objective(ns=_NS_OBJECTIVES, trials=2500, cosine_d=128, rng=0):
+def alpha_star_by_objective(ns=TABLE_ROWS, trials=OBJECTIVE_TRIALS, cosine_d=128, rng=0, *, tables=None):
     """``alpha*`` against ``n`` for the mean-field, typical and geometric objectives, with ``c sqrt(log n)`` fits.
 
     Parameters
     ----------
     ns : sequence of int
-        Numbers of scores.
+        Numbers of scores (default: the rows of the alpha* table).
     trials : int
         Monte Carlo trials per ``n`` (typical and geometric share them).
     cosine_d : int
         Dimension of the cosine panel.
     rng : int
         Seed.
+    tables : dict, optional
+        The objective tables already computed by
+        :func:`softmax_scale.report.objective_tables` (the main job passes those of
+        the alpha* table); then ``ns``, ``trials`` and ``rng`` are theirs.
     """
     from ..laws import fit_alpha_law
 
-    ns = np.asarray(ns, dtype=np.float64)
+    if tables is None:
+        tables = objective_tables(ns, cosine_d=cosine_d, trials=trials, rng=rng)
     fig, axes = new_figure(2, width=11.5, height=4.6)
     fits = {}
     for ax, (dist, d) in zip(axes, (("normal", None), ("cosine", cosine_d))):
-        tab = objective_table(ns, dist, d, trials=trials, rng=rng)
+        tab = tables["normal" if d is None else f"cosine(d={d})"]
+        ns = tab.ns
         fits[dist] = tab.geometric_fit
         fit_mf = fit_alpha_law(ns, tab.mean_field, "sqrt_log")
         rows = [
@@ -147,7 +152,7 @@ def mean_field_validity(ns=_NS_VALIDITY, alphas=_ALPHAS_VALIDITY):
 
 FIGURES = [
     ("expected_gradient_vs_alpha", expected_gradient_vs_alpha, {}, {"ns": (16, 2000), "n_alpha": 40}),
-    ("alpha_star_by_objective", alpha_star_by_objective, {}, {"ns": (40, 320, 2560), "trials": 300}),
+    ("alpha_star_by_objective", alpha_star_by_objective, {}, {"ns": QUICK_OBJECTIVE_NS, "trials": QUICK_OBJECTIVE_TRIALS}),
     (
         "mean_field_validity",
         mean_field_validity,

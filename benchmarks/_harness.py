@@ -1,0 +1,79 @@
+"""The shared harness of the benchmarks: timing, subprocess runs, targets and the results table.
+
+Every number that is compared with a target is a *ratio measured within one
+run* (the machine is shared and noisy): the two sides are interleaved and the
+best of several repeats of each is kept.  Absolute times are for information.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+
+def settings(quick: bool) -> tuple[int, int]:
+    """Monte Carlo trials and repeats of one run: a full run, or a smoke run with ``--quick``."""
+    return (2000, 2) if quick else (20_000, 3)
+
+
+_OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt}
+
+
+def meets(value, target: str) -> bool:
+    """Whether ``value`` meets a target written as ``"<op> <bound>"`` (e.g. ``">= 4"``): one source for both."""
+    op, bound = target.split()
+    return bool(_OPS[op](value, float(bound)))
+
+
+def best_of(fns: dict, repeats: int) -> dict:
+    """Interleave the callables ``repeats`` times; the best wall time of each."""
+    best = {k: np.inf for k in fns}
+    for _ in range(repeats):
+        for k, f in fns.items():
+            t0 = time.perf_counter()
+            f()
+            best[k] = min(best[k], time.perf_counter() - t0)
+    return best
+
+
+def run_py(code: str, env_extra: dict | None = None, timeout: float = 600) -> dict:
+    """Run ``code`` in a fresh interpreter; it prints one JSON line last."""
+    env = dict(os.environ)
+    env.update(env_extra or {})
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if res.returncode != 0:
+        raise RuntimeError(f"subprocess failed:\n{res.stderr[-2000:]}")
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def timed(f) -> float:
+    t0 = time.perf_counter()
+    f()
+    return time.perf_counter() - t0
+
+
+def fmt(row) -> str:
+    v = row["value"]
+    val = "n/a" if np.isnan(v) else (f"{v:.3g}" if abs(v) < 1000 else f"{v:.0f}")
+    ok = {True: "met", False: "MISSED", None: ""}[row["ok"] if "ok" in row else meets(row["value"], row["target"])]
+    if row["detail"] == "not available yet":
+        ok, val = "not available yet", "n/a"
+    return f"| {row['name']} | {val} {row['unit']} | {row['target']} | {ok} | {row['detail']} |"
