@@ -173,6 +173,30 @@ def _cmd_figures(args):
         print(table.to_markdown())
 
 
+def _cmd_extrapolate(args):
+    from .models.extrapolation import DEFAULT_ROPES, DEFAULT_SCHEMES, length_extrapolation, loss_markdown
+
+    if args.no_progress:
+        os.environ["TQDM_DISABLE"] = "1"
+    quick = args.quick
+    lengths = tuple(args.lengths) if args.lengths else ((256, 1024) if quick else None)
+    out = args.out or ("figures/real_extrapolation_quick.csv" if quick else "figures/real_extrapolation.csv")
+    command = "softmax-scale extrapolate " + " ".join(args.argv)
+    res = length_extrapolation(
+        args.model, lengths, schemes=args.schemes or DEFAULT_SCHEMES, ropes=args.ropes or DEFAULT_ROPES,
+        docs=args.docs if args.docs is not None else (1 if quick else 2), out=out, overwrite=args.overwrite,
+        predict=not args.no_predict, progress=not args.no_progress, command=command.strip())
+    print(f"wrote {out}")
+    if not args.no_figure:
+        from .plotting.real_extrapolation import save_extrapolation_figure
+
+        png = os.path.splitext(out)[0] + ".png"
+        save_extrapolation_figure(res, png)
+        print(f"wrote {png}")
+    print()
+    print(loss_markdown(res))
+
+
 def _cmd_table(args):
     from .report import NOTE_GRID, alpha_table
 
@@ -252,6 +276,21 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--only", nargs="+", help="only these figure names")
     sp.add_argument("--no-progress", action="store_true", help="no progress bar")
 
+    sp = add("extrapolate", _cmd_extrapolate,
+             "a real decoder (SmolLM2-135M) past its training length: loss and head entropy per (RoPE, scale) pair")
+    sp.add_argument("--model", default="smollm2", help="registered decoder (default smollm2)")
+    sp.add_argument("--lengths", nargs=2, type=_number, metavar=("L", "N"),
+                    help="training length the scales are pinned at, and evaluation length (default 8192 16384)")
+    sp.add_argument("--docs", type=_number, default=None, help="number of documents (default 2; 1 with --quick)")
+    sp.add_argument("--schemes", nargs="+", help="softmax scales (default standard qwen_logn yarn entropy_invariant)")
+    sp.add_argument("--ropes", nargs="+", help="RoPE variants (default none ntk yarn)")
+    sp.add_argument("--out", default=None, help="CSV (default figures/real_extrapolation.csv; *_quick.csv with --quick)")
+    sp.add_argument("--quick", action="store_true", help="pretend training length 256, n = 1024, one document (< 1 min)")
+    sp.add_argument("--overwrite", action="store_true", help="start a new CSV instead of resuming")
+    sp.add_argument("--no-predict", action="store_true", help="skip the i.i.d. predictions")
+    sp.add_argument("--no-figure", action="store_true", help="do not draw the figure")
+    sp.add_argument("--no-progress", action="store_true", help="no progress bars")
+
     sp = add("table", _cmd_table, "print the alpha* table with the fitted laws")
     sp.add_argument("--d", type=int, default=128, help="dimension of the cosine scores (default 128)")
     sp.add_argument("--quick", action="store_true", help="every tenth n of the grid")
@@ -263,6 +302,7 @@ def main(argv=None) -> int:
     """Run the command line; returns the exit status."""
     parser = _parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)[1:]
     try:
         args.func(args)
     except (ValueError, TypeError) as exc:
