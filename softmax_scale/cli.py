@@ -174,18 +174,17 @@ def _cmd_figures(args):
 
 
 def _cmd_extrapolate(args):
-    from .models.extrapolation import DEFAULT_ROPES, DEFAULT_SCHEMES, length_extrapolation, loss_markdown
+    from .models.extrapolation import DEFAULT_ROPES, DEFAULT_SCHEMES, QUICK, length_extrapolation, loss_markdown
 
     if args.no_progress:
         os.environ["TQDM_DISABLE"] = "1"
-    quick = args.quick
-    lengths = tuple(args.lengths) if args.lengths else ((256, 1024) if quick else None)
-    out = args.out or ("figures/real_extrapolation_quick.csv" if quick else "figures/real_extrapolation.csv")
+    q = QUICK if args.quick else {"lengths": None, "docs": 2, "ropes": DEFAULT_ROPES, "schemes": DEFAULT_SCHEMES}
+    out = args.out or ("figures/real_extrapolation_quick.csv" if args.quick else "figures/real_extrapolation.csv")
     command = "softmax-scale extrapolate " + " ".join(args.argv)
     res = length_extrapolation(
-        args.model, lengths, schemes=args.schemes or DEFAULT_SCHEMES, ropes=args.ropes or DEFAULT_ROPES,
-        docs=args.docs if args.docs is not None else (1 if quick else 2), out=out, overwrite=args.overwrite,
-        predict=not args.no_predict, progress=not args.no_progress, command=command.strip())
+        args.model, tuple(args.lengths) if args.lengths else q["lengths"], schemes=args.schemes or q["schemes"],
+        ropes=args.ropes or q["ropes"], docs=args.docs if args.docs is not None else q["docs"], out=out,
+        overwrite=args.overwrite, predict=not args.no_predict, progress=not args.no_progress, command=command.strip())
     print(f"wrote {out}")
     if not args.no_figure:
         from .plotting.real_extrapolation import save_extrapolation_figure
@@ -285,7 +284,7 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--schemes", nargs="+", help="softmax scales (default standard qwen_logn yarn entropy_invariant)")
     sp.add_argument("--ropes", nargs="+", help="RoPE variants (default none ntk yarn)")
     sp.add_argument("--out", default=None, help="CSV (default figures/real_extrapolation.csv; *_quick.csv with --quick)")
-    sp.add_argument("--quick", action="store_true", help="pretend training length 256, n = 1024, one document (< 1 min)")
+    sp.add_argument("--quick", action="store_true", help="pretend training length 256, n = 768, one document, 2 ropes x 3 scales (< 1 min)")
     sp.add_argument("--overwrite", action="store_true", help="start a new CSV instead of resuming")
     sp.add_argument("--no-predict", action="store_true", help="skip the i.i.d. predictions")
     sp.add_argument("--no-figure", action="store_true", help="do not draw the figure")

@@ -416,3 +416,56 @@ def test_pipeline_resumes(tiny, tmp_path, monkeypatch):
 def test_bucket_edges():
     assert list(ex.bucket_edges(8192, 16384)) == [0, 1024, 2048, 4096, 8192, 12288, 16384]
     assert list(ex.bucket_edges(256, 1024)) == [0, 32, 64, 128, 256, 384, 512, 768, 1024]
+
+
+def test_prediction_spline_matches_direct_evaluation():
+    """The empirical prediction interpolates E[H] in log alpha; check it against direct exact calls."""
+    from softmax_scale.heads import _compress, _EntropyForNs, _WeightedScores
+
+    rng = np.random.default_rng(5)
+    L, n = 64, 256
+    edges = ex.bucket_edges(L, n)
+    st = llama.PositionStats(0, np.zeros(n), np.zeros((1, 2, n)), np.zeros((1, 2, n)), np.zeros((1, 2, n)))
+    st.sigma[0, 0], st.sigma[0, 1] = 1.3, 2.6
+    pools = [rng.standard_normal(20000), rng.standard_t(5, 20000)]
+    dists = [[_WeightedScores(*_compress((p - p.mean()) / p.std(), 1024), p.size) for p in pools]]
+    schemes = ("standard", "qwen_logn", "entropy_invariant")
+    pn, pe, inv = ex._predict(st, dists, edges, L, schemes, 64)
+    n_b = np.array([round(np.mean(np.arange(max(edges[b], 2), edges[b + 1]))) for b in range(len(edges) - 1)])
+    for h, sig in enumerate((1.3, 2.6)):
+        ev = _EntropyForNs(dists[0][h], n_b.astype(float))
+        for s in schemes:
+            f = llama.scale_factors(s, n_b, 64, L)
+            direct = np.array([ev(sig * f[b])[b] for b in range(len(n_b))])
+            np.testing.assert_allclose(pe[s][0, h], direct, atol=2e-4)
+    # normal scores: the empirical and the normal predictions agree (compression error ~1e-3)
+    np.testing.assert_allclose(pe["standard"][0, 0], pn["standard"][0, 0], atol=0.02)
+    # the invariant factor holds E[H] at the reference length: > 1 (the scale must grow) past L
+    far = edges[:-1] >= L
+    assert np.all(inv[0][:, far] > 1.0) and np.all(inv[0][:, far] < 2.0)
+    assert np.all(np.isnan(inv[0][:, ~far]))
+
+
+def test_quick_pipeline_cli(tmp_path, capsys):
+    """The whole pipeline on the real model, as CI runs it: `softmax-scale extrapolate --quick`."""
+    from softmax_scale import cli
+
+    out = tmp_path / "quick.csv"
+    assert cli.main(["extrapolate", "--quick", "--out", str(out), "--no-progress"]) == 0
+    text = capsys.readouterr().out
+    assert "sliding window (baseline)" in text and (tmp_path / "quick.png").exists()
+    res = ex.read_extrapolation_csv(out)
+    assert res.header["model_sha256"] == models.load("smollm2").sha256
+    assert res.header["train_length"] == "256" and res.header["length"] == "768"
+    keys = set(res.loss_table())
+    want = {(r, s) for r in ex.QUICK["ropes"] for s in ex.QUICK["schemes"]} | {("window", "standard")}
+    assert want <= keys
+    ent, edges = res.head_stat("entropy", "none", "standard")
+    assert ent.shape == (1, 30, 9, len(edges))
+    assert np.all((ent[..., 1:] > 0) & (ent[..., 1:] <= np.log(edges[1:, 1]) + 1e-9))
+    pred, _ = res.head_stat("pred_normal", "iid", "standard")
+    assert np.isfinite(pred).all()
+    # more context than the window helps SmolLM2 here (it was trained to 8,192, far above 256)
+    table = res.loss_table()
+    past = edges[:, 0] >= 256
+    assert np.all(table[("none", "standard")][1][past] < table[("window", "standard")][1][past] + 0.05)

@@ -41,12 +41,16 @@ import numpy as np
 from .._validation import check_int
 from .llama import ROPES, PositionStats, bucketize, rope_frequencies, scale_factors
 
-__all__ = ["DEFAULT_DOCS", "ExtrapolationResult", "length_extrapolation", "loss_markdown", "read_extrapolation_csv"]
+__all__ = ["DEFAULT_DOCS", "QUICK", "ExtrapolationResult", "length_extrapolation", "loss_markdown", "read_extrapolation_csv"]
 
 #: Long documents that ship with Python, in the order ``docs=k`` takes them.
 DEFAULT_DOCS = ("pydoc_topics", "stdlib/_pydecimal", "stdlib/typing", "stdlib/inspect", "stdlib/pydoc")
 DEFAULT_SCHEMES = ("standard", "qwen_logn", "yarn", "entropy_invariant")
 DEFAULT_ROPES = ("none", "ntk", "yarn")
+#: The ``--quick`` run: the whole pipeline with a pretend training length of 256 (SmolLM2 is
+#: trained to 8,192, so this checks the machinery, not extrapolation) in well under a minute.
+QUICK = {"lengths": (256, 768), "docs": 1, "ropes": ("none", "yarn"),
+         "schemes": ("standard", "qwen_logn", "entropy_invariant")}
 COLUMNS = ("doc", "rope", "scheme", "lo", "hi", "layer", "head", "count", "loss", "entropy", "sigma", "sink",
            "pred_normal", "pred_empirical", "invariant_factor")
 _EMPIRICAL_SAMPLE = 1024  # weighted points per head's compressed pool (see head_stats)

@@ -521,7 +521,7 @@ class LlamaDecoder:
 
     # ---- forward ---------------------------------------------------------------------------
     def run(self, ids, *, start=0, stop=None, cache=None, factors=None, inv_freq=None, keep_cache=False,
-            stats=True, block=256, progress=False, logits_of=None, probe=None):
+            stats=True, block=256, progress=False, logits_of=None, probe=None, score=True):
         """One pass over positions ``start .. stop-1`` of ``ids``, given ``cache`` holding ``0..start-1``.
 
         Parameters
@@ -546,6 +546,8 @@ class LlamaDecoder:
             Queries per attention block.
         logits_of : int, optional
             Also return the next-token logits at this position (for generation).
+        score : bool
+            Compute the per-position negative log-likelihoods (``nll`` is all NaN otherwise).
         probe : array of int, optional
             Positions whose (scaled, rotated) queries are kept per layer in ``PositionStats.probe``.
 
@@ -606,7 +608,7 @@ class LlamaDecoder:
         nll = np.full(m, np.nan)
         out_w = w["output.weight"]
         tgt = ids[start + 1:n + 1]
-        for r0 in range(0, m, 512):
+        for r0 in range(0, m if score else 0, 512):
             r1 = min(m, r0 + 512)
             lg = x[r0:r1] @ out_w.T  # [rows, V]
             mx = lg.max(axis=1, keepdims=True)
@@ -627,7 +629,7 @@ class LlamaDecoder:
         if not ids:
             raise ValueError("`prompt` must hold at least one token")
         arr = np.asarray(ids)
-        _, cache, lg = self.run(arr, keep_cache=True, stats=False, logits_of=len(arr) - 1)
+        _, cache, lg = self.run(arr, keep_cache=True, stats=False, logits_of=len(arr) - 1, score=False)
         out = []
         for _ in range(max_new_tokens):
             nxt = int(np.argmax(lg))
@@ -637,7 +639,7 @@ class LlamaDecoder:
             ids.append(nxt)
             arr = np.asarray(ids)
             _, cache, lg = self.run(arr, start=len(arr) - 1, cache=cache, keep_cache=True, stats=False,
-                                    logits_of=len(arr) - 1)
+                                    logits_of=len(arr) - 1, score=False)
         return self.detokenize(out)
 
     def evaluate(self, ids, *, scheme="standard", rope="none", train_length=None, buckets=None,

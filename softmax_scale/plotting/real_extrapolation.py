@@ -1,51 +1,118 @@
-"""Figure of the real-decoder length-extrapolation run, drawn from its committed CSV."""
+"""The real-decoder length-extrapolation figure, drawn from the CSV that the run committed.
+
+``make figures`` redraws it from ``figures/real_extrapolation.csv`` and never recomputes it: the
+run takes about an hour (``softmax-scale extrapolate``).
+"""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 
 from ._style import new_figure
 
+#: The committed result of the full run (inside a source checkout).
+DEFAULT_CSV = Path(__file__).resolve().parents[2] / "figures" / "real_extrapolation.csv"
 
-def extrapolation_figure(res):
-    """Loss per bucket against the sliding-window baseline, and measured against predicted entropy."""
-    fig, axes = new_figure(2, 1, width=12, height=4.6)
-    ax = axes[0]
+_COLORS = {"standard": "C0", "qwen_logn": "C1", "yarn": "C2", "entropy_invariant": "C3", "llama4": "C4",
+           "ssmax": "C5"}
+_STYLES = {"none": "-", "ntk": "--", "yarn": ":", "pi": "-."}
+
+
+def _mid(edges):
+    return np.sqrt(np.maximum(edges[:, 0], 1) * edges[:, 1])
+
+
+def extrapolation_figure(res=None):
+    """Four panels from an :class:`~softmax_scale.models.extrapolation.ExtrapolationResult`.
+
+    (a) loss per bucket minus the baseline of the same bucket (the sliding window past ``L``,
+    the model itself below); (b) per-head entropy in the last bucket, measured under RoPE ``none``
+    against the i.i.d. prediction from the head's ``sigma`` and scores inside ``L``; (c) the change
+    of each head's entropy from ``[L/2, L)`` to the last bucket, measured against predicted;
+    (d) the factor on each head's scale that would hold its ``E[H]`` (``invariant_scale``)
+    against the factors the schemes apply.
+    """
+    if res is None:
+        from ..models.extrapolation import read_extrapolation_csv
+
+        res = read_extrapolation_csv(DEFAULT_CSV)
+    fig, axes = new_figure(2, 2, width=12.5, height=9.0)
+    (ax_a, ax_b), (ax_c, ax_d) = axes
+    L = int(res.header["train_length"])
+    n = int(res.header["length"])
     table = res.loss_table()
-    base = table.get(("window", "standard"))
-    L = int(res.header.get("train_length", 0))
-    styles = {"none": "-", "ntk": "--", "yarn": ":", "pi": "-."}
-    for key, (edges, loss) in table.items():
+    edges = next(iter(table.values()))[0]
+    base = table[("window", "standard")][1].copy()
+    inside = edges[:, 0] < L
+    ref = table[("none", "standard")][1]
+    base[inside] = ref[inside]
+    for key, (e, loss) in sorted(table.items()):
         if key[0] in ("window", "iid"):
             continue
-        mid = edges.mean(axis=1)
-        ax.plot(mid, loss, styles.get(key[0], "-"), marker="o", ms=3, label=f"{key[0]} / {key[1]}")
-    if base is not None:
-        e, b = base
-        ax.plot(e.mean(axis=1), b, "k-", lw=2.5, label="sliding window (baseline)")
-    ax.axvline(L, color="0.5", lw=0.8)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("position (bucket middle)")
-    ax.set_ylabel("loss (nats / token)")
-    ax.legend(fontsize=6, ncol=2)
-    ax = axes[1]
-    for scheme in ("standard", "qwen_logn", "entropy_invariant", "yarn"):
-        try:
-            meas, edges = res.head_stat("entropy", "none", scheme)
-            pred, _ = res.head_stat("pred_normal", "iid", scheme)
-        except ValueError:
-            continue
-        far = edges[:, 0] >= L
-        ax.scatter(pred[..., far].ravel(), meas[..., far].ravel(), s=3, alpha=0.4, label=scheme)
-    lim = ax.get_xlim()
-    ax.plot(lim, lim, "k-", lw=0.8)
-    ax.set_xlabel("i.i.d. prediction of E[H] (normal, from sigma inside L)")
-    ax.set_ylabel("measured H past L (rope none)")
-    ax.legend(fontsize=7)
+        ax_a.plot(_mid(e), loss - base, _STYLES.get(key[0], "-"), color=_COLORS.get(key[1], "k"), marker="o", ms=3,
+                  label=f"{key[0]} / {key[1]}")
+    ax_a.axhline(0, color="k", lw=1)
+    ax_a.axvline(L, color="0.5", lw=0.8)
+    ax_a.set_xscale("log", base=2)
+    ax_a.set_xlabel("position t of the predicted token (bucket, geometric middle)")
+    ax_a.set_ylabel("loss - baseline (nats / token)")
+    ax_a.set_title(f"(a) loss against the baseline; L = {L}, n = {n}\n(baseline: sliding window of L past L, "
+                   "none/standard below)", fontsize=9)
+    ax_a.legend(fontsize=6, ncol=2)
+
+    last = len(edges) - 1
+    ref_b = int(np.nonzero(edges[:, 1] == L)[0][0])
+    lo = np.inf
+    hi = -np.inf
+    schemes = [s for s in ("standard", "qwen_logn", "yarn", "entropy_invariant") if ("none", s) in table]
+    for s in schemes:
+        meas, _ = res.head_stat("entropy", "none", s)
+        pn, _ = res.head_stat("pred_normal", "iid", s)
+        pe, _ = res.head_stat("pred_empirical", "iid", s)
+        x, y = pe[..., last].ravel(), meas[..., last].ravel()
+        ax_b.scatter(x, y, s=4, alpha=0.5, color=_COLORS[s], label=f"{s} (empirical)")
+        ax_b.scatter(pn[..., last].ravel(), y, s=4, alpha=0.3, marker="x", color=_COLORS[s])
+        lo, hi = min(lo, x.min(), y.min()), max(hi, x.max(), y.max())
+    ax_b.plot([lo, hi], [lo, hi], "k-", lw=0.8)
+    ax_b.set_xlabel("i.i.d. prediction of E[H] (dots: head's own scores; x: normal)")
+    ax_b.set_ylabel("measured entropy (nats), RoPE none")
+    ax_b.set_title(f"(b) per head, last bucket [{edges[last, 0]}, {edges[last, 1]})", fontsize=9)
+    ax_b.legend(fontsize=7, markerscale=3)
+
+    for s in [s for s in ("standard", "qwen_logn") if s in schemes]:
+        meas, _ = res.head_stat("entropy", "none", s)
+        pe, _ = res.head_stat("pred_empirical", "iid", s)
+        dm = (meas[..., last] - meas[..., ref_b]).ravel()
+        dp = (pe[..., last] - pe[..., ref_b]).ravel()
+        ax_c.scatter(dp, dm, s=5, alpha=0.5, color=_COLORS[s], label=s)
+    lim = np.array(ax_c.get_xlim())
+    ax_c.plot(lim, lim, "k-", lw=0.8)
+    ax_c.axhline(0, color="0.6", lw=0.6)
+    ax_c.set_xlabel("predicted change of E[H] (i.i.d., head's own scores)")
+    ax_c.set_ylabel("measured change of H")
+    ax_c.set_title(f"(c) entropy change from [{edges[ref_b, 0]}, {L}) to the last bucket", fontsize=9)
+    ax_c.legend(fontsize=7, markerscale=3)
+
+    inv, _ = res.head_stat("invariant_factor", "iid", schemes[0])
+    v = inv[..., last].ravel()
+    v = v[np.isfinite(v)]
+    if v.size:
+        ax_d.hist(v, bins=40, color="0.6")
+    from ..models.llama import scale_factors
+
+    nb = float(round(np.mean(np.arange(edges[last, 0], edges[last, 1]))))
+    for s in schemes:
+        f = float(scale_factors(s, [nb], 64, L)[0])
+        ax_d.axvline(f, color=_COLORS[s], lw=2, label=f"{s}: x{f:.3f}")
+    ax_d.set_xlabel(f"factor on the scale at n = {nb:.0f} that holds each head's E[H] (invariant_scale)")
+    ax_d.set_ylabel("heads")
+    ax_d.set_title(f"(d) {v.size} of {inv[..., last].size} heads solvable", fontsize=9)
+    ax_d.legend(fontsize=7)
     return fig
 
 
-def save_extrapolation_figure(res, path):
+def save_extrapolation_figure(res, path, dpi: int = 110):
     """Draw :func:`extrapolation_figure` and save it as a PNG."""
-    fig = extrapolation_figure(res)
-    fig.savefig(path, dpi=110)
+    extrapolation_figure(res).savefig(path, dpi=dpi)
