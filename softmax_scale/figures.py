@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 from tqdm import tqdm
 
-from .plotting import all_figures
+from .plotting import FigureUnavailable, all_figures
 from .report import NOTE_GRID, alpha_table
 
 __all__ = ["atomic_write", "make_figures", "write_table"]
@@ -46,7 +47,9 @@ def write_table(out="figures", *, quick: bool = False):
 def make_figures(out="figures", *, quick: bool = False, only=None, progress: bool = True, dpi: int = 110) -> list:
     """Make every registered figure (or those named in ``only``) and save ``<name>.png`` in ``out``.
 
-    Returns a list of ``(name, path, seconds)``.
+    Returns a list of ``(name, path, seconds)``.  Figures that raise
+    :class:`~softmax_scale.plotting.FigureUnavailable` (e.g. without the model weights) are left
+    out of it, and one line on stderr names them and says how to add them.
     """
     figs = all_figures()
     names = [f[0] for f in figs]
@@ -57,11 +60,18 @@ def make_figures(out="figures", *, quick: bool = False, only=None, progress: boo
             raise ValueError(f"`only` must name registered figures {names}, got {unknown}")
         figs = [f for f in figs if f[0] in only]
     done = []
+    skipped: dict = {}  # message -> names
     out = Path(out)
     for name, func, full, quick_kw in tqdm(figs, desc="figures", unit="fig", disable=not progress):
         t0 = time.perf_counter()
-        fig = func(**(quick_kw if quick else full))
+        try:
+            fig = func(**(quick_kw if quick else full))
+        except FigureUnavailable as exc:
+            skipped.setdefault(str(exc), []).append(name)
+            continue
         path = out / f"{name}.png"
         atomic_write(path, lambda p, fig=fig: fig.savefig(p, dpi=dpi, format="png"))
         done.append((name, path, time.perf_counter() - t0))
+    for message, names in skipped.items():
+        print(f"skipped {', '.join(names)}: {message}", file=sys.stderr)
     return done

@@ -267,7 +267,7 @@ def real_head_table(
     """
     from . import load
     from .bert import BertEncoder, bert
-    from .corpus import corpus, token_chunks
+    from .corpus import corpus, corpus_names, token_chunks
 
     if isinstance(model, str):
         name = model
@@ -282,6 +282,8 @@ def real_head_table(
         enc, name = model, model.path.name
     else:
         raise TypeError(f"`model` must be 'minilm' or a BertEncoder, got {type(model).__name__}")
+    if text not in corpus_names():
+        raise ValueError(f"`text` must be one of {corpus_names()}, got {text!r}")
     cfg = enc.config
     ns = _check_ns(ns, cfg.max_positions)
     chunks = check_int(chunks, "chunks", minimum=1, maximum=4096)
