@@ -187,7 +187,7 @@ def _cmd_heads(args):
 
     if not isinstance(args.n, int) or not 4 <= args.n <= 512:
         raise ValueError(f"`n` must be an integer between 4 and 512 (tokens per window, [CLS] and [SEP] included), got {args.n!r}")
-    t = real_head_table(args.model, ns=(args.n,), chunks=args.chunks, rng=args.rng, text=args.text)
+    t = real_head_table(args.model, ns=(args.n,), chunks=args.chunks, rng=args.rng, text=args.text, layers=args.layers)
     keys = ("sigma", "alpha_star", "entropy", "entropy_ratio", "predicted_entropy", "predicted_entropy_empirical",
             "sink", "top1", "kurtosis")
     rows = []
@@ -283,6 +283,7 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--chunks", type=_number, default=8, help="windows of the text (default 8)")
     sp.add_argument("--rng", type=_number, default=0, help="seed of the window offsets (default 0)")
     sp.add_argument("--text", default="pydoc_topics", help="corpus name (default pydoc_topics)")
+    sp.add_argument("--layers", nargs="+", type=_number, help="only these layers (default all)")
     json_opt(sp)
 
     sp = add("table", _cmd_table, "print the alpha* table with the fitted laws")

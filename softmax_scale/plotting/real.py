@@ -134,7 +134,7 @@ def plot_real_heads_entropy(ns=(32, 64, 128, 256, 512), *, chunks=8, rng=0, laye
     return fig
 
 
-_QUICK = {"ns": (32, 128), "chunks": 1, "layers": (0, 5)}
+_QUICK = {"ns": (32, 128), "chunks": 1, "layers": (0,)}
 
 FIGURES = [
     ("real_heads_sigma", plot_real_heads_sigma, {}, _QUICK),
