@@ -189,7 +189,7 @@ def _cmd_heads(args):
         raise ValueError(f"`n` must be an integer between 4 and 512 (tokens per window, [CLS] and [SEP] included), got {args.n!r}")
     t = real_head_table(args.model, ns=(args.n,), chunks=args.chunks, rng=args.rng, text=args.text, layers=args.layers)
     keys = ("sigma", "alpha_star", "entropy", "entropy_ratio", "predicted_entropy", "predicted_entropy_empirical",
-            "sink", "top1", "kurtosis")
+            "sink", "sep", "previous", "next", "top1", "kurtosis")
     rows = []
     for a, layer in enumerate(t.layer_index):
         for h in range(t.sigma.shape[2]):
@@ -202,10 +202,11 @@ def _cmd_heads(args):
     lines = [f"{t.model}: every head at n = {args.n} ([CLS] and [SEP] included), {t.chunks} windows of `{t.text}` "
              f"(rng {args.rng}); H/log n measured and predicted for i.i.d. scores at the head's sigma",
              f"{'layer':>5} {'head':>4} {'sigma':>8} {'alpha*':>8} {'H/log n':>8} {'normal':>8} {'empir.':>8} "
-             f"{'sink':>7} {'top1':>7} {'kurt.':>8}"]
+             f"{'[CLS]':>7} {'[SEP]':>7} {'prev':>7} {'next':>7} {'top1':>7} {'kurt.':>8}"]
     for r in rows:
         lines.append(f"{r['layer']:>5d} {r['head']:>4d} {r['sigma']:>8.3f} {r['alpha_star']:>8.3f} {r['entropy_ratio']:>8.3f} "
-                     f"{r['predicted_ratio']:>8.3f} {r['predicted_ratio_empirical']:>8.3f} {r['sink']:>7.3f} "
+                     f"{r['predicted_ratio']:>8.3f} {r['predicted_ratio_empirical']:>8.3f} {r['sink']:>7.3f} {r['sep']:>7.3f} "
+                     f"{r['previous']:>7.3f} {r['next']:>7.3f} "
                      f"{r['top1']:>7.3f} {r['kurtosis']:>8.2f}")
     _emit(args, obj, "\n".join(lines))
 

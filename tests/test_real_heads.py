@@ -42,9 +42,11 @@ def test_shapes_and_invariants(table):
         assert np.all(np.isfinite(v)), k
     assert table.slope.shape == table.slope_iid.shape == table.slope_rescaled.shape == shape[1:]
     assert np.all(table.sigma > 0)
-    for k in ("entropy_ratio", "entropy_ratio_rescaled", "sink", "top1"):
+    for k in ("entropy_ratio", "entropy_ratio_rescaled", "sink", "sep", "previous", "next", "top1"):
         v = getattr(table, k)
         assert np.all((v >= 0) & (v <= 1)), k
+    # the previous and the next token are different keys of every row
+    assert np.all(table.previous + table.next <= 1 + 1e-9)
     n = table.ns[:, None, None].astype(float)
     assert np.all(table.top1 >= 1 / n)
     np.testing.assert_allclose(table.entropy_ratio * np.log(n), table.entropy, rtol=1e-12)

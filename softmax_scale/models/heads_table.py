@@ -44,8 +44,8 @@ DEFAULT_NS = (32, 64, 128, 256, 512)
 MEAN_FIELD_C = 0.84
 GEOMETRIC_C = 1.45
 
-_PER_N = ("sigma", "entropy", "entropy_ratio", "sum_p2", "top1", "sink", "kurtosis", "predicted_entropy",
-          "predicted_entropy_empirical", "alpha_star", "entropy_rescaled", "entropy_ratio_rescaled")
+_PER_N = ("sigma", "entropy", "entropy_ratio", "sum_p2", "top1", "sink", "sep", "previous", "next", "kurtosis",
+          "predicted_entropy", "predicted_entropy_empirical", "alpha_star", "entropy_rescaled", "entropy_ratio_rescaled")
 
 
 def _slope(log_n, y):
@@ -80,7 +80,14 @@ class RealHeadTable:
     scale_factor : ndarray, shape (len(ns),)
         The rescaling factor ``log n / log train_length`` applied to the logits.
     sigma, entropy, entropy_ratio, sum_p2, top1, sink, kurtosis : ndarray
-        Measured (``entropy`` in nats, ``entropy_ratio = H / log n``).
+        Measured (``entropy`` in nats, ``entropy_ratio = H / log n``); ``sink`` is the mean
+        probability on key 0, the [CLS] token.
+    sep, previous, next : ndarray
+        Mean probability on the last key (the [SEP] token, BERT's other sink), on the previous
+        token (key ``i - 1`` for query ``i``) and on the next one (key ``i + 1``), averaged over
+        all ``n`` queries (the first query has no previous token, the last no next one: they
+        count 0). A head with ``previous`` or ``next`` near 1 is positional: it attends to a
+        relative position, whatever the text.
     predicted_entropy, predicted_entropy_empirical : ndarray
         i.i.d. predictions (NaN with ``predict=False``).
     alpha_star : ndarray
@@ -105,6 +112,9 @@ class RealHeadTable:
     sum_p2: np.ndarray
     top1: np.ndarray
     sink: np.ndarray
+    sep: np.ndarray
+    previous: np.ndarray
+    next: np.ndarray
     kurtosis: np.ndarray
     predicted_entropy: np.ndarray
     predicted_entropy_empirical: np.ndarray
@@ -160,15 +170,16 @@ class RealHeadTable:
         """Markdown table of every head at length ``n`` (one of ``ns``)."""
         i = self._index(n)
         lines = [f"heads of {self.model} at n = {int(n)} ({self.chunks} windows of `{self.text}`)", "",
-                 "| layer | head | sigma | alpha* | H/log n | normal | empirical | sink | top1 | kurtosis "
-                 "| slope | iid slope | rescaled slope |",
-                 "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                 "| layer | head | sigma | alpha* | H/log n | normal | empirical | [CLS] | [SEP] | prev | next | top1 "
+                 "| kurtosis | slope | iid slope | rescaled slope |",
+                 "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         pr, pe = self.predicted_ratio[i], self.predicted_ratio_empirical[i]
         for a, layer in enumerate(self.layer_index):
             for h in range(self.sigma.shape[2]):
                 lines.append(
                     f"| {layer} | {h} | {self.sigma[i, a, h]:.3f} | {self.alpha_star[i, a, h]:.3f} | "
                     f"{self.entropy_ratio[i, a, h]:.3f} | {pr[a, h]:.3f} | {pe[a, h]:.3f} | {self.sink[i, a, h]:.3f} | "
+                    f"{self.sep[i, a, h]:.3f} | {self.previous[i, a, h]:.3f} | {self.next[i, a, h]:.3f} | "
                     f"{self.top1[i, a, h]:.3f} | {self.kurtosis[i, a, h]:.2f} | {self.slope[a, h]:.3f} | "
                     f"{self.slope_iid[a, h]:.3f} | {self.slope_rescaled[a, h]:.3f} |"
                 )
@@ -325,6 +336,12 @@ def real_head_table(
             for k in ("sigma", "entropy", "entropy_ratio", "sum_p2", "top1", "sink", "kurtosis", "predicted_entropy",
                       "predicted_entropy_empirical", "alpha_star"):
                 out[k][i, a] = getattr(hs, k)
+            p = np.exp(rows - rows.max(axis=-1, keepdims=True), dtype=np.float64)
+            p /= p.sum(axis=-1, keepdims=True)
+            p = p.reshape(cfg.heads, chunks, n, n)
+            out["sep"][i, a] = p[..., -1].mean(axis=(1, 2))
+            out["previous"][i, a] = np.diagonal(p, offset=-1, axis1=2, axis2=3).sum(axis=(1, 2)) / (chunks * n)
+            out["next"][i, a] = np.diagonal(p, offset=1, axis1=2, axis2=3).sum(axis=(1, 2)) / (chunks * n)
             if factors[i] == 1.0:
                 out["entropy_rescaled"][i, a] = hs.entropy
                 out["entropy_ratio_rescaled"][i, a] = hs.entropy_ratio
