@@ -62,11 +62,15 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name):
-    """Import ``softmax_scale.models`` on first access of ``ss.models``, never at import time."""
-    if name == "models":
+    """Import ``softmax_scale.models`` on first access, never at import time.
+
+    ``ss.models``, and ``ss.real_head_table`` / ``ss.RealHeadTable`` which live there.
+    """
+    if name in ("models", "real_head_table", "RealHeadTable"):
         import importlib
 
-        return importlib.import_module(".models", __name__)
+        models = importlib.import_module(".models", __name__)
+        return models if name == "models" else getattr(models, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -1,7 +1,7 @@
 """The ``softmax-scale`` command line.
 
 Subcommands: ``alpha``, ``fit``, ``stats``, ``scale``, ``entropy``, ``figures``,
-``table``.  Every subcommand that prints numbers takes ``--json``.  Bad input
+``table``, ``heads``.  Every subcommand that prints numbers takes ``--json``.  Bad input
 exits with status 2 and one line naming the parameter.
 """
 
@@ -208,6 +208,35 @@ def _cmd_table(args):
     _emit(args, obj, table.to_markdown())
 
 
+def _cmd_heads(args):
+    from .models import real_head_table
+
+    if not isinstance(args.n, int) or not 4 <= args.n <= 512:
+        raise ValueError(f"`n` must be an integer between 4 and 512 (tokens per window, [CLS] and [SEP] included), got {args.n!r}")
+    t = real_head_table(args.model, ns=(args.n,), chunks=args.chunks, rng=args.rng, text=args.text, layers=args.layers)
+    keys = ("sigma", "alpha_star", "entropy", "entropy_ratio", "predicted_entropy", "predicted_entropy_empirical",
+            "sink", "sep", "previous", "next", "top1", "kurtosis")
+    rows = []
+    for a, layer in enumerate(t.layer_index):
+        for h in range(t.sigma.shape[2]):
+            row = {"layer": int(layer), "head": h}
+            row.update({k: float(getattr(t, k)[0, a, h]) for k in keys})
+            row["predicted_ratio"] = float(t.predicted_ratio[0, a, h])
+            row["predicted_ratio_empirical"] = float(t.predicted_ratio_empirical[0, a, h])
+            rows.append(row)
+    obj = {"model": t.model, "text": t.text, "n": args.n, "chunks": t.chunks, "rng": args.rng, "heads": rows}
+    lines = [f"{t.model}: every head at n = {args.n} ([CLS] and [SEP] included), {t.chunks} windows of `{t.text}` "
+             f"(rng {args.rng}); H/log n measured and predicted for i.i.d. scores at the head's sigma",
+             f"{'layer':>5} {'head':>4} {'sigma':>8} {'alpha*':>8} {'H/log n':>8} {'normal':>8} {'empir.':>8} "
+             f"{'[CLS]':>7} {'[SEP]':>7} {'prev':>7} {'next':>7} {'top1':>7} {'kurt.':>8}"]
+    for r in rows:
+        lines.append(f"{r['layer']:>5d} {r['head']:>4d} {r['sigma']:>8.3f} {r['alpha_star']:>8.3f} {r['entropy_ratio']:>8.3f} "
+                     f"{r['predicted_ratio']:>8.3f} {r['predicted_ratio_empirical']:>8.3f} {r['sink']:>7.3f} {r['sep']:>7.3f} "
+                     f"{r['previous']:>7.3f} {r['next']:>7.3f} "
+                     f"{r['top1']:>7.3f} {r['kurtosis']:>8.2f}")
+    _emit(args, obj, "\n".join(lines))
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="softmax-scale",
@@ -289,6 +318,15 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--no-predict", action="store_true", help="skip the i.i.d. predictions")
     sp.add_argument("--no-figure", action="store_true", help="do not draw the figure")
     sp.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+    sp = add("heads", _cmd_heads, "per-head softmax statistics of a real model on real text (needs the MiniLM weights)")
+    sp.add_argument("--model", default="minilm", help="encoder (default minilm: all-MiniLM-L6-v2)")
+    sp.add_argument("--n", type=_number, default=512, help="tokens per window, [CLS] and [SEP] included (4..512; default 512)")
+    sp.add_argument("--chunks", type=_number, default=8, help="windows of the text (default 8)")
+    sp.add_argument("--rng", type=_number, default=0, help="seed of the window offsets (default 0)")
+    sp.add_argument("--text", default="pydoc_topics", help="corpus name (default pydoc_topics)")
+    sp.add_argument("--layers", nargs="+", type=_number, help="only these layers (default all)")
+    json_opt(sp)
 
     sp = add("table", _cmd_table, "print the alpha* table with the fitted laws")
     sp.add_argument("--d", type=int, default=128, help="dimension of the cosine scores (default 128)")

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import inspect
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 from tqdm import tqdm
 
-from .plotting import all_figures
+from .plotting import FigureUnavailable, all_figures
 from .report import NOTE_GRID, QUICK_OBJECTIVE_NS, QUICK_OBJECTIVE_TRIALS, alpha_table
 
 __all__ = ["atomic_write", "compute_table", "main_job", "make_figures", "write_table"]
@@ -62,7 +63,9 @@ def make_figures(out="figures", *, quick: bool = False, only=None, progress: boo
     ``shared`` maps parameter names to results already computed (e.g. ``{"tables": ...}``);
     a figure function that has such a parameter receives it instead of computing it.
 
-    Returns a list of ``(name, path, seconds)``.
+    Returns a list of ``(name, path, seconds)``.  Figures that raise
+    :class:`~softmax_scale.plotting.FigureUnavailable` (e.g. without the model weights) are left
+    out of it, and one line on stderr names them and says how to add them.
     """
     figs = all_figures()
     names = [f[0] for f in figs]
@@ -74,15 +77,22 @@ def make_figures(out="figures", *, quick: bool = False, only=None, progress: boo
         figs = [f for f in figs if f[0] in only]
     shared = shared or {}
     done = []
+    skipped: dict = {}  # message -> names
     out = Path(out)
     for name, func, full, quick_kw in tqdm(figs, desc="figures", unit="fig", disable=not progress):
         t0 = time.perf_counter()
         params = inspect.signature(func).parameters
         kwargs = {**(quick_kw if quick else full), **{k: v for k, v in shared.items() if k in params}}
-        fig = func(**kwargs)
+        try:
+            fig = func(**kwargs)
+        except FigureUnavailable as exc:
+            skipped.setdefault(str(exc), []).append(name)
+            continue
         path = out / f"{name}.png"
         atomic_write(path, lambda p, fig=fig: fig.savefig(p, dpi=dpi, format="png"))
         done.append((name, path, time.perf_counter() - t0))
+    for message, names in skipped.items():
+        print(f"skipped {', '.join(names)}: {message}", file=sys.stderr)
     return done
 
 

@@ -7,6 +7,7 @@
     enc.encode(["a sentence", "another"])    # (2, 384) L2-normalised sentence embeddings
     enc.attention_logits("some text")        # (6, 12, n, n) pre-softmax q·k/sqrt(32)
     text = ss.models.corpus("pydoc_topics")  # the language reference shipped with Python
+    ss.real_head_table("minilm", ns=(64, 256), chunks=2)  # every head on real text, per n
 
 This subpackage imports the core; the core never imports it (``import softmax_scale`` leaves it
 unloaded until ``ss.models`` is first touched). Loaders are imported lazily, so a model whose
@@ -20,16 +21,19 @@ from pathlib import Path
 
 from ._files import MissingWeightsError
 from .corpus import STDLIB_MODULES, chunk_offsets, corpus, corpus_names, token_chunks
+from .heads_table import RealHeadTable, real_head_table
 
 __all__ = [
     "STDLIB_MODULES",
     "MissingWeightsError",
+    "RealHeadTable",
     "chunk_offsets",
     "clear_cache",
     "corpus",
     "corpus_names",
     "list_models",
     "load",
+    "real_head_table",
     "token_chunks",
 ]
 

@@ -331,9 +331,12 @@ def _predict(st: PositionStats, dists, edges, L, schemes, head_dim):
                 k = np.nonzero((g[:-1] > 0) & (g[1:] <= 0))[0]
                 if k.size:
                     lo, hi = np.log(ratios[k[0]]), np.log(ratios[k[0] + 1])
-                    inv[layer, h, b] = math.exp(brentq(lambda x, b=b: float(spline(x)[b]) - target, lo, hi,
-                                                       xtol=1e-10))
+                    inv[layer, h, b] = math.exp(brentq(_level, lo, hi, args=(spline, b, target), xtol=1e-10))
     return pn, pe, inv
+
+
+def _level(x, spline, b, target):
+    return float(spline(x)[b]) - target
 
 
 def _documents(model, docs, n):

@@ -272,7 +272,7 @@ def _rope_tables(inv_freq, positions):  # [d/2], [n] -> [n, d/2] x 2
 
 
 def silu(x):
-    """x sigmoid(x), float32."""
+    """SiLU, ``x sigmoid(x)``, in float32."""
     return x / (np.float32(1.0) + np.exp(-x))
 
 
@@ -325,9 +325,10 @@ def _attention(q, k, v, q_pos0, *, block, stats):
     Returns the output [m, H*d] and, if ``stats``, (entropy, sigma, sink), each [H, m] float64.
 
     Per block and key/value group the ``rep = H/G`` heads' queries are stacked into one product
-    ``[rep*B, d] @ [d, last]``; the elementwise steps (row sums for ``sigma``, mask, max, shift,
-    exp, ``sum e s`` for the entropy) run on row slabs in threads; ``e @ [v | 1]`` gives the
-    output and the normaliser ``Z`` in one product.
+    ``[rep*B, d] @ [d, last]``; the elementwise steps (mask, max, shift, moments for ``sigma``,
+    exp, ``sum e s`` for the entropy) run on row slabs in threads (:func:`_rows`);
+    ``e @ [v | 1]`` gives the output and the normaliser ``Z`` in one product. The two
+    ``[rep*B, n]`` buffers are allocated once per call.
     """
     H, m, d = q.shape
     G, n, _ = k.shape
@@ -339,40 +340,22 @@ def _attention(q, k, v, q_pos0, *, block, stats):
     v1 = np.empty((G, n, d + 1), dtype=np.float32)
     v1[..., :d] = v
     v1[..., d] = 1.0
+    size = rep * min(block, m) * (q_pos0 + m)
+    s_buf = np.empty(size, dtype=np.float32)
+    e_buf = np.empty(size, dtype=np.float32)
     for b0 in range(0, m, block):
         b1 = min(m, b0 + block)
         B = b1 - b0
         R = rep * B
         first, last = q_pos0 + b0, q_pos0 + b1  # keys < first: seen by every query; < last: by some
         qi = np.arange(first, last)
-        tri = np.arange(first, last)[None, :] > qi[:, None]  # [B, B]: keys after the query
-        cnt = np.tile((qi + 1).astype(np.float64), rep)  # [R] keys seen by each row
-        row_ent = np.empty(R)
-        row_sig = np.empty(R)
+        blk = _Block(first, np.arange(first, last)[None, :] > qi[:, None], B,
+                     np.tile((qi + 1).astype(np.float64), rep), np.empty(R), np.empty(R), stats)
         for g in range(G):
-            s = q[g * rep:(g + 1) * rep, b0:b1].reshape(R, d) @ k[g, :last].T  # [R, last]
-            e = np.empty_like(s)
-
-            def rows(r0, r1, s=s, e=e):
-                sub, es = s[r0:r1], e[r0:r1]
-                dg = sub[:, first:]
-                t = tri[np.arange(r0, r1) % B]
-                dg[t] = _MASK
-                mx = sub.max(axis=-1, keepdims=True)
-                np.subtract(sub, mx, out=sub)
-                if stats:  # moments of the shifted logits over allowed keys (masked set to 0 meanwhile)
-                    dg[t] = 0.0
-                    s1 = sub.sum(-1, dtype=np.float32)
-                    s2 = np.vecdot(sub, sub)
-                    dg[t] = _MASK
-                np.exp(sub, out=es)
-                if stats:
-                    c = cnt[r0:r1]
-                    mean = s1.astype(np.float64) / c
-                    row_sig[r0:r1] = np.sqrt(np.maximum(s2.astype(np.float64) / c - mean * mean, 0.0))
-                    row_ent[r0:r1] = np.vecdot(es, sub).astype(np.float64)  # sum e (s - max)
-
-            _split(rows, R)
+            s = s_buf[:R * last].reshape(R, last)
+            e = e_buf[:R * last].reshape(R, last)
+            np.matmul(q[g * rep:(g + 1) * rep, b0:b1].reshape(R, d), k[g, :last].T, out=s)
+            _split(lambda r0, r1, s=s, e=e, blk=blk: _rows(r0, r1, s, e, blk), R)
             o = e @ v1[g, :last]  # [R, d+1]; last column: Z = sum e
             z = o[:, d:]
             o = (o[:, :d] / z).reshape(rep, B, d)
@@ -382,10 +365,44 @@ def _attention(q, k, v, q_pos0, *, block, stats):
             if stats:
                 zz = z[:, 0].astype(np.float64)
                 hs = slice(g * rep, (g + 1) * rep)
-                ent[hs, b0:b1] = (np.log(zz) - row_ent / zz).reshape(rep, B)
-                sig[hs, b0:b1] = row_sig.reshape(rep, B)
+                ent[hs, b0:b1] = (np.log(zz) - blk.row_ent / zz).reshape(rep, B)
+                sig[hs, b0:b1] = blk.row_sig.reshape(rep, B)
                 snk[hs, b0:b1] = (e[:, 0] / zz).reshape(rep, B)
     return out, ((ent, sig, snk) if stats else None)
+
+
+@dataclass
+class _Block:
+    """What the row workers of one query block share (see :func:`_rows`)."""
+
+    first: int  # keys before it are seen by every query of the block
+    tri: np.ndarray  # [B, B] True where the key comes after the query
+    B: int
+    cnt: np.ndarray  # [rep*B] keys seen by each row
+    row_sig: np.ndarray  # [rep*B] out: standard deviation of the row's logits over its keys
+    row_ent: np.ndarray  # [rep*B] out: sum_j e_j (s_j - max)
+    stats: bool
+
+
+def _rows(r0, r1, s, e, blk: _Block):
+    """Rows ``r0..r1-1`` of a block: mask, shift by the maximum, moments, exponentials (in place)."""
+    sub, es = s[r0:r1], e[r0:r1]
+    dg = sub[:, blk.first:]
+    t = blk.tri[np.arange(r0, r1) % blk.B]
+    dg[t] = _MASK
+    mx = sub.max(axis=-1, keepdims=True)
+    np.subtract(sub, mx, out=sub)
+    if blk.stats:  # moments of the shifted logits over allowed keys (masked entries set to 0 meanwhile)
+        dg[t] = 0.0
+        s1 = sub.sum(-1, dtype=np.float32)
+        s2 = np.vecdot(sub, sub)
+        dg[t] = _MASK
+    np.exp(sub, out=es)
+    if blk.stats:
+        c = blk.cnt[r0:r1]
+        mean = s1.astype(np.float64) / c
+        blk.row_sig[r0:r1] = np.sqrt(np.maximum(s2.astype(np.float64) / c - mean * mean, 0.0))
+        blk.row_ent[r0:r1] = np.vecdot(es, sub).astype(np.float64)
 
 
 def _split(fn, rows):

@@ -3,7 +3,8 @@
 Each submodule defines ``FIGURES``, a list of
 ``(name, function, full_kwargs, quick_kwargs)``; :func:`all_figures` collects
 them for the figure runner (``softmax-scale figures``), which saves
-``<name>.png``.
+``<name>.png``.  A figure that needs something optional (the real-heads figures need
+the MiniLM weights) raises :class:`FigureUnavailable`; the runner skips it with one line.
 """
 
 from __future__ import annotations
@@ -11,7 +12,11 @@ from __future__ import annotations
 import importlib
 
 #: Submodules holding figures, in the order the figures are made.
-FIGURE_MODULES = ("alpha", "exact", "entropy", "moments")
+FIGURE_MODULES = ("alpha", "exact", "entropy", "moments", "real")
+
+
+class FigureUnavailable(RuntimeError):
+    """A figure cannot be drawn on this installation (e.g. model weights missing); the message says how to add it."""
 
 
 def all_figures() -> list:
