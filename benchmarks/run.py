@@ -124,13 +124,14 @@ def main(argv=None):
             print(line, flush=True)
             lines.append(line)
     cpu = os.cpu_count()
+    only = " --only " + " ".join(args.only) if args.only else ""
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     text = "\n".join(
         [
             "# Benchmarks",
             "",
             (
-                f"`python benchmarks/run.py{' --quick' if args.quick else ''}{' --only ' + ' '.join(args.only) if args.only else ''}` on {cpu} CPUs (load average {load:.1f} at the end), "
+                f"`python benchmarks/run.py{' --quick' if args.quick else ''}{only}` on {cpu} CPUs (load average {load:.1f} at the end), "
                 f"numba {numba.__version__}, numpy {np.__version__}, {time.strftime('%Y-%m-%d %H:%M')}, "
                 f"{time.perf_counter() - t0:.0f} s in all."
             ),
