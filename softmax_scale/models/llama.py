@@ -190,10 +190,14 @@ def rope_frequencies(rope: str, head_dim: int, base: float, train_length: int, n
     - ``"pi"``: position interpolation, ``theta_i / s`` (Chen et al. 2023, arXiv 2306.15595).
     - ``"ntk"``: NTK-aware base scaling, ``base' = base s^(d/(d-2))`` (bloc97's 2023 post; the
       formula of Hugging Face's dynamic-NTK rotary embedding with factor 1 at ``n = s L``).
-    - ``"yarn"``: NTK-by-parts (Peng et al. 2023, arXiv 2309.00071, Hugging Face's
-      ``_compute_yarn_parameters`` with ``beta_fast = 32``, ``beta_slow = 1``): dimensions that turn
-      more than 32 times over ``L`` keep ``theta_i``, fewer than once are interpolated
-      (``theta_i / s``), a linear ramp between. YaRN's attention temperature is a *scale*, the
+    - ``"yarn"``: NTK-by-parts (Peng et al. 2023, arXiv 2309.00071, ``alpha = 1``, ``beta = 32``):
+      dimensions that turn more than 32 times over ``L`` keep ``theta_i``, fewer than once are
+      interpolated (``theta_i / s``). Between them the ramp follows the authors' reference code
+      (``_yarn_find_correction_range`` / ``linear_ramp_mask``, also Hugging Face's
+      ``_compute_yarn_parameters``): linear in the dimension *index* between the indices where
+      ``r = 32`` and ``r = 1``, rounded outward; the paper (and ``SCHEMES.md``) write the ramp as
+      linear in ``r`` itself. The two agree outside the ramp; for SmolLM2 (``d = 64``,
+      base 100000, ``L = 8192``) the ramp runs over frequency indices 10 to 20 of 32. YaRN's attention temperature is a *scale*, the
       ``yarn`` scheme of :mod:`softmax_scale.schemes`, not part of this function.
     """
     check_choice(rope, "rope", ROPES)
