@@ -197,8 +197,10 @@ def rope_frequencies(rope: str, head_dim: int, base: float, train_length: int, n
       ``_compute_yarn_parameters``): linear in the dimension *index* between the indices where
       ``r = 32`` and ``r = 1``, rounded outward; the paper (and ``SCHEMES.md``) write the ramp as
       linear in ``r`` itself. The two agree outside the ramp; for SmolLM2 (``d = 64``,
-      base 100000, ``L = 8192``) the ramp runs over frequency indices 10 to 20 of 32. YaRN's attention temperature is a *scale*, the
-      ``yarn`` scheme of :mod:`softmax_scale.schemes`, not part of this function.
+      base 100000, ``L = 8192``) the ramp runs over frequency indices 10 to 20 of 32.
+
+    YaRN's attention temperature is a *scale*, the ``yarn`` scheme of :mod:`softmax_scale.schemes`,
+    not part of this function.
     """
     check_choice(rope, "rope", ROPES)
     half = head_dim // 2
