@@ -87,7 +87,6 @@ from dataclasses import dataclass, fields
 
 import numba
 import numpy as np
-from scipy import special
 
 from ._jit import jit
 from ._random import seed_sequence
@@ -474,8 +473,8 @@ def _inner_weighted(u, alpha, x, w, above, out):
 def _inner_weighted_reference(u, alpha, x, w, out):
     """``exact._inner_sample`` with weights, every point at every ``u``: the slow reference of :func:`_inner_weighted`.
 
-    ``out[0]`` = ``E[expm1(-y)]``, ``out[1]`` = ``E[y e^-y (log y + γ)]``.  Parallel over ``u``; each ``u`` is summed in a fixed order, so the result
-    does not depend on the number of threads.
+    ``out[0]`` = ``E[expm1(-y)]``, ``out[1]`` = ``E[y e^-y (log y + γ)]``.  Parallel over ``u``; each
+    ``u`` is summed in a fixed order, so the result does not depend on the number of threads.
     """
     for i in numba.prange(u.shape[0]):
         a = kk = 0.0
