@@ -758,7 +758,8 @@ def head_stats(
                           ("sum_p2", "sum_p2"), ("gradient", "gradient"), ("top1", "top1"), ("sink", "sink")):
             out[name][idx] = rows[key].mean()
         if pool.size:
-            out["kurtosis"][idx] = np.mean(pool**4) - 3.0  # the pool has mean 0 and variance 1
+            sq = pool * pool  # pool**4 goes through pow(), ~60 ns a value: 0.1 s for a head of 8 x 512 x 512 scores
+            out["kurtosis"][idx] = np.dot(sq, sq) / pool.size - 3.0  # the pool has mean 0 and variance 1
         if not predict:
             continue
         ns, cols = np.unique(n_r, return_inverse=True)
