@@ -452,18 +452,29 @@ def _inner_weighted(u, alpha, x, w, above, out):
     than 1.3e-18 in all.  Parallel over ``u``; each ``u`` is summed in a fixed
     order, so the result does not depend on the number of threads.
     """
+    c = np.exp(alpha * x)
     for i in numba.prange(u.shape[0]):
         ui = u[i]
         j0 = np.searchsorted(x, (_Z_NEG - ui) / alpha)
         j1 = np.searchsorted(x, (_Z_ZERO - ui) / alpha, side="right")
         a = -above[j1]
         kk = 0.0
+        # y = e^u e^(alpha x): one exp fewer per point, as accurate as exp(u + alpha x) (whose argument
+        # is rounded); while |u| <= 600 both factors of a point in the window are normal numbers
+        direct = abs(ui) > 600.0
+        yu = np.exp(ui)
         for j in range(j0, j1):
             z = ui + alpha * x[j]
-            y = np.exp(z)
-            e = np.exp(-y)
-            # for y >= 1/2, e - 1 is within 1.1e-16 of expm1(-y) (one rounding at most): expm1 only where y is small
-            a += w[j] * (np.expm1(-y) if y < 0.5 else e - 1.0)
+            y = np.exp(z) if direct else yu * c[j]
+            if y < 1e-3:
+                # Taylor series of expm1(-y) to y^6: the first term left out is below y^7/5040 < 2e-22 y
+                em1 = -y * (1.0 - y * (0.5 - y * (1.0 / 6.0 - y * (1.0 / 24.0 - y * (1.0 / 120.0 - y / 720.0)))))
+                e = 1.0 + em1
+            else:
+                e = np.exp(-y)
+                # for y >= 1/2, e - 1 is within 1.1e-16 of expm1(-y) (one rounding at most)
+                em1 = np.expm1(-y) if y < 0.5 else e - 1.0
+            a += w[j] * em1
             kk += w[j] * y * e * (z + _EULER)
         out[0, i] = a
         out[1, i] = kk
