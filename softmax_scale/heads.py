@@ -351,6 +351,45 @@ class _WeightedScores(ScoreDistribution):
         return 1.0 / float(self.w[self.x == self.x[-1]].sum())
 
 
+@jit()
+def _sort(v):
+    """``np.sort`` of a float64 array without NaN, by LSD radix sort (11-bit digits): ~2x faster for millions of values.
+
+    The bits of a float, sign bit flipped for positive numbers and all bits
+    flipped for negative ones, order like the numbers (``-0.0`` before ``0.0``).
+    """
+    n = v.size
+    top = np.uint64(1) << np.uint64(63)
+    bits = np.ascontiguousarray(v).view(np.uint64)
+    k = np.empty(n, np.uint64)
+    for i in range(n):
+        b = bits[i]
+        k[i] = ~b if b & top else b | top
+    tmp = np.empty_like(k)
+    mask = np.uint64(2047)
+    count = np.empty(2049, np.int64)
+    for p in range(6):
+        shift = np.uint64(11 * p)
+        count[:] = 0
+        for i in range(n):
+            count[((k[i] >> shift) & mask) + 1] += 1
+        if count.max() == n:  # one digit for all: this pass would not move anything
+            continue
+        for d in range(2048):
+            count[d + 1] += count[d]
+        for i in range(n):
+            d = (k[i] >> shift) & mask
+            tmp[count[d]] = k[i]
+            count[d] += 1
+        k, tmp = tmp, k
+    out = np.empty(n)
+    ob = out.view(np.uint64)
+    for i in range(n):
+        b = k[i]
+        ob[i] = b & ~top if b & top else ~b
+    return out
+
+
 def _compress(pool, size):
     """The pool as at most ``size`` weighted points: its tails exact, its bulk in equal-count bins.
 
@@ -363,7 +402,7 @@ def _compress(pool, size):
     represented by its mean with weight ``count/m`` (the first moment is kept
     exactly).  Deterministic: no randomness is involved.
     """
-    v = np.sort(pool)
+    v = _sort(pool) if pool.size > 65536 else np.sort(pool)
     m = v.size
     if m <= size:
         return v, np.full(m, 1.0 / m)

@@ -254,3 +254,10 @@ def test_head_stats_fast_path_matches_reference(monkeypatch):
         np.testing.assert_allclose(getattr(fast, f), getattr(ref, f), rtol=1e-9, atol=1e-9, err_msg=f)
     for f in ("predicted_entropy", "predicted_entropy_empirical"):
         np.testing.assert_allclose(getattr(fast, f), getattr(ref, f), rtol=0, atol=1e-6, err_msg=f)
+
+
+def test_radix_sort_is_np_sort():
+    rng = np.random.default_rng(13)
+    for v in (rng.standard_t(2, 200_000), np.concatenate([rng.standard_normal(70_000) * 1e-300, [0.0, -0.0, 5.0, -np.inf]]),
+              np.round(rng.standard_normal(100_000), 2)):
+        np.testing.assert_array_equal(heads._sort(v), np.sort(v))
