@@ -41,7 +41,14 @@ score distribution at a given ``alpha`` (the costly part) do not depend on
 once on a ``u`` grid that serves every ``n`` of the head (the finest step and
 the widest range that :mod:`softmax_scale.exact` would pick for any of them),
 and ``E[H]`` follows for all the head's distinct ``n`` as one matrix product:
-exact in ``n``, no interpolation.  In ``alpha`` the rows' scales are spread
+exact in ``n``, no interpolation.  Only the nodes that can matter are
+evaluated: the bottom of the grid (50 e-folds below the bulk) is cut where the
+terms left out add provably less than 1e-13 nats, and for the empirical sample
+the top where ``phi^(n-1) < e^-60``; each ``u`` node sums only the sample
+points with ``-45 <= u + alpha x <= 6.7`` (the points above add exact constants,
+those below less than 1.3e-18).  Against the whole-grid evaluation
+(``_EntropyForNs(..., reference=True)``) the values agree to ~1e-13 nats
+(``tests/test_heads.py``).  In ``alpha`` the rows' scales are spread
 over ``[min_r alpha_r, max_r alpha_r]``: ``E[H]`` is evaluated at 5, 9, 17, ... (up
 to 65) nested Chebyshev-Lobatto nodes of that interval and interpolated
 (barycentric formula) until the interpolants on successive node sets agree
@@ -87,7 +94,6 @@ from dataclasses import dataclass, fields
 
 import numba
 import numpy as np
-from scipy import special
 
 from ._jit import jit
 from ._random import seed_sequence
@@ -330,12 +336,16 @@ class _WeightedScores(ScoreDistribution):
         self.x = np.ascontiguousarray((x - mean) / sd)
         self.w = np.ascontiguousarray(w)
         self.logw = np.log(self.w)
+        # above[j] = sum_{k >= j} w_k: the weight of the points beyond the window of _inner_weighted
+        self.above = np.append(np.cumsum(self.w[::-1])[::-1], 0.0)
         self.pool_size = pool_size
 
     def log_mgf(self, a):
         """``log sum_k w_k exp(a x_k)``, vectorised over ``a``."""
         a = np.asarray(a, dtype=np.float64)
-        return special.logsumexp(a[..., None] * self.x + self.logw, axis=-1)
+        out = np.empty(a.size)
+        _log_mgf_weighted(np.ascontiguousarray(a).ravel(), self.x, self.logw, out)
+        return out.reshape(a.shape) if a.ndim else out[0]
 
     @property
     def support(self):
@@ -346,6 +356,45 @@ class _WeightedScores(ScoreDistribution):
     def sup_ratio(self) -> float:
         """``sup_a M(2a)/M(a)^2 = 1 / (weight at the maximum)``."""
         return 1.0 / float(self.w[self.x == self.x[-1]].sum())
+
+
+@jit()
+def _sort(v):
+    """``np.sort`` of a float64 array without NaN, by LSD radix sort (11-bit digits): ~2x faster for millions of values.
+
+    The bits of a float, sign bit flipped for positive numbers and all bits
+    flipped for negative ones, order like the numbers (``-0.0`` before ``0.0``).
+    """
+    n = v.size
+    top = np.uint64(1) << np.uint64(63)
+    bits = np.ascontiguousarray(v).view(np.uint64)
+    k = np.empty(n, np.uint64)
+    for i in range(n):
+        b = bits[i]
+        k[i] = ~b if b & top else b | top
+    tmp = np.empty_like(k)
+    mask = np.uint64(2047)
+    count = np.empty(2049, np.int64)
+    for p in range(6):
+        shift = np.uint64(11 * p)
+        count[:] = 0
+        for i in range(n):
+            count[((k[i] >> shift) & mask) + 1] += 1
+        if count.max() == n:  # one digit for all: this pass would not move anything
+            continue
+        for d in range(2048):
+            count[d + 1] += count[d]
+        for i in range(n):
+            d = (k[i] >> shift) & mask
+            tmp[count[d]] = k[i]
+            count[d] += 1
+        k, tmp = tmp, k
+    out = np.empty(n)
+    ob = out.view(np.uint64)
+    for i in range(n):
+        b = k[i]
+        ob[i] = b & ~top if b & top else ~b
+    return out
 
 
 def _compress(pool, size):
@@ -360,7 +409,7 @@ def _compress(pool, size):
     represented by its mean with weight ``count/m`` (the first moment is kept
     exactly).  Deterministic: no randomness is involved.
     """
-    v = np.sort(pool)
+    v = _sort(pool) if pool.size > 65536 else np.sort(pool)
     m = v.size
     if m <= size:
         return v, np.full(m, 1.0 / m)
@@ -374,12 +423,115 @@ def _compress(pool, size):
     return x, w
 
 
-@jit(parallel=True)
-def _inner_weighted(u, alpha, x, w, out):
-    """``exact._inner_sample`` with weights: ``out[0]`` = ``E[expm1(-y)]``, ``out[1]`` = ``E[y e^-y (log y + γ)]``.
+@jit()
+def _log_mgf_weighted(a, x, logw, out):
+    """``out[i] = log sum_k exp(a[i] x_k + logw_k)``, as ``scipy.special.logsumexp`` forms it: ``top + log1p(rest)``."""
+    for i in range(a.shape[0]):
+        top, kmax = -np.inf, 0
+        for k in range(x.shape[0]):
+            v = a[i] * x[k] + logw[k]
+            if v > top:
+                top, kmax = v, k
+        acc = 0.0
+        for k in range(x.shape[0]):
+            if k != kmax:
+                acc += np.exp(a[i] * x[k] + logw[k] - top)
+        out[i] = top + np.log1p(acc)
 
-    Parallel over ``u``; each ``u`` is summed in a fixed order, so the result
-    does not depend on the number of threads.
+
+#: Beyond ``z = u + alpha x > _Z_ZERO`` a point's terms are exact constants in float64:
+#: ``y = e^z > 746``, so ``exp(-y)`` underflows to 0 and ``expm1(-y)`` rounds to -1.
+_Z_ZERO = 6.7
+#: Below ``z = _Z_NEG`` a point is left out: ``|w y e^-y (z + γ)| < w 45 e^-45 = 1.3e-18 w`` and
+#: ``|w expm1(-y)| < w e^-45``, so the inner sums change by at most 1.3e-18 in all.
+_Z_NEG = -45.0
+#: The ``u`` grid of a weighted sample stops where ``phi^(n-1) < e^-_PHI_TAIL`` for every ``n``.
+_PHI_TAIL = 60.0
+
+
+@jit()
+def _a_weighted(ui, alpha, x, w, above):
+    """``E[expm1(-y)]`` at one ``u`` over the window of :func:`_inner_weighted`."""
+    j0 = np.searchsorted(x, (_Z_NEG - ui) / alpha)
+    j1 = np.searchsorted(x, (_Z_ZERO - ui) / alpha, side="right")
+    a = -above[j1]
+    for j in range(j0, j1):
+        a += w[j] * np.expm1(-np.exp(ui + alpha * x[j]))
+    return a
+
+
+@jit()
+def _phi_cut(u, alpha, x, w, above, n_lo):
+    """Number of leading ``u`` nodes to keep: past it ``phi^(n-1) < e^-_PHI_TAIL`` for every ``n >= n_lo``.
+
+    ``phi(e^u)`` decreases in ``u``, so a bisection on the nodes finds the
+    first node where ``(n_lo - 1) log phi < -_PHI_TAIL``; it and the nodes
+    before it are kept (each node dropped carries a weight below ``e^-60``).
+    """
+    k = u.shape[0]
+
+    def small(i):
+        a = min(max(_a_weighted(u[i], alpha, x, w, above), -1.0), 0.0)
+        lp = np.log1p(a) if a > -0.5 else np.log(max(1.0 + a, 1e-300))
+        return (n_lo - 1.0) * lp < -_PHI_TAIL
+
+    if not small(k - 1):
+        return k
+    lo, hi = 0, k - 1  # small(hi) holds
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if small(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return hi + 1
+
+
+@jit(parallel=True)
+def _inner_weighted(u, alpha, x, w, above, out):
+    """``out[0]`` = ``E[expm1(-y)]``, ``out[1]`` = ``E[y e^-y (log y + γ)]`` over the sorted weighted points.
+
+    The same sums as :func:`_inner_weighted_reference`, over the window of
+    points with ``_Z_NEG <= z <= _Z_ZERO`` only (found by bisection in the
+    sorted ``x``): the points above it add exactly ``-w`` to ``out[0]`` and 0
+    to ``out[1]`` (``above`` holds their total weight), those below it less
+    than 1.3e-18 in all.  Parallel over ``u``; each ``u`` is summed in a fixed
+    order, so the result does not depend on the number of threads.
+    """
+    c = np.exp(alpha * x)
+    for i in numba.prange(u.shape[0]):
+        ui = u[i]
+        j0 = np.searchsorted(x, (_Z_NEG - ui) / alpha)
+        j1 = np.searchsorted(x, (_Z_ZERO - ui) / alpha, side="right")
+        a = -above[j1]
+        kk = 0.0
+        # y = e^u e^(alpha x): one exp fewer per point, as accurate as exp(u + alpha x) (whose argument
+        # is rounded); while |u| <= 600 both factors of a point in the window are normal numbers
+        direct = abs(ui) > 600.0
+        yu = np.exp(ui)
+        for j in range(j0, j1):
+            z = ui + alpha * x[j]
+            y = np.exp(z) if direct else yu * c[j]
+            if y < 1e-3:
+                # Taylor series of expm1(-y) to y^6: the first term left out is below y^7/5040 < 2e-22 y
+                em1 = -y * (1.0 - y * (0.5 - y * (1.0 / 6.0 - y * (1.0 / 24.0 - y * (1.0 / 120.0 - y / 720.0)))))
+                e = 1.0 + em1
+            else:
+                e = np.exp(-y)
+                # for y >= 1/2, e - 1 is within 1.1e-16 of expm1(-y) (one rounding at most)
+                em1 = np.expm1(-y) if y < 0.5 else e - 1.0
+            a += w[j] * em1
+            kk += w[j] * y * e * (z + _EULER)
+        out[0, i] = a
+        out[1, i] = kk
+
+
+@jit(parallel=True)
+def _inner_weighted_reference(u, alpha, x, w, out):
+    """``exact._inner_sample`` with weights, every point at every ``u``: the slow reference of :func:`_inner_weighted`.
+
+    ``out[0]`` = ``E[expm1(-y)]``, ``out[1]`` = ``E[y e^-y (log y + γ)]``.  Parallel over ``u``; each
+    ``u`` is summed in a fixed order, so the result does not depend on the number of threads.
     """
     for i in numba.prange(u.shape[0]):
         a = kk = 0.0
@@ -409,13 +561,17 @@ class _EntropyForNs:
     The same quadrature as :func:`softmax_scale.exact.exact_stats` (its grid
     rules and inner kernels; a weighted copy of its sample kernel for
     :class:`_WeightedScores`), on one ``u`` grid fine and wide enough for
-    every ``n`` of the set.
+    every ``n`` of the set, its nodes that cannot matter left out
+    (:meth:`_first_needed`, :func:`_phi_cut`).  ``reference=True`` evaluates
+    every node of the grid and every point of the sample at each (the slow
+    reference of the tests).
     """
 
-    def __init__(self, dist, ns):
+    def __init__(self, dist, ns, reference=False):
         from . import exact
 
         self._exact = exact
+        self.reference = reference  # every point at every u node, the whole grid: the slow reference
         self.dist = dist
         self.ns = np.asarray(ns, dtype=np.float64)
         self.n_lo, self.n_hi = float(self.ns.min()), float(self.ns.max())
@@ -436,11 +592,34 @@ class _EntropyForNs:
             hi = max(np.log(60.0) - alpha * s_bot, lo + 1.0)
         return lo + du * np.arange(int(np.ceil((hi - lo) / du)) + 1), du
 
+    def _first_needed(self, alpha, u, du):
+        """Index of the first ``u`` node whose term can matter: the nodes below it add < 1e-13 nats in all.
+
+        At every node ``|E[y e^-y (log y + γ)]| <= e^u M(alpha) c`` with ``M`` the
+        moment-generating function and ``c = |u_0| + alpha max|s| + 1`` (normal:
+        ``c = |u_0| + alpha^2 + alpha + 1``, the mean of ``|u + alpha s + γ|`` under
+        the tilted ``N(alpha, 1)`` being at most that), and ``phi^(n-1) <= 1``; so the
+        nodes below ``u_c`` add at most ``n du e^(u_c) M c / (1 - e^-du)`` to ``|E[H]|``.
+        The grid keeps 50 e-folds below the bulk (:data:`softmax_scale.exact._TAIL`),
+        far more than a trapezoid sum of ``n <= 1e6`` terms needs.
+        """
+        dist = self.dist
+        if isinstance(dist, Normal):
+            log_m = 0.5 * alpha * alpha
+            c = abs(u[0]) + alpha * alpha + alpha + 1.0
+        else:
+            log_m = float(dist.log_mgf(alpha))
+            c = abs(u[0]) + alpha * max(-dist.x[0], dist.x[-1]) + 1.0
+        u_c = np.log(1e-13 * -np.expm1(-du) / (self.n_hi * du * c)) - log_m
+        return int(np.searchsorted(u, u_c))
+
     def __call__(self, alpha):
         ex, dist, ns = self._exact, self.dist, self.ns
         if alpha < ex._SERIES_BELOW:  # as in exact._stats_at (unit variance)
             return np.log(ns) - 0.5 * alpha * alpha * (ns - 1.0) / ns
         u, du = self._grid(alpha)
+        if not self.reference:
+            u = u[self._first_needed(alpha, u, du):]
         if isinstance(dist, Normal):
             inner, a = ex._inner_on_grid(dist, alpha, u)
             kk = inner[3]
@@ -450,8 +629,13 @@ class _EntropyForNs:
                     f"`logits`: a row scale of {alpha:g} times the spread of the head's standardised scores is too "
                     f"large for the exact prediction; pass predict=False"
                 )
-            inner = np.empty((2, u.size))
-            _inner_weighted(u, alpha, dist.x, dist.w, inner)
+            if self.reference:
+                inner = np.empty((2, u.size))
+                _inner_weighted_reference(u, alpha, dist.x, dist.w, inner)
+            else:
+                u = u[: _phi_cut(u, alpha, dist.x, dist.w, dist.above, self.n_lo)]
+                inner = np.empty((2, u.size))
+                _inner_weighted(u, alpha, dist.x, dist.w, dist.above, inner)
             a, kk = inner[0], inner[1]
         a = np.clip(a, -1.0, 0.0)
         with np.errstate(divide="ignore"):
@@ -634,7 +818,8 @@ def head_stats(
                           ("sum_p2", "sum_p2"), ("gradient", "gradient"), ("top1", "top1"), ("sink", "sink")):
             out[name][idx] = rows[key].mean()
         if pool.size:
-            out["kurtosis"][idx] = np.mean(pool**4) - 3.0  # the pool has mean 0 and variance 1
+            sq = pool * pool  # pool**4 goes through pow(), ~60 ns a value: 0.1 s for a head of 8 x 512 x 512 scores
+            out["kurtosis"][idx] = np.dot(sq, sq) / pool.size - 3.0  # the pool has mean 0 and variance 1
         if not predict:
             continue
         ns, cols = np.unique(n_r, return_inverse=True)
