@@ -65,6 +65,13 @@ def extrapolation_figure(res=None, csv=None):
         ax_a.plot(_mid(e), loss - base, _STYLES.get(key[0], "-"), color=_COLORS.get(key[1], "k"), marker="o", ms=3,
                   label=f"{key[0]} / {key[1]}")
     ax_a.axhline(0, color="k", lw=1)
+    top = 1.7
+    off = [(k, v) for k, (e, v) in table.items() if k[0] not in ("window", "iid") and np.nanmax(v - base) > top]
+    if off:
+        worst = max(np.nanmax(v - base) for _, v in off)
+        ax_a.set_ylim(-0.2, top)
+        ax_a.text(0.97, 0.45, f"off the scale:\nRoPE none past 12k,\nup to +{worst:.1f} nats", transform=ax_a.transAxes,
+                  ha="right", va="center", fontsize=8)
     ax_a.axvline(L, color="0.5", lw=0.8)
     ax_a.set_xscale("log", base=2)
     ax_a.set_xlabel("position t of the predicted token (bucket, geometric middle)")
@@ -77,10 +84,11 @@ def extrapolation_figure(res=None, csv=None):
     ref_b = int(np.nonzero(edges[:, 1] == L)[0][0])
     lo = np.inf
     hi = -np.inf
-    schemes = [s for s in ("standard", "qwen_logn", "yarn", "entropy_invariant") if ("none", s) in table]
+    rope = "yarn" if ("yarn", "standard") in table else "none"  # the RoPE that keeps the model working
+    schemes = [s for s in ("standard", "qwen_logn", "yarn", "entropy_invariant") if (rope, s) in table]
     have_pred = ("iid", "standard") in set(zip(res.rows["rope"], res.rows["scheme"]))
     for s in schemes if have_pred else ():
-        meas, _ = res.head_stat("entropy", "none", s)
+        meas, _ = res.head_stat("entropy", rope, s)
         pn, _ = res.head_stat("pred_normal", "iid", s)
         pe, _ = res.head_stat("pred_empirical", "iid", s)
         x, y = pe[..., last].ravel(), meas[..., last].ravel()
@@ -90,12 +98,12 @@ def extrapolation_figure(res=None, csv=None):
     if np.isfinite(lo):
         ax_b.plot([lo, hi], [lo, hi], "k-", lw=0.8)
     ax_b.set_xlabel("i.i.d. prediction of E[H] (dots: head's own scores; x: normal)")
-    ax_b.set_ylabel("measured entropy (nats), RoPE none")
+    ax_b.set_ylabel(f"measured entropy (nats), RoPE {rope}")
     ax_b.set_title(f"(b) per head, last bucket [{edges[last, 0]}, {edges[last, 1]})", fontsize=9)
     _legend(ax_b, fontsize=7, markerscale=3)
 
-    for s in [s for s in ("standard", "qwen_logn") if s in schemes and have_pred]:
-        meas, _ = res.head_stat("entropy", "none", s)
+    for s in [s for s in ("standard", "qwen_logn", "yarn") if s in schemes and have_pred]:
+        meas, _ = res.head_stat("entropy", rope, s)
         pe, _ = res.head_stat("pred_empirical", "iid", s)
         dm = (meas[..., last] - meas[..., ref_b]).ravel()
         dp = (pe[..., last] - pe[..., ref_b]).ravel()
@@ -104,7 +112,7 @@ def extrapolation_figure(res=None, csv=None):
     ax_c.plot(lim, lim, "k-", lw=0.8)
     ax_c.axhline(0, color="0.6", lw=0.6)
     ax_c.set_xlabel("predicted change of E[H] (i.i.d., head's own scores)")
-    ax_c.set_ylabel("measured change of H")
+    ax_c.set_ylabel(f"measured change of H, RoPE {rope}")
     ax_c.set_title(f"(c) entropy change from [{edges[ref_b, 0]}, {L}) to the last bucket", fontsize=9)
     _legend(ax_c, fontsize=7, markerscale=3)
 
