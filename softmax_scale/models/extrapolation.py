@@ -73,6 +73,16 @@ def bucket_edges(train_length: int, length: int) -> np.ndarray:
     return np.asarray(e, dtype=np.int64)
 
 
+def bucket_keys(edges) -> np.ndarray:
+    """Each bucket's mean number of keys, rounded (a target ``t`` is predicted by the query that sees ``t`` keys).
+
+    ``edges`` are the bucket edges ``e_0 < ... < e_B`` (or ``[B, 2]`` pairs ``(lo, hi)``).
+    """
+    e = np.asarray(edges)
+    pairs = e if e.ndim == 2 else np.stack([e[:-1], e[1:]], axis=1)
+    return np.array([round(np.mean(np.arange(max(lo, 2), hi))) for lo, hi in pairs], dtype=float)
+
+
 @dataclass(frozen=True)
 class ExtrapolationResult:
     """What :func:`length_extrapolation` wrote, read back (see :func:`read_extrapolation_csv`).
@@ -215,7 +225,6 @@ class _Store:
             for key in zip(r["doc"], r["rope"], r["scheme"]):
                 self.done[key] = self.done.get(key, 0) + 1
             self.header = old.header
-            self._rows = r
         else:
             os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
             with open(self.path, "w", encoding="utf-8") as f:
@@ -302,8 +311,7 @@ def _predict(st: PositionStats, dists, edges, L, schemes, head_dim):
     q = q[q >= 1]
     sigma_l = st.sigma[..., q].mean(-1)  # [layers, heads]
     n_ref = float(round(np.mean(q + 1)))
-    # each bucket's mean number of keys (a target t is predicted by the query that sees t keys)
-    n_b = np.array([round(np.mean(np.arange(max(edges[b], 2), edges[b + 1]))) for b in range(nb)], dtype=float)
+    n_b = bucket_keys(edges)
     facs = {s: scale_factors(s, n_b, head_dim, L) for s in schemes}
     pn = {s: np.full((nl, nh, nb), np.nan) for s in schemes}
     pe = {s: np.full((nl, nh, nb), np.nan) for s in schemes}

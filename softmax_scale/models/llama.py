@@ -312,13 +312,15 @@ class KVCache:
         return 0 if not self.keys else self.keys[0].shape[1]
 
 
+#: Threads for the elementwise attention steps (numpy releases the GIL on large arrays).
+_WORKERS = max(1, min(4, os.cpu_count() or 1))
 _POOL = None
 
 
 def _pool():
     global _POOL
     if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1)))
+        _POOL = ThreadPoolExecutor(max_workers=_WORKERS)
     return _POOL
 
 
@@ -413,7 +415,7 @@ def _rows(r0, r1, s, e, blk: _Block):
 
 def _split(fn, rows):
     """Run ``fn(j0, j1)`` over row ranges covering ``0..rows-1``, in threads."""
-    k = _pool()._max_workers
+    k = _WORKERS
     if k == 1 or rows < 2 * k:
         fn(0, rows)
         return

@@ -124,9 +124,10 @@ def extrapolation_figure(res=None, csv=None):
     v = v[np.isfinite(v)]
     if v.size:
         ax_d.hist(v, bins=40, color="0.6")
+    from ..models.extrapolation import bucket_keys
     from ..models.llama import scale_factors
 
-    nb = float(round(np.mean(np.arange(edges[last, 0], edges[last, 1]))))
+    nb = float(bucket_keys(edges)[last])
     for s in schemes:
         f = float(scale_factors(s, [nb], 64, L)[0])
         ax_d.axvline(f, color=_COLORS[s], lw=2, label=f"{s}: x{f:.3f}")
