@@ -140,14 +140,14 @@ def _parse_param(text: str):
 
 
 def _cmd_entropy(args):
-    from .entropy import entropy_curve
+    from .entropy import entropy_curves
 
     ns = np.asarray(args.ns)
     model = args.score_model + (f" + one key at match {args.match:g}" if args.match is not None else "")
     obj, lines = {}, [f"E[H] (nats) against n, d = {args.d}, {model} scores"]
     lines.append(f"{'scheme':<24}" + "".join(f"{int(n):>12d}" for n in ns))
-    for scheme in args.schemes:
-        c = entropy_curve(ns, scheme=scheme, d=args.d, score_model=args.score_model, match=args.match)
+    curves = entropy_curves(ns, args.schemes, d=args.d, score_model=args.score_model, match=args.match)
+    for scheme, c in curves.items():
         obj[scheme] = {"n": ns, "alpha": c.alpha, "entropy": c.entropy, "entropy_over_log_n": c.entropy_ratio}
         lines.append(f"{scheme:<24}" + "".join(f"{x:>12.5f}" for x in np.atleast_1d(c.entropy)))
         if args.match is not None:

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import optimize
-from tqdm import tqdm
 
 from . import exact as _exact
+from ._progress import progress_bar
 from ._random import seed_sequence
 from ._validation import (
     N_MAX,
@@ -44,7 +44,7 @@ from .distributions import Cosine, Normal, get_distribution
 from .laws import compare_alpha_laws
 from .objectives import mean_field_objective
 from .optimize import optimal_alpha
-from .schemes import SCHEMES, SCORE_MODELS, scheme_alpha
+from .schemes import SCHEMES, SCORE_MODELS, pinned
 from .stats import softmax_stats
 
 __all__ = [
@@ -71,8 +71,6 @@ METHODS = ("exact", "mc")
 DEFAULT_SCHEMES = ("standard", "chiang_cholak", "entropy_invariant", "qwen_logn", "yarn", "longrope",
                    "llama4", "ssmax", "gradient_optimal", "critical")
 
-#: Parameters set to the training length ``L`` when a scheme has one (extrapolation table).
-_TRAIN_LENGTH_SCHEMES = ("entropy_invariant", "qwen_logn", "yarn", "longrope")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -326,7 +324,7 @@ def _evaluate(ns, alphas, score_model, d, match, method, trials, rng, progress):
     seeds = ss.spawn(len(ns)) if ss is not None else [None] * len(ns)
     if progress is None:
         progress = method == "mc" or alphas.size > 2000
-    for i in tqdm(range(len(ns)), desc="entropy curve", disable=not progress, leave=False):
+    for i in progress_bar(range(len(ns)), desc="entropy curve", disable=not progress, leave=False):
         n = int(ns[i])
         a = np.ascontiguousarray(alphas[i])
         if match is None:
@@ -359,7 +357,7 @@ def _curve(ns, alpha, scheme, score_model, d, match, method, out, se, k):
 
 
 def entropy_curves(ns, schemes=DEFAULT_SCHEMES, *, d=128, score_model="normal", match=None, method="exact",
-                   trials=2000, rng=None, progress=None, scheme_params=None) -> dict:
+                   trials=2000, rng=None, progress=None, train_length=None, scheme_params=None) -> dict:
     """:func:`entropy_curve` for several schemes at once (one evaluator call per ``n``).
 
     Parameters
@@ -370,8 +368,11 @@ def entropy_curves(ns, schemes=DEFAULT_SCHEMES, *, d=128, score_model="normal", 
         Scheme keys (see :func:`softmax_scale.schemes.list_schemes`).
     d, score_model, match, method, trials, rng, progress
         As in :func:`entropy_curve`.
+    train_length : int, optional
+        Pin every scheme that has a training length at this ``L``
+        (:func:`softmax_scale.schemes.pinned`); ``None`` keeps each scheme's published default.
     scheme_params : dict, optional
-        ``{scheme: {param: value}}`` overriding published defaults.
+        ``{scheme: {param: value}}`` overriding published defaults (after the pinning).
 
     Returns
     -------
@@ -382,14 +383,16 @@ def entropy_curves(ns, schemes=DEFAULT_SCHEMES, *, d=128, score_model="normal", 
     d, match = _check_common(score_model, d, match, method)
     scheme_params = scheme_params or {}
     schemes = check_choices(schemes, "schemes", SCHEMES)
-    alphas = np.column_stack([np.atleast_1d(scheme_alpha(nn, d, s, score_model, **scheme_params.get(s, {})))
+    if train_length is not None:
+        train_length = check_int(train_length, "train_length", minimum=2)
+    alphas = np.column_stack([np.atleast_1d(pinned(s, train_length, **scheme_params.get(s, {})).alpha(nn, d, score_model))
                               for s in schemes])
     out, se = _evaluate(nn, alphas, score_model, d, match, method, trials, rng, progress)
     return {s: _curve(nn, alphas[:, k], s, score_model, d, match, method, out, se, k) for k, s in enumerate(schemes)}
 
 
 def entropy_curve(ns, scheme="standard", *, d=128, score_model="normal", match=None, method="exact",
-                  trials=2000, rng=None, progress=None, **scheme_params) -> EntropyCurve:
+                  trials=2000, rng=None, progress=None, train_length=None, **scheme_params) -> EntropyCurve:
     """``E[H]``, ``E[H]/log n``, Rényi-2 entropy and ``E[G]`` against ``n`` under a scheme.
 
     Parameters
@@ -412,16 +415,20 @@ def entropy_curve(ns, scheme="standard", *, d=128, score_model="normal", match=N
         Monte Carlo trials and seed.
     progress : bool, optional
         Progress bar (by default for Monte Carlo).
+    train_length : int, optional
+        Pin the scheme at this ``L`` (:func:`softmax_scale.schemes.pinned`); ``None`` keeps
+        its published defaults.
     **scheme_params
-        Parameters of the scheme (e.g. ``train_length=512``).
+        Other parameters of the scheme (e.g. ``min_n=16``), applied after the pinning.
 
     Returns
     -------
     EntropyCurve
     """
-    sp = {scheme: scheme_params} if isinstance(scheme, str) else None
+    check_choice(scheme, "scheme", SCHEMES)
     return entropy_curves(ns, (scheme,), d=d, score_model=score_model, match=match, method=method,
-                          trials=trials, rng=rng, progress=progress, scheme_params=sp)[scheme]
+                          trials=trials, rng=rng, progress=progress, train_length=train_length,
+                          scheme_params={scheme: scheme_params})[scheme]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -481,10 +488,6 @@ class ExtrapolationTable:
         return "\n".join(lines)
 
 
-def _pinned_params(schemes, L):
-    return {s: {"train_length": L} for s in schemes if s in _TRAIN_LENGTH_SCHEMES}
-
-
 def extrapolation_table(train_length=512, schemes=DEFAULT_SCHEMES, *, d=128, score_model="cosine", match=1.0,
                         factors=(1, 2, 4, 8, 16, 32, 64)) -> ExtrapolationTable:
     """Drift ``E[H](n) - E[H](L)`` and the signal share for each scheme at ``n = L, 2L, ..., 64L``.
@@ -492,9 +495,10 @@ def extrapolation_table(train_length=512, schemes=DEFAULT_SCHEMES, *, d=128, sco
     Parameters
     ----------
     train_length : int
-        ``L`` (512 by default; the note's experiment used 64).  Schemes with a
-        training-length parameter (entropy_invariant, qwen_logn, yarn, longrope)
-        are pinned at ``L``.
+        ``L`` (512 by default; the note's experiment used 64).  Every scheme is
+        pinned at ``L`` by :func:`softmax_scale.schemes.pinned` (entropy_invariant,
+        qwen_logn, yarn, longrope: ``train_length = L``; llama4: ``floor_scale = L``;
+        ssmax: ``s = 1/ln L``).
     schemes : sequence of str
         Scheme keys.
     d : int
@@ -518,9 +522,8 @@ def extrapolation_table(train_length=512, schemes=DEFAULT_SCHEMES, *, d=128, sco
     if match is None:
         raise ValueError("`match` must be a cosine in [-1, 1] for the signal-plus-noise columns, got None")
     ns = L * fac
-    params = _pinned_params(schemes, L)
-    iso = entropy_curves(ns, schemes, d=d, score_model=score_model, scheme_params=params)
-    sig = entropy_curves(ns, schemes, d=d, score_model=score_model, match=match, scheme_params=params)
+    iso = entropy_curves(ns, schemes, d=d, score_model=score_model, train_length=L)
+    sig = entropy_curves(ns, schemes, d=d, score_model=score_model, match=match, train_length=L)
     return ExtrapolationTable(
         train_length=L, factors=fac, schemes=tuple(schemes), score_model=score_model, d=int(d), match=float(match),
         drift_isotropic=np.array([iso[s].drift for s in schemes]),
@@ -606,7 +609,7 @@ def invariant_scale(ns, target_entropy, dist="normal", *, d=None, xtol=1e-12) ->
     alpha = np.empty(nn.size)
     ent = np.empty(nn.size)
     conv = np.zeros(nn.size, dtype=bool)
-    for i, n in enumerate(tqdm(nn, desc="invariant scale", disable=nn.size < 20, leave=False)):
+    for i, n in enumerate(progress_bar(nn, desc="invariant scale", disable=nn.size < 20, leave=False)):
         def f(a, n=n):
             return _exact_entropy(a, n, dist_obj) - target
 

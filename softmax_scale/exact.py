@@ -41,6 +41,7 @@ import numpy as np
 from scipy import special
 
 from ._jit import jit
+from ._progress import progress_bar
 from ._validation import N_MAX, check_alpha_array, check_int, check_positive_float
 from .distributions import Cosine, Empirical, Normal, get_distribution
 from .stats_result import SoftmaxStats, _as_output
@@ -673,8 +674,6 @@ def mean_field_error(alphas, ns, dist="normal", *, d=None, progress=None) -> Mea
     -------
     MeanFieldError
     """
-    from tqdm import tqdm
-
     from ._validation import check_n_array
     from .objectives import mean_field_sum_p2
 
@@ -682,7 +681,7 @@ def mean_field_error(alphas, ns, dist="normal", *, d=None, progress=None) -> Mea
     nn, _ = check_n_array(ns, "ns")
     dist_obj = get_distribution(dist, d)
     ex = np.empty((nn.size, a.size))
-    for i, nv in enumerate(tqdm(nn, disable=not (progress or (progress is None and nn.size > 20)), leave=False)):
+    for i, nv in enumerate(progress_bar(nn, desc="exact", disable=not (progress or (progress is None and nn.size > 20)), leave=False)):
         ex[i] = exact_stats(a, int(nv), dist_obj, error_estimate=False).sum_p2
     mf = mean_field_sum_p2(a[None, :], nn[:, None], dist_obj)
     return MeanFieldError(a, nn, dist_obj.label, ex, mf, mf / ex - 1.0)

@@ -15,8 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tqdm import tqdm
-
+from ._progress import progress_bar
 from .plotting import FigureUnavailable, all_figures
 from .report import NOTE_GRID, QUICK_OBJECTIVE_NS, QUICK_OBJECTIVE_TRIALS, alpha_table
 
@@ -79,7 +78,7 @@ def make_figures(out="figures", *, quick: bool = False, only=None, progress: boo
     done = []
     skipped: dict = {}  # message -> names
     out = Path(out)
-    for name, func, full, quick_kw in tqdm(figs, desc="figures", unit="fig", disable=not progress):
+    for name, func, full, quick_kw in progress_bar(figs, desc="figures", unit="fig", disable=not progress):
         t0 = time.perf_counter()
         params = inspect.signature(func).parameters
         kwargs = {**(quick_kw if quick else full), **{k: v for k, v in shared.items() if k in params}}

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from . import _kernels
+from ._progress import progress_bar
 from ._random import mean_stderr, seed_sequence
 from ._validation import N_MAX, check_alpha_array, check_int
 from .distributions import get_distribution
@@ -107,7 +107,7 @@ def mc_trials(alpha, n, dist="normal", *, d=None, trials=10_000, rng=None, paral
     if progress is None:
         progress = work > _PROGRESS_WORK
     step = nblocks if not progress else max(1, nblocks // 32)
-    with tqdm(total=trials, desc=f"Monte Carlo n={n}", unit="trial", disable=not progress, leave=False) as bar:
+    with progress_bar(total=trials, desc=f"Monte Carlo n={n}", unit="trial", disable=not progress, leave=False) as bar:
         for first in range(0, nblocks, step):
             sub = np.ascontiguousarray(states[first : first + step])
             kernel(alphas, grid, n, trials, block, sub, kind, param, sample, first, *out)

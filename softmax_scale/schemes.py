@@ -36,7 +36,9 @@ row of :func:`list_schemes`):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import numpy as np
 
@@ -47,9 +49,11 @@ __all__ = [
     "QK_SCHEMES",
     "SCHEMES",
     "SCORE_MODELS",
+    "PinnedScheme",
     "SchemeInfo",
     "attention_scale",
     "list_schemes",
+    "pinned",
     "scheme_alpha",
 ]
 
@@ -75,6 +79,10 @@ class SchemeInfo:
         Where it comes from.
     note : str
         Position form, traps, and the choice made here.
+    pin : callable or None
+        The rule that pins the scheme to ``standard`` at a training length:
+        ``L -> {parameter: value}`` (see :func:`pinned`); ``None`` for a scheme
+        with no training length (it is the same at every ``L``).
     """
 
     key: str
@@ -83,7 +91,32 @@ class SchemeInfo:
     defaults: dict
     source: str
     note: str = ""
+    pin: Callable[[int], dict] | None = None
 
+    @property
+    def pin_rule(self) -> str:
+        """The pinning rule as text, e.g. ``"train_length = L"``; ``""`` when there is none."""
+        if self.pin is None:
+            return ""
+        return ", ".join(f"{k} = {_PIN_TEXT.get((self.key, k), 'L')}" for k in self.pin(2))
+
+
+def _pin_train_length(L):
+    return {"train_length": L}
+
+
+def _pin_floor_scale(L):
+    # Llama 4's first temperature step at n = floor_scale: put it at the training length
+    return {"floor_scale": L}
+
+
+def _pin_ssmax(L):
+    # s log n = 1 at n = L: equal to standard at the training length, like entropy_invariant
+    return {"s": 1.0 / math.log(L)}
+
+
+#: How each pinned parameter depends on L, as text (``L`` when it is L itself).
+_PIN_TEXT = {("ssmax", "s"): "1/ln L"}
 
 _ROWS = (
     SchemeInfo("standard", "qk", "1/sqrt(d)", {}, "Vaswani et al. 2017, arXiv 1706.03762"),
@@ -93,17 +126,20 @@ _ROWS = (
                {"train_length": 512, "kappa": None, "min_n": None},
                "Su, kexue.fm/archives/8823 and 9034",
                "pinned to standard at n = L, no clamp at 1 (below L it is smaller than standard); "
-               "min_n=16 gives the reference code's log(max(n, 16))/log(512)"),
+               "min_n=16 gives the reference code's log(max(n, 16))/log(512)",
+               pin=_pin_train_length),
     SchemeInfo("qwen_logn", "qk", "max(1, log_L(i))/sqrt(d), i the 1-indexed position",
                {"train_length": 8192, "max_position": None},
                "Qwen (v1) modeling_qwen.py, use_logn_attn",
                "position form; inference only; released table stops at 32,767 positions: "
-               "max_position=None continues the formula, max_position=32767 raises beyond it"),
+               "max_position=None continues the formula, max_position=32767 raises beyond it",
+               pin=_pin_train_length),
     SchemeInfo("yarn", "qk", "(0.1 ln(s) + 1)^2/sqrt(d) for s > 1, else 1/sqrt(d); dynamic s = max(1, n/L)",
                {"train_length": 4096, "factor": None},
                "Peng et al., arXiv 2309.00071",
                "mscale applied to q and k, hence the square; s is the extension factor, never n; "
-               "factor=None is the dynamic form, L defaults to Llama 2's 4096"),
+               "factor=None is the dynamic form, L defaults to Llama 2's 4096",
+               pin=_pin_train_length),
     SchemeInfo("deepseek_yarn", "qk", "(0.1 mscale_all_dim ln(s) + 1)^2/sqrt(d_qk)",
                {"factor": 40.0, "mscale_all_dim": 1.0, "d_qk": None},
                "DeepSeek-V3 config and modeling code",
@@ -111,13 +147,16 @@ _ROWS = (
     SchemeInfo("longrope", "qk", "(1 + ln(s)/ln(L))/sqrt(d) = log_L(sL)/sqrt(d); dynamic s = max(1, n/L)",
                {"train_length": 4096, "factor": None},
                "LongRoPE / Phi-3",
-               "sqrt(1 + ln s/ln L) on q and k; Phi-3-mini-128k fixes s = 32, L = 4096; factor=None is dynamic"),
+               "sqrt(1 + ln s/ln L) on q and k; Phi-3-mini-128k fixes s = 32, L = 4096; factor=None is dynamic",
+               pin=_pin_train_length),
     SchemeInfo("llama4", "qk", "(1 + 0.1 ln(1 + floor((pos+1)/8192)))/sqrt(d), pos = n - 1",
                {"floor_scale": 8192, "attn_scale": 0.1},
                "Llama 4 modeling code, attn_temperature_tuning",
-               "position form, NoPE layers only; floor((pos+1)/8192) = floor(n/8192), first step at n = 8192"),
+               "position form, NoPE layers only; floor((pos+1)/8192) = floor(n/8192), first step at n = 8192",
+               pin=_pin_floor_scale),
     SchemeInfo("ssmax", "qk", "s log(n)/sqrt(d)", {"s": 0.43}, "Nakanishi, arXiv 2501.19399",
-               "s learned per head; a multiplication, not the no-op shift exp(x - s log n)"),
+               "s learned per head; a multiplication, not the no-op shift exp(x - s log n)",
+               pin=_pin_ssmax),
     SchemeInfo("gradient_optimal", "qk", "alpha*(n)/sqrt(d), alpha* the mean-field maximiser for normal scores",
                {"value": None}, "Su, kexue.fm/archives/9812",
                "about 0.84 sqrt(log n); value=2.5 gives the note's fixed compromise 2.5/sqrt(d)"),
@@ -305,3 +344,82 @@ def scheme_alpha(n, d, scheme="standard", score_model="normal", **params):
     if SCHEMES[scheme].applies_to == "qk":
         return m * (math.sqrt(d) if score_model == "normal" else float(d))
     return m / math.sqrt(d) if score_model == "normal" else m
+
+
+@dataclass(frozen=True)
+class PinnedScheme:
+    """A scheme with every parameter fixed, pinned at a training length (see :func:`pinned`).
+
+    Attributes
+    ----------
+    scheme : str
+        The scheme's key.
+    train_length : int or None
+        ``L`` the scheme is pinned at; ``None`` when it was not pinned.
+    params : Mapping
+        Every parameter of the scheme: published defaults, then the pinning rule's values,
+        then the caller's overrides (read-only).
+    """
+
+    scheme: str
+    train_length: int | None
+    params: Mapping = field(default_factory=dict)
+
+    def scale(self, n, d):
+        """The multiplier ``m`` on ``q.k`` (or on a cosine): :func:`attention_scale` with :attr:`params`."""
+        return attention_scale(n, d, self.scheme, **self.params)
+
+    def factor(self, n, d):
+        """``m(n) / standard(n)``: the factor on ``q.k / sqrt(d)``; exactly 1 for ``standard``.
+
+        Only for schemes that scale ``q.k``.
+        """
+        if SCHEMES[self.scheme].applies_to != "qk":
+            raise ValueError(f"`scheme` must scale q.k (not a cosine scheme) to give a factor on q.k/sqrt(d), "
+                             f"got {self.scheme!r}")
+        return self.scale(n, d) / attention_scale(n, d, "standard")
+
+    def alpha(self, n, d, score_model="normal"):
+        """The softmax scale on unit scores under ``score_model`` (:func:`scheme_alpha`)."""
+        return scheme_alpha(n, d, self.scheme, score_model, **self.params)
+
+
+def pinned(scheme: str, train_length: int | None = None, **params) -> PinnedScheme:
+    """A scheme pinned to ``standard`` at the training length ``L``: the one rule used everywhere.
+
+    Each scheme's rule is written once, in its registry row (:attr:`SchemeInfo.pin`):
+
+    - ``entropy_invariant``, ``qwen_logn``, ``yarn``, ``longrope``: ``train_length = L``;
+    - ``llama4``: ``floor_scale = L`` (its first temperature step at ``n = L``);
+    - ``ssmax``: ``s = 1 / ln L``, so ``s log n = 1`` at ``n = L`` (its published ``s`` is
+      learned with the model; applied to a model trained without it, ``s = 0.43`` would
+      multiply the logits by ``0.43 ln L``);
+    - every other scheme has no training length and is returned with its published defaults.
+
+    Parameters
+    ----------
+    scheme : str
+        A key of :func:`list_schemes`.
+    train_length : int, optional
+        ``L >= 2``; ``None`` keeps the published defaults (no pinning).
+    **params
+        Overrides applied after the pinning rule (e.g. ``min_n=16``).
+
+    Returns
+    -------
+    PinnedScheme
+
+    Examples
+    --------
+    >>> import softmax_scale.schemes as sc
+    >>> sc.pinned("qwen_logn", 512).params["train_length"]
+    512
+    >>> float(sc.pinned("ssmax", 64).factor(64, 32))
+    1.0
+    """
+    check_choice(scheme, "scheme", SCHEMES)
+    info = SCHEMES[scheme]
+    L = None if train_length is None else check_int(train_length, "train_length", minimum=2)
+    pin = info.pin(L) if (info.pin is not None and L is not None) else {}
+    _, full = _params(scheme, {**pin, **params})
+    return PinnedScheme(scheme, L, MappingProxyType(full))

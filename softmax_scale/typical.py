@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.interpolate import CubicSpline
 from scipy.optimize import minimize_scalar
-from tqdm import tqdm
 
+from ._progress import progress_bar
 from ._random import seed_sequence
 from ._validation import check_choice, check_int, check_n_array
 from .distributions import get_distribution
@@ -123,7 +123,7 @@ def _optimise(ns, dist, objectives, trials, rng, batches, progress):
     seeds = seed_sequence(rng).spawn(ns.size)
     res = []
     show = progress if progress is not None else float(np.sum(ns)) * trials > 5e8
-    for nv, seed in zip(tqdm(ns, desc="alpha* (Monte Carlo)", disable=not show, leave=False), seeds):
+    for nv, seed in zip(progress_bar(ns, desc="alpha* (Monte Carlo)", disable=not show, leave=False), seeds):
         res.append(_optimise_one(int(nv), dist, objectives, trials, seed, batches))
     return res
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._progress import progress_bar
 from .._validation import check_int
 from .llama import ROPES, PositionStats, bucketize, rope_frequencies, scale_factors
 
@@ -456,9 +457,8 @@ def length_extrapolation(model="smollm2", lengths=None, *, schemes=DEFAULT_SCHEM
     todo = [t for t in tasks if not store.has(t, expected(t))]
     bar = None
     if progress:
-        from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(tasks), initial=len(tasks) - len(todo), desc="extrapolation runs")
+        bar = progress_bar(total=len(tasks), initial=len(tasks) - len(todo), desc="extrapolation runs")
     for doc, ids, _ in documents:
         mine = [t for t in todo if t[0] == doc]
         if not mine:

@@ -11,8 +11,8 @@ statistic is the average over all its rows in all windows (equal row counts per 
 as averaging the per-window statistics), and its empirical score distribution pools every window.
 
 The same logits are also read after the ``entropy_invariant`` rescaling pinned at
-``train_length``: multiplied by ``attention_scale(n, d, "entropy_invariant",
-train_length=L) / attention_scale(n, d, "standard") = log n / log L``.  The rescaling is applied
+``train_length``: multiplied by ``pinned("entropy_invariant", L).factor(n, d) = log n / log L``
+(:func:`softmax_scale.schemes.pinned`).  The rescaling is applied
 to the measured logits of each layer only, as a read-out (the model's own forward pass, and so the
 later layers' inputs, are unchanged); at ``n = L`` the factor is exactly 1 and the rescaled
 statistics are the unrescaled ones.
@@ -34,7 +34,7 @@ import numpy as np
 from .._random import seed_sequence
 from .._validation import check_int
 from ..heads import head_stats
-from ..schemes import attention_scale
+from ..schemes import pinned
 
 __all__ = ["DEFAULT_NS", "RealHeadTable", "real_head_table"]
 
@@ -312,8 +312,7 @@ def real_head_table(
     base = seed_sequence(rng)
     pieces = enc.word_pieces(corpus(text))
     d = cfg.head_dim
-    factors = np.array([float(attention_scale(int(n), d, "entropy_invariant", train_length=train_length)
-                              / attention_scale(int(n), d, "standard")) for n in ns])
+    factors = np.array([float(pinned("entropy_invariant", train_length).factor(int(n), d)) for n in ns])
 
     shape = (ns.size, layer_index.size, cfg.heads)
     out = {k: np.full(shape, np.nan) for k in _PER_N}

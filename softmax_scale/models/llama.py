@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._progress import progress_bar
 from .._validation import check_choice, check_int
-from ..schemes import SCHEMES, attention_scale
+from ..schemes import pinned
 
 __all__ = [
     "ROPES",
@@ -229,29 +230,14 @@ def rope_frequencies(rope: str, head_dim: int, base: float, train_length: int, n
 def scale_factors(scheme: str, n_keys, head_dim: int, train_length: int) -> np.ndarray:
     """Multiplier on each query's logits, ``scheme(n) / standard(n)``, ``n`` = keys it sees.
 
-    Taken from the scheme registry with its length parameter set to ``train_length``:
-    ``qwen_logn`` (``max(1, log_L n)``), ``entropy_invariant`` (``log_L n``, pinned at ``L``, no
-    clamp: below ``L`` it *lowers* the scale), ``yarn`` (``(0.1 ln s + 1)^2``, dynamic
-    ``s = max(1, n/L)``), ``llama4`` (``1 + 0.1 ln(1 + floor(n/L))``), ``longrope``; ``ssmax``
-    (``s log n``) with ``s = 1/ln L`` so that it is pinned at ``L`` like ``entropy_invariant``
-    (its published ``s`` is learned with the model; applied to a model trained without it, the
-    default ``s = 0.43`` would multiply the logits by ``0.43 ln 8192 = 3.9``). ``standard`` gives
-    exactly 1.
+    The scheme pinned at ``train_length`` by :func:`softmax_scale.schemes.pinned` (the one
+    pinning rule of the toolkit: ``qwen_logn`` ``max(1, log_L n)``, ``entropy_invariant``
+    ``log_L n`` with no clamp, ``yarn`` dynamic ``(0.1 ln s + 1)^2``, ``llama4``
+    ``1 + 0.1 ln(1 + floor(n/L))``, ``ssmax`` ``s log n`` with ``s = 1/ln L``).  ``standard``
+    gives exactly 1.
     """
-    check_choice(scheme, "scheme", SCHEMES)
-    if SCHEMES[scheme].applies_to != "qk":
-        raise ValueError(f"`scheme` must scale q.k (not a cosine scheme), got {scheme!r}")
     n = np.asarray(n_keys, dtype=np.float64)
-    params = {}
-    defaults = SCHEMES[scheme].defaults
-    if "train_length" in defaults:
-        params["train_length"] = train_length
-    if scheme == "llama4":
-        params["floor_scale"] = train_length
-    if scheme == "ssmax":
-        params["s"] = 1.0 / math.log(train_length)
-    ratio = attention_scale(n, head_dim, scheme, **params) / attention_scale(n, head_dim, "standard")
-    return np.asarray(ratio, dtype=np.float64)
+    return np.asarray(pinned(scheme, train_length).factor(n, head_dim), dtype=np.float64)
 
 
 # --------------------------------------------------------------------------------------------
@@ -597,9 +583,8 @@ class LlamaDecoder:
         new = KVCache()
         layers = range(c.n_layers)
         if progress:
-            from tqdm.auto import tqdm
 
-            layers = tqdm(layers, desc=f"layers ({m} tokens)", leave=False)
+            layers = progress_bar(layers, desc=f"layers ({m} tokens)", leave=False)
         ent = np.empty((c.n_layers, c.n_heads, m)) if stats else None
         sig = np.empty_like(ent) if stats else None
         snk = np.empty_like(ent) if stats else None

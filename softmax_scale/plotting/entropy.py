@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from .. import entropy as E
 from ..contrastive import temperature_table
 from ..laws import law_value
-from ..schemes import scheme_alpha
+from ..schemes import pinned
 
 __all__ = ["FIGURES", "plot_causal_optimum", "plot_entropy_vs_n", "plot_extrapolation_drift",
            "plot_invariant_scale", "plot_phase_diagram", "plot_temperature_table"]
@@ -49,14 +49,13 @@ def plot_entropy_vs_n(ns=None, schemes=_SHOWN, *, d=128, train_length=512, match
     matplotlib.figure.Figure
     """
     ns = np.unique(np.round(np.geomspace(64, 1e6, 24))) if ns is None else np.asarray(ns)
-    params = E._pinned_params(schemes, train_length)
     col = _colors(schemes)
     fig = Figure(figsize=(12, 8), layout="constrained")
     axes = fig.subplots(2, 2, sharex=True)
     for j, model in enumerate(("normal", "cosine")):
         for i, m in enumerate((None, match)):
             ax = axes[i, j]
-            curves = E.entropy_curves(ns, schemes, d=d, score_model=model, match=m, scheme_params=params)
+            curves = E.entropy_curves(ns, schemes, d=d, score_model=model, match=m, train_length=train_length)
             for s, c in curves.items():
                 ax.plot(ns, c.entropy_ratio, color=col[s], label=s, lw=1.6)
                 if m is not None:
@@ -183,12 +182,11 @@ def plot_phase_diagram(ns=None, ratios=None, schemes=_SHOWN, *, d=128, train_len
     fig.colorbar(mesh, ax=ax, label="E[H] / log n")
     ax.axhline(1.0, color="r", lw=1.5, ls="--", label="freezing: alpha = sqrt(2 log n)")
     col = _colors(schemes)
-    params = E._pinned_params(schemes, train_length)
     xx = np.geomspace(pd.ns.min(), pd.ns.max(), 200).round()
     for s in schemes:
         if s == "critical":
             continue
-        a = scheme_alpha(xx, d, s, "normal", **params.get(s, {}))
+        a = pinned(s, train_length).alpha(xx, d, "normal")
         ax.plot(xx, a / np.sqrt(2 * np.log(xx)), color=col[s], lw=1.5, label=s)
     ax.set_xscale("log")
     ax.set_ylim(0, pd.ratios.max())
