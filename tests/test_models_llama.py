@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from softmax_scale import models
+from softmax_scale import rope as ropes
 from softmax_scale.models import extrapolation as ex
 from softmax_scale.models import llama
 
@@ -213,14 +214,14 @@ def tiny_file_weights(tmp_path_factory):
                 _permute(v, TINY["kv_heads"]) if k.endswith("attn_k.weight") else v) for k, v in hf.items()}
 
 
-@pytest.mark.parametrize("rope", llama.ROPES)
+@pytest.mark.parametrize("rope", ropes.ROPES)
 @pytest.mark.parametrize("scheme", ["standard", "qwen_logn", "entropy_invariant", "yarn", "llama4"])
 def test_tiny_forward_matches_naive(tiny, tiny_file_weights, rope, scheme):
     L = TINY["L"]
     ids = np.random.default_rng(1).integers(1, tiny.config.vocab_size, size=80)
     n = len(ids)
     f = llama.scale_factors(scheme, np.arange(1, n + 1), TINY["head_dim"], L)
-    inv = llama.rope_frequencies(rope, TINY["head_dim"], TINY["base"], L, n)
+    inv = ropes.rope_frequencies(rope, TINY["head_dim"], TINY["base"], L, n)
     st, _, _ = tiny.run(ids, factors=f, inv_freq=inv, block=16)
     nll, ent, sig, snk = naive_forward(tiny_file_weights, ids, rope, scheme, L)
     # float32 forward against float64: the logits are O(10), so 1e-4 absolute is float32 accuracy
@@ -249,14 +250,14 @@ def test_naive_rope_permutation_matters(tiny_file_weights):
 
 
 def test_frequencies_independent(tiny):
-    for rope in llama.ROPES:
+    for rope in ropes.ROPES:
         for n in (16, 32, 80, 200):
-            np.testing.assert_allclose(llama.rope_frequencies(rope, 8, 100.0, 32, n),
+            np.testing.assert_allclose(ropes.rope_frequencies(rope, 8, 100.0, 32, n),
                                        naive_frequencies(rope, 8, 100.0, 32, n), rtol=1e-13)
     # below the training length every variant is the trained RoPE, exactly
-    for rope in llama.ROPES:
-        assert np.array_equal(llama.rope_frequencies(rope, 64, 1e5, 8192, 8192),
-                              llama.rope_frequencies("none", 64, 1e5, 8192, 1))
+    for rope in ropes.ROPES:
+        assert np.array_equal(ropes.rope_frequencies(rope, 64, 1e5, 8192, 8192),
+                              ropes.rope_frequencies("none", 64, 1e5, 8192, 1))
 
 
 def test_unit_scale_below_L_is_bit_identical(tiny):
@@ -291,7 +292,7 @@ def test_prefix_cache_equals_full_pass(tiny):
     L = TINY["L"]
     ids = np.random.default_rng(3).integers(1, tiny.config.vocab_size, size=2 * L + 5)
     f = llama.scale_factors("qwen_logn", np.arange(1, len(ids) + 1), TINY["head_dim"], L)
-    inv = llama.rope_frequencies("yarn", TINY["head_dim"], TINY["base"], L, len(ids))
+    inv = ropes.rope_frequencies("yarn", TINY["head_dim"], TINY["base"], L, len(ids))
     full, _, _ = tiny.run(ids, factors=f, inv_freq=inv, block=8)
     pre, cache, _ = tiny.run(ids, stop=L, factors=f, inv_freq=inv, block=8, keep_cache=True)
     rest, _, _ = tiny.run(ids, start=L, cache=cache, factors=f, inv_freq=inv, block=8)
@@ -312,7 +313,7 @@ def test_block_size_does_not_matter(tiny):
 
 def test_bad_input(tiny):
     with pytest.raises(ValueError, match="`rope`"):
-        llama.rope_frequencies("linear", 8, 100.0, 32, 64)
+        ropes.rope_frequencies("linear", 8, 100.0, 32, 64)
     with pytest.raises(ValueError, match="`scheme`"):
         llama.scale_factors("nope", [1, 2], 8, 32)
     with pytest.raises(ValueError, match="`scheme`"):

@@ -40,7 +40,8 @@ import numpy as np
 
 from .._progress import progress_bar
 from .._validation import check_int
-from .llama import ROPES, PositionStats, bucketize, rope_frequencies, scale_factors
+from ..rope import ROPES, rope_frequencies
+from .llama import PositionStats, bucketize, scale_factors
 
 __all__ = ["DEFAULT_DOCS", "QUICK", "ExtrapolationResult", "length_extrapolation", "loss_markdown", "read_extrapolation_csv"]
 
