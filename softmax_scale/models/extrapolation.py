@@ -27,10 +27,8 @@ value at ``n_ref`` (the same bucket) for ``n_b > L``.
 
 from __future__ import annotations
 
-import csv
 import datetime
 import hashlib
-import io
 import math
 import os
 import sys
@@ -41,6 +39,7 @@ import numpy as np
 from .._progress import progress_bar
 from .._validation import check_int
 from ..rope import ROPES, rope_frequencies
+from ..store import ResultStore, read_table
 from .llama import PositionStats, bucketize, scale_factors
 
 __all__ = ["DEFAULT_DOCS", "QUICK", "ExtrapolationResult", "length_extrapolation", "loss_markdown", "read_extrapolation_csv"]
@@ -145,51 +144,22 @@ class ExtrapolationResult:
 
 def read_extrapolation_csv(path) -> ExtrapolationResult:
     """Read a CSV written by :func:`length_extrapolation` (header lines start with ``#``)."""
-    header = {}
-    lines = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.startswith("#"):
-                k, _, v = line[1:].partition(":")
-                header[k.strip()] = v.strip()
-            elif line.strip():
-                lines.append(line)
-    reader = csv.reader(lines)
-    cols = next(reader)
-    if tuple(cols) != COLUMNS:
-        raise ValueError(f"`path`: {path} is not a length_extrapolation CSV (columns {cols})")
-    data = [row for row in reader if len(row) == len(COLUMNS)]
-    rows = {}
-    for j, c in enumerate(COLUMNS):
-        vals = [row[j] for row in data]
-        if c in ("doc", "rope", "scheme"):
-            rows[c] = np.asarray(vals, dtype=object)
-        elif c in ("lo", "hi", "layer", "head", "count"):
-            rows[c] = np.asarray([int(v) for v in vals], dtype=np.int64)
-        else:
-            rows[c] = np.asarray([float(v) if v else np.nan for v in vals])
-    return ExtrapolationResult(header, rows, os.fspath(path))
-
-
-def _fmt(x):
-    if isinstance(x, (str, np.str_)):
-        return str(x)
-    if isinstance(x, (int, np.integer)):
-        return str(int(x))
-    return "" if not np.isfinite(x) else f"{float(x):.6g}"
+    try:
+        t = read_table(path, COLUMNS, text=("doc", "rope", "scheme"), ints=("lo", "hi", "layer", "head", "count"))
+    except ValueError as err:
+        raise ValueError(f"`path`: {path} is not a length_extrapolation CSV ({err})") from None
+    return ExtrapolationResult(t.header, t.rows, t.path)
 
 
 def _block(doc, rope, scheme, edges, loss=None, count=None, ent=None, sig=None, snk=None,
-           pn=None, pe=None, inv=None) -> str:
-    """CSV text for one (doc, rope, scheme) result."""
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
+           pn=None, pe=None, inv=None) -> list:
+    """The rows of one (doc, rope, scheme) result."""
+    rows = []
     nan = float("nan")
     for b in range(len(edges) - 1):
         lo, hi = int(edges[b]), int(edges[b + 1])
         if loss is not None:
-            w.writerow([_fmt(v) for v in (doc, rope, scheme, lo, hi, -1, -1, int(count[b]), loss[b],
-                                          nan, nan, nan, nan, nan, nan)])
+            rows.append((doc, rope, scheme, lo, hi, -1, -1, int(count[b]), loss[b], nan, nan, nan, nan, nan, nan))
         arr = ent if ent is not None else pn
         if arr is None:
             continue
@@ -201,70 +171,13 @@ def _block(doc, rope, scheme, edges, loss=None, count=None, ent=None, sig=None, 
                     vals[0:3] = ent[layer, h, b], sig[layer, h, b], snk[layer, h, b]
                 if pn is not None:
                     vals[3:6] = pn[layer, h, b], pe[layer, h, b], inv[layer, h, b]
-                w.writerow([_fmt(v) for v in (doc, rope, scheme, lo, hi, layer, h, 0, nan, *vals)])
-    return buf.getvalue()
+                rows.append((doc, rope, scheme, lo, hi, layer, h, 0, nan, *vals))
+    return rows
 
 
 def _expected_rows(edges, with_loss, n_heads_total):
     nb = len(edges) - 1
     return nb * ((1 if with_loss else 0) + n_heads_total)
-
-
-class _Store:
-    """The CSV as a resumable store: one block per key, appended and fsynced when done."""
-
-    def __init__(self, path, header: dict, overwrite: bool):
-        self.path = os.fspath(path)
-        self.done = {}
-        if os.path.exists(self.path) and not overwrite:
-            old = read_extrapolation_csv(self.path)
-            for k in ("model_sha256", "train_length", "length", "buckets"):
-                if old.header.get(k) != str(header[k]):
-                    raise ValueError(
-                        f"`out`: {self.path} was written with {k} = {old.header.get(k)!r}, not {header[k]!r}; "
-                        "pass overwrite=True (or another file) to start again")
-            r = old.rows
-            for key in zip(r["doc"], r["rope"], r["scheme"]):
-                self.done[key] = self.done.get(key, 0) + 1
-            self.header = old.header
-        else:
-            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-            with open(self.path, "w", encoding="utf-8") as f:
-                for k, v in header.items():
-                    f.write(f"# {k}: {v}\n")
-                f.write(",".join(COLUMNS) + "\n")
-            self.header = header
-
-    def has(self, key, expected_rows):
-        return self.done.get(key, 0) == expected_rows
-
-    def drop_partial(self, expected):
-        """Rewrite the file without blocks whose row count is not the expected one."""
-        bad = {k for k, c in self.done.items() if c != expected(k)}
-        if not bad:
-            return
-        with open(self.path, encoding="utf-8") as f:
-            lines = f.readlines()
-        keep = []
-        for line in lines:
-            if not line.startswith("#") and line.count(",") == len(COLUMNS) - 1:
-                key = tuple(line.split(",", 3)[:3])
-                if key in bad:
-                    continue
-            elif not line.startswith("#"):
-                continue  # a torn last line
-            keep.append(line)
-        with open(self.path, "w", encoding="utf-8") as f:
-            f.writelines(keep)
-        for k in bad:
-            del self.done[k]
-
-    def append(self, key, text):
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        self.done[key] = text.count("\n")
 
 
 def _concat(a: PositionStats, b: PositionStats) -> PositionStats:
@@ -434,7 +347,8 @@ def length_extrapolation(model="smollm2", lengths=None, *, schemes=DEFAULT_SCHEM
         "baseline": f"sliding window of {L} tokens, stride {L // 4} (rope=window)",
         "date": datetime.date.today().isoformat(),
     }
-    store = _Store(out, header, overwrite)
+    store = ResultStore(out, header, COLUMNS, key=("doc", "rope", "scheme"),
+                        match=("model_sha256", "train_length", "length", "buckets"), overwrite=overwrite)
     nh_total = c.n_layers * c.n_heads
 
     def expected(key):
@@ -485,20 +399,20 @@ def length_extrapolation(model="smollm2", lengths=None, *, schemes=DEFAULT_SCHEM
                     st = _concat(prefix, rest)
                 else:
                     st, _, _ = m.run(ids, factors=f, inv_freq=inv_freq, block=block, progress=progress)
-                store.append(t, _block(doc, rope, s, edges, *bucketize(edges, st, n)))
+                store.append(_block(doc, rope, s, edges, *bucketize(edges, st, n)))
                 if bar is not None:
                     bar.update()
             if need_pred:
                 dists = _probe_sample(prefix.probe, cache, L, m.config)
                 pn, pe, inv = _predict(prefix, dists, edges, L, schemes, c.head_dim)
                 for t in preds:
-                    store.append(t, _block(doc, "iid", t[2], edges, pn=pn[t[2]], pe=pe[t[2]], inv=inv))
+                    store.append(_block(doc, "iid", t[2], edges, pn=pn[t[2]], pe=pe[t[2]], inv=inv))
                     if bar is not None:
                         bar.update()
             del prefix, cache
         key = (doc, "window", "standard")
         if key in todo:
-            store.append(key, _window_block(m, doc, ids, L, n, edges, block, progress))
+            store.append(_window_block(m, doc, ids, L, n, edges, block, progress))
             if bar is not None:
                 bar.update()
     if bar is not None:
