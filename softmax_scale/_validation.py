@@ -60,6 +60,8 @@ def check_n_array(n, name: str = "n", *, minimum: int = 2) -> tuple[np.ndarray, 
     if scalar and not _is_number(n if not isinstance(n, np.ndarray) else n.item()):
         raise TypeError(f"`{name}` must be {rule}, got {n!r} of type {type(n).__name__}")
     arr = np.asarray(n)
+    if scalar and arr.dtype == object and isinstance(arr.item(), numbers.Integral):
+        raise ValueError(f"`{name}` must be {rule}, got {show(arr.item())}")  # beyond int64, e.g. 10**30
     if arr.dtype == bool or arr.dtype.kind not in "iuf":
         raise TypeError(f"`{name}` must be {rule} (or an array of them), got dtype {arr.dtype}")
     arr = np.atleast_1d(arr).astype(np.float64)

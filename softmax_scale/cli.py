@@ -116,40 +116,83 @@ def _cmd_stats(args):
     _emit(args, obj, "\n".join(lines))
 
 
+def _scheme_rows():
+    from .schemes import list_schemes
+
+    return {i.key: {"applies_to": i.applies_to, "formula": i.formula, "defaults": dict(i.defaults),
+                    "pinned_at_train_length": i.pin_rule or None, "source": i.source} for i in list_schemes()}
+
+
+def _show_params(params) -> str:
+    return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items()) or "no parameters"
+
+
+def _schemes_epilog() -> str:
+    lines = ["schemes (published defaults; what --train-length L sets):"]
+    for key, r in _scheme_rows().items():
+        pin = f"; --train-length sets {r['pinned_at_train_length']}" if r["pinned_at_train_length"] else ""
+        lines.append(f"  {key:<24} {_show_params(r['defaults'])}{pin}")
+    return "\n".join(lines)
+
+
 def _cmd_scale(args):
-    from .schemes import attention_scale, list_schemes
+    from .schemes import SCHEMES, pinned
 
     if args.list:
-        infos = list_schemes()
-        obj = {i.key: {"formula": i.formula, "source": i.source} for i in infos}
-        _emit(args, obj, "\n".join(f"{i.key:<24} {i.formula}   [{i.source}]" for i in infos))
+        rows = _scheme_rows()
+        text = []
+        for key, r in rows.items():
+            pin = f"  [--train-length L sets {r['pinned_at_train_length']}]" if r["pinned_at_train_length"] else ""
+            text.append(f"{key:<24} {r['formula']}\n{'':<24} defaults: {_show_params(r['defaults'])}{pin}\n"
+                        f"{'':<24} {r['source']}")
+        _emit(args, rows, "\n".join(text))
         return
     if args.n is None or args.d is None:
         raise ValueError("`n` and `d` are required (or pass --list)")
-    params = dict(_parse_param(p) for p in args.param)
-    m = attention_scale(args.n, args.d, scheme=args.scheme, **params)
-    obj = {"scheme": args.scheme, "n": args.n, "d": args.d, "params": params, "multiplier": m}
-    _emit(args, obj, f"{args.scheme}: multiplier on q.k at n = {args.n}, d = {args.d}: {float(np.squeeze(m)):.8g}")
+    ps = pinned(args.scheme, args.train_length, **dict(_parse_param(p) for p in args.param))
+    m = ps.scale(args.n, args.d)
+    obj = {"scheme": args.scheme, "n": args.n, "d": args.d, "train_length": ps.train_length,
+           "params": dict(ps.params), "multiplier": m}
+    on = "q.k" if SCHEMES[args.scheme].applies_to == "qk" else "the cosine"
+    text = f"{args.scheme} ({_show_params(ps.params)}): multiplier on {on} at n = {args.n}, d = {args.d}: {float(np.squeeze(m)):.8g}"
+    if on == "q.k":
+        f = float(np.squeeze(ps.factor(args.n, args.d)))
+        obj["factor_over_standard"] = f
+        text += f" (x{f:.6g} the standard 1/sqrt(d))"
+    _emit(args, obj, text)
 
 
 def _parse_param(text: str):
     if "=" not in text:
         raise ValueError(f"`--param` must look like key=value, got {text!r}")
     k, v = text.split("=", 1)
-    return k, _number(v)
+    return k.strip(), None if v.strip().lower() == "none" else _number(v)
 
 
 def _cmd_entropy(args):
     from .entropy import entropy_curves
+    from .schemes import pinned
 
+    per_scheme = {}
+    for p in args.param:
+        key, value = _parse_param(p)
+        scheme, dot, name = key.rpartition(".")
+        if not dot or scheme not in args.schemes:
+            raise ValueError(f"`--param` must look like SCHEME.KEY=VALUE with SCHEME among --schemes, got {p!r}")
+        per_scheme.setdefault(scheme, {})[name] = value
     ns = np.asarray(args.ns)
+    curves = entropy_curves(ns, args.schemes, d=args.d, score_model=args.score_model, match=args.match,
+                            train_length=args.train_length, scheme_params=per_scheme)
     model = args.score_model + (f" + one key at match {args.match:g}" if args.match is not None else "")
-    obj, lines = {}, [f"E[H] (nats) against n, d = {args.d}, {model} scores"]
+    pin = f", schemes pinned at L = {args.train_length}" if args.train_length is not None else ", published defaults"
+    obj, lines = {}, [f"E[H] (nats) against n, d = {args.d}, {model} scores{pin}"]
     lines.append(f"{'scheme':<24}" + "".join(f"{int(n):>12d}" for n in ns))
-    curves = entropy_curves(ns, args.schemes, d=args.d, score_model=args.score_model, match=args.match)
     for scheme, c in curves.items():
-        obj[scheme] = {"n": ns, "alpha": c.alpha, "entropy": c.entropy, "entropy_over_log_n": c.entropy_ratio}
-        lines.append(f"{scheme:<24}" + "".join(f"{x:>12.5f}" for x in np.atleast_1d(c.entropy)))
+        params = dict(pinned(scheme, args.train_length, **per_scheme.get(scheme, {})).params)
+        obj[scheme] = {"params": params, "n": ns, "alpha": c.alpha, "entropy": c.entropy,
+                       "entropy_over_log_n": c.entropy_ratio}
+        lines.append(f"{scheme:<24}" + "".join(f"{x:>12.5f}" for x in np.atleast_1d(c.entropy))
+                     + (f"   ({_show_params(params)})" if params else ""))
         if args.match is not None:
             obj[scheme]["signal_share"] = c.signal_share
             lines.append(f"{'  signal share':<24}" + "".join(f"{x:>12.5f}" for x in np.atleast_1d(c.signal_share)))
@@ -245,10 +288,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    def add(name, func, help_):
-        sp = sub.add_parser(name, help=help_, description=help_)
+    def add(name, func, help_, epilog=None):
+        extra = {"epilog": epilog(), "formatter_class": argparse.RawDescriptionHelpFormatter} if epilog else {}
+        sp = sub.add_parser(name, help=help_, description=help_, **extra)
         sp.set_defaults(func=func)
         return sp
+
+    def train_length_opt(sp):
+        sp.add_argument("--train-length", type=_number, default=None, metavar="L",
+                        help="pin every scheme that has a training length at L (schemes.pinned); "
+                        "default: each scheme's published default (entropy_invariant 512, qwen_logn 8192, "
+                        "yarn and longrope 4096, llama4 8192, ssmax s = 0.43)")
 
     def dist_opts(sp):
         sp.add_argument("--dist", default="normal", choices=["normal", "cosine"], help="score distribution (default normal)")
@@ -278,16 +328,23 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--seed", type=_number, default=0, help="Monte Carlo seed (default 0)")
     json_opt(sp)
 
-    sp = add("scale", _cmd_scale, "a published attention scale (multiplier on q.k) at n keys, head dimension d")
+    sp = add("scale", _cmd_scale, "a published attention scale (multiplier on q.k) at n keys, head dimension d",
+             epilog=_schemes_epilog)
     sp.add_argument("n", type=_number, nargs="?", help="number of keys (or 1-indexed position)")
     sp.add_argument("d", type=_number, nargs="?", help="head dimension")
-    sp.add_argument("--list", action="store_true", help="list every scheme with its formula and source")
+    sp.add_argument("--list", action="store_true", help="list every scheme with its formula, defaults and source")
     sp.add_argument("--scheme", default="standard", help="scheme key (see `softmax-scale scale --list`)")
-    sp.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="scheme parameter, repeatable")
+    train_length_opt(sp)
+    sp.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                    help="scheme parameter (after --train-length), repeatable; 'none' for None")
     json_opt(sp)
 
-    sp = add("entropy", _cmd_entropy, "expected attention entropy against n under published scales")
+    sp = add("entropy", _cmd_entropy, "expected attention entropy against n under published scales",
+             epilog=_schemes_epilog)
     sp.add_argument("--schemes", nargs="+", default=["standard", "entropy_invariant"], help="scheme keys")
+    train_length_opt(sp)
+    sp.add_argument("--param", action="append", default=[], metavar="SCHEME.KEY=VALUE",
+                    help="a parameter of one scheme (after --train-length), repeatable")
     sp.add_argument("--ns", nargs="+", type=_number, default=[512, 1024, 4096, 32768], help="values of n")
     sp.add_argument("--d", type=int, default=128, help="head dimension (default 128)")
     sp.add_argument(

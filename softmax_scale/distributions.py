@@ -345,10 +345,18 @@ def get_distribution(dist="normal", d=None) -> ScoreDistribution:
         A name, a distribution object, or a 1-D array of measured scores
         (shorthand for ``Empirical(array)``).
     d : int, optional
-        Dimension, required for ``"cosine"`` (``d >= 2``), ignored by ``"normal"``.
+        Dimension, required for ``"cosine"`` (``d >= 2``); an error with any other
+        distribution, which has no dimension (a ``d`` that would be silently ignored is
+        usually a forgotten ``dist="cosine"``).
     """
     if isinstance(dist, ScoreDistribution):
+        if d is not None and not (isinstance(dist, Cosine) and d == dist.d):
+            raise ValueError(f"`d` must be None with a distribution object ({dist.label} fixes its own), got d={d!r}")
         return dist
+    if d is not None and not (isinstance(dist, str) and dist == "cosine"):
+        name = repr(dist) if isinstance(dist, str) else "an empirical sample"
+        raise ValueError(f"`d` applies to dist='cosine' only; {name} has no dimension, got d={d!r} "
+                         "(drop d, or pass dist='cosine')")
     if isinstance(dist, str):
         if dist == "normal":
             return _NORMAL

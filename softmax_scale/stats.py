@@ -7,10 +7,10 @@ from .stats_result import SoftmaxStats
 
 __all__ = ["METHODS", "SoftmaxStats", "softmax_stats"]
 
-METHODS = ("mc", "exact")
+METHODS = ("exact", "mc")
 
 
-def softmax_stats(alpha, n, dist="normal", *, d=None, method="mc", trials=10_000, rng=None, **kwargs):
+def softmax_stats(alpha, n, dist="normal", *, d=None, method="exact", trials=None, rng=None, **kwargs):
     """Expected ``sum p^2``, entropy and gradient objective of ``softmax(alpha s)``.
 
     Parameters
@@ -23,10 +23,11 @@ def softmax_stats(alpha, n, dist="normal", *, d=None, method="mc", trials=10_000
         Score distribution; an array is an empirical sample.
     d : int, optional
         Dimension for ``dist="cosine"``.
-    method : {"mc", "exact"}
-        Monte Carlo (with standard errors) or the deterministic quadrature.
-    trials : int
-        Monte Carlo trials (ignored by ``"exact"``).
+    method : {"exact", "mc"}
+        The deterministic quadrature (the default: two identical calls give the same
+        numbers) or Monte Carlo with standard errors (``trials`` and ``rng``).
+    trials : int, optional
+        Monte Carlo trials (``method="mc"`` only; default 10,000).
     rng : None, int, SeedSequence or Generator
         Seed of the Monte Carlo draws; the same seed gives bit-identical results
         for any number of threads.
@@ -41,7 +42,10 @@ def softmax_stats(alpha, n, dist="normal", *, d=None, method="mc", trials=10_000
     if method == "mc":
         from .montecarlo import mc_stats
 
-        return mc_stats(alpha, n, dist, d=d, trials=trials, rng=rng, **kwargs)
+        return mc_stats(alpha, n, dist, d=d, trials=10_000 if trials is None else trials, rng=rng, **kwargs)
+    if trials is not None or rng is not None:
+        raise ValueError("`trials` and `rng` are Monte Carlo options: pass method='mc' with them "
+                         "(the default method='exact' is deterministic)")
     try:
         from .exact import exact_stats
     except ImportError as exc:  # pragma: no cover - until the exact evaluator lands

@@ -67,7 +67,7 @@ def test_argparse_errors_exit_2(capsys):
 def test_stats_mc_json_matches_library(capsys):
     code, out, _ = run(capsys, "stats", "2", "256", "--method", "mc", "--trials", "500", "--seed", "3", "--json")
     obj = json.loads(out)
-    ref = ss.softmax_stats(2.0, 256, trials=500, rng=3)
+    ref = ss.softmax_stats(2.0, 256, method="mc", trials=500, rng=3)
     assert obj["entropy"] == ref.entropy and obj["grad_se"] == ref.grad_se
 
 

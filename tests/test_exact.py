@@ -218,3 +218,10 @@ def test_two_cosine_scores_against_double_quadrature(d, alpha):
     r = exact_stats(alpha, 2, "cosine", d=d)
     assert 1.0 - r.sum_p2 == pytest.approx(ref, rel=1e-9)
     assert r.grad == pytest.approx(alpha * ref, rel=1e-9)
+
+
+def test_softmax_stats_defaults_to_the_deterministic_exact_method():
+    a = ss.softmax_stats(1.7, 333)
+    b = ss.softmax_stats(1.7, 333)
+    c = ss.softmax_stats(1.7, 333, method="exact")
+    assert a.method == "exact" and a.entropy == b.entropy == c.entropy and a.sum_p2 == c.sum_p2

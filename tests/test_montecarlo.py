@@ -27,7 +27,8 @@ def _numpy_reference(scores, alphas):
 def test_per_trial_values_match_numpy_on_the_same_draws(dist):
     n, trials, seed = 300, 50, 7
     alphas = np.array([0.0, 0.5, 1.3, 2.5]) * (10.0 if dist == "cosine" else 1.0)
-    dobj = get_distribution(np.random.default_rng(3).standard_normal(40) if dist == "empirical" else dist, d=32)
+    sample = np.random.default_rng(3).standard_normal(40)
+    dobj = get_distribution(sample if dist == "empirical" else dist, d=32 if dist == "cosine" else None)
     tr = ss.mc_trials(alphas, n, dobj, trials=trials, rng=seed)
     kind, param, sample = dobj.kernel_spec
     block, nblocks = _kernels.block_layout(trials)
@@ -64,11 +65,11 @@ def _exact_two_normal_sum_p2(a):
 def test_estimates_agree_with_closed_forms_within_their_errors():
     # n = 2: one-dimensional quadrature
     a = np.array([0.5, 2.0])
-    r = ss.softmax_stats(a, 2, trials=40_000, rng=5)
+    r = ss.softmax_stats(a, 2, method="mc", trials=40_000, rng=5)
     ref = np.array([_exact_two_normal_sum_p2(x) for x in a])
     assert np.all(np.abs(r.sum_p2 - ref) < 4 * r.sum_p2_se)
     # E[log Z] for alpha -> 0 scores is log n exactly; E[max] for large alpha
-    r0 = ss.softmax_stats(0.0, 1000, trials=100, rng=1)
+    r0 = ss.softmax_stats(0.0, 1000, method="mc", trials=100, rng=1)
     assert r0.entropy == pytest.approx(np.log(1000), rel=1e-13)
     assert r0.sum_p2 == pytest.approx(1e-3, rel=1e-13)
 
@@ -76,7 +77,7 @@ def test_estimates_agree_with_closed_forms_within_their_errors():
 def test_log_z_expectation_for_normal_scores_small_alpha():
     # E[log Z] <= log E[Z] = log n + a^2/2 (Jensen) and close to it for large n
     n, a = 5000, 0.5
-    r = ss.softmax_stats(a, n, trials=4000, rng=2)
+    r = ss.softmax_stats(a, n, method="mc", trials=4000, rng=2)
     bound = np.log(n) + a * a / 2
     assert r.log_z < bound + 4 * r.log_z_se
     assert bound - r.log_z < 0.01
@@ -84,14 +85,14 @@ def test_log_z_expectation_for_normal_scores_small_alpha():
 
 def test_independent_seeds_agree_within_four_standard_errors():
     a = np.array([0.5, 1.5, 3.0])
-    r1 = ss.softmax_stats(a, 512, trials=20_000, rng=101)
-    r2 = ss.softmax_stats(a, 512, trials=20_000, rng=202)
+    r1 = ss.softmax_stats(a, 512, method="mc", trials=20_000, rng=101)
+    r2 = ss.softmax_stats(a, 512, method="mc", trials=20_000, rng=202)
     for name in ("sum_p2", "entropy", "grad", "log_z"):
         diff = np.abs(getattr(r1, name) - getattr(r2, name))
         se = np.hypot(getattr(r1, name + "_se"), getattr(r2, name + "_se"))
         assert np.all(diff < 4 * se), name
     # negative control: a different n is detected by the same criterion
-    r3 = ss.softmax_stats(a, 600, trials=20_000, rng=303)
+    r3 = ss.softmax_stats(a, 600, method="mc", trials=20_000, rng=303)
     assert np.any(np.abs(r3.entropy - r1.entropy) > 4 * np.hypot(r1.entropy_se, r3.entropy_se))
 
 
@@ -104,14 +105,14 @@ def test_parallel_and_serial_kernels_agree_exactly():
 
 
 def test_scalar_and_array_alpha_give_the_same_numbers():
-    s = ss.softmax_stats(1.25, 100, trials=500, rng=4)
-    v = ss.softmax_stats([1.25], 100, trials=500, rng=4)
+    s = ss.softmax_stats(1.25, 100, method="mc", trials=500, rng=4)
+    v = ss.softmax_stats([1.25], 100, method="mc", trials=500, rng=4)
     assert isinstance(s.grad, float) and v.grad.shape == (1,)
     assert s.grad == v.grad[0] and s.entropy == v.entropy[0]
 
 
 def test_huge_scale_is_finite_and_one_hot():
-    r = ss.softmax_stats(np.array([1e3, 1e6]), 1000, trials=50, rng=0)
+    r = ss.softmax_stats(np.array([1e3, 1e6]), 1000, method="mc", trials=50, rng=0)
     assert np.all(np.isfinite([r.sum_p2, r.entropy, r.grad, r.log_z]))
     # at 1e6 only a gap below ~3e-5 between the two largest of 1000 normals keeps p from one-hot
     assert r.sum_p2[1] == pytest.approx(1.0, abs=1e-9)
@@ -128,9 +129,11 @@ def test_huge_scale_is_finite_and_one_hot():
         (dict(alpha=-1.0, n=10), "`alpha`"),
         (dict(alpha=float("nan"), n=10), "`alpha`"),
         (dict(alpha=[1.0, np.nan], n=10), "`alpha`"),
-        (dict(alpha=1.0, n=10, trials=1), "`trials`"),
+        (dict(alpha=1.0, n=10, method="mc", trials=1), "`trials`"),
+        (dict(alpha=1.0, n=10, trials=100), "`trials`"),  # a Monte Carlo option with the default exact method
+        (dict(alpha=1.0, n=10, rng=0), "`rng`"),
         (dict(alpha=1.0, n=10, method="magic"), "`method`"),
-        (dict(alpha=1.0, n=10**9, trials=10**6), "`trials`"),
+        (dict(alpha=1.0, n=10**9, method="mc", trials=10**6), "`trials`"),
     ],
 )
 def test_bad_input_names_the_parameter(kwargs, match):
@@ -144,13 +147,13 @@ def test_wrong_types_raise_type_error():
     with pytest.raises(TypeError, match="`alpha`"):
         ss.softmax_stats("1", 10)
     with pytest.raises(TypeError, match="`rng`"):
-        ss.softmax_stats(1.0, 10, rng="seed")
+        ss.softmax_stats(1.0, 10, method="mc", rng="seed")
 
 
 def test_seed_forms():
-    a = ss.softmax_stats(1.0, 50, trials=100, rng=np.random.SeedSequence(3)).grad
-    b = ss.softmax_stats(1.0, 50, trials=100, rng=3).grad
+    a = ss.softmax_stats(1.0, 50, method="mc", trials=100, rng=np.random.SeedSequence(3)).grad
+    b = ss.softmax_stats(1.0, 50, method="mc", trials=100, rng=3).grad
     assert a == b
-    g1 = ss.softmax_stats(1.0, 50, trials=100, rng=np.random.default_rng(3)).grad
-    g2 = ss.softmax_stats(1.0, 50, trials=100, rng=np.random.default_rng(3)).grad
+    g1 = ss.softmax_stats(1.0, 50, method="mc", trials=100, rng=np.random.default_rng(3)).grad
+    g2 = ss.softmax_stats(1.0, 50, method="mc", trials=100, rng=np.random.default_rng(3)).grad
     assert g1 == g2
