@@ -54,7 +54,7 @@ from .moments import (
 from .montecarlo import MCTrials, mc_trials
 from .objectives import OBJECTIVES, gradient_objective
 from .optimize import AlphaOptimum, optimal_alpha, optimize_alpha
-from .schemes import SCHEMES, SchemeInfo, attention_scale, list_schemes, scheme_alpha
+from .schemes import SCHEMES, PinnedScheme, SchemeInfo, attention_scale, list_schemes, pinned, scheme_alpha
 from .stats import SoftmaxStats, softmax_stats
 from .typical import ObjectiveTable, mc_objective, objective_table
 
@@ -93,6 +93,7 @@ __all__ = [
     "Normal",
     "ObjectiveTable",
     "PhaseDiagram",
+    "PinnedScheme",
     "SchemeInfo",
     "ScoreDistribution",
     "SignalStats",
@@ -125,6 +126,7 @@ __all__ = [
     "optimal_alpha_causal",
     "optimize_alpha",
     "phase_diagram",
+    "pinned",
     "rescale_activation",
     "residual_second_moments",
     "rms_norm",
