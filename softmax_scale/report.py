@@ -80,7 +80,7 @@ class AlphaTable:
             out.append("")
             out.append(
                 f"**{c} scores: alpha* under the other objectives** (Monte Carlo on {ot.trials} common draws per n, "
-                "standard errors from batch means; `expected` has no finite maximiser, its supremum f_gap(0) is shown):"
+                "standard errors: bootstrap over the draws; `expected` has no finite maximiser, its supremum f_gap(0) is shown):"
             )
             out.append("")
             out.append("| n | mean-field | typical (median G) | geometric (exp E[log G]) | expected: alpha* | sup E[G] |")

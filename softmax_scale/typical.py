@@ -6,9 +6,20 @@ draws, so the objective is a deterministic, nearly smooth function of
 geometric grid of scales around the mean-field ``alpha*``, a fine grid across
 the bracket of the coarse maximum (same draws), and a bounded scalar
 maximisation (``scipy.optimize.minimize_scalar``) of the cubic spline through
-the grid values.  The standard error of ``alpha*`` comes from batch means:
-the trials are split into independent batches, each batch is maximised the
-same way, and ``SE = sd(batch maxima) / sqrt(batches)``.
+the grid values.
+
+The standard error of ``alpha*`` is a bootstrap over the trials: the trials are
+resampled with replacement ``resamples`` times, each resample is maximised the
+same way on the same grid, and ``SE`` is the standard deviation of those maxima.
+It estimates the spread of ``alpha*`` between independent runs with the same
+number of trials directly.  (Batch means, used before, assumed that the spread
+shrinks like ``1/sqrt(trials)``; for the median it does not: its argmax converges
+more slowly, at about a cube-root rate and slower still at a few thousand trials,
+because the median's top is flat. Batch means reported 0.24 where the spread
+between seeds was 0.54, at ``n = 1000``.)  Measured over 40 seeds at ``n = 1000``
+with 4000 trials: mean bootstrap SE 0.45 against a seed-to-seed standard deviation
+of 0.54 for ``typical`` (it covers most, not all, of the spread of a flat-topped
+maximum: read ``alpha*`` as +/- 2 SE), and 0.043 against 0.042 for ``geometric``.
 
 Unlike ``E[G]`` (which rises without bound towards ``f_gap(0)``), both have a
 finite maximiser: a typical draw has a gap of order one between its two
@@ -42,6 +53,28 @@ def _reduce(g: np.ndarray, objective: str) -> np.ndarray:
     if objective == "typical":
         return np.median(g, axis=0)
     return np.exp(np.mean(np.log(np.maximum(g, 1e-300)), axis=0))
+
+
+def _reduce_resampled(g: np.ndarray, counts: np.ndarray, objective: str) -> np.ndarray:
+    """:func:`_reduce` of each bootstrap resample, the resamples given as counts per trial.
+
+    ``counts`` is ``(resamples, trials)``: how often each trial is drawn.  Equal to
+    ``_reduce(g[rows], objective)`` for the rows the counts describe, without copying them:
+    the geometric mean is a matrix product, the median two order statistics found from the
+    cumulative counts of each column sorted once.
+    """
+    trials = g.shape[0]
+    if objective == "geometric":
+        return np.exp(counts @ np.log(np.maximum(g, 1e-300)) / trials)
+    order = np.argsort(g, axis=0, kind="stable")
+    sorted_g = np.take_along_axis(g, order, axis=0)
+    out = np.empty((counts.shape[0], g.shape[1]))
+    ranks = np.array([(trials - 1) // 2, trials // 2])  # the middle order statistics (0-based)
+    for j in range(g.shape[1]):
+        cum = np.cumsum(counts[:, order[:, j]], axis=1)  # resampled rank reached at each sorted trial
+        pos = np.stack([np.sum(cum <= r, axis=1) for r in ranks])  # first sorted trial past each rank
+        out[:, j] = np.mean(sorted_g[pos, j], axis=0)
+    return out
 
 
 def mc_objective(alpha, n, dist="normal", *, d=None, objective="typical", trials=4000, rng=None):
@@ -85,7 +118,7 @@ def _bracket(grid, values):
     return grid[max(k - 1, 0)], grid[min(k + 1, grid.size - 1)], interior
 
 
-def _optimise_one(n, dist, objectives, trials, seed, batches):
+def _optimise_one(n, dist, objectives, trials, seed, resamples):
     """``{objective: (alpha*, value, se, nfev, success)}`` for one ``n`` on one set of draws."""
     from .optimize import optimize_alpha
 
@@ -101,41 +134,40 @@ def _optimise_one(n, dist, objectives, trials, seed, batches):
     grid = np.concatenate([coarse, fine[keep]])
     order = np.argsort(grid)
     grid, g_all = grid[order], np.concatenate([g_coarse, g_fine[:, keep]], axis=1)[:, order]
-    rows = np.array_split(np.arange(trials), batches)
+    boot = np.random.default_rng(np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, 1)))
+    counts = np.stack([np.bincount(boot.integers(0, trials, size=trials), minlength=trials)
+                       for _ in range(resamples)])
     out = {}
     for obj, (lo, hi, interior) in brackets.items():
         a_star, value, nfev, ok = _argmax_spline(grid, _reduce(g_all, obj), lo, hi)
         batch = []
-        for r in rows:
-            vals = _reduce(g_all[r], obj)
+        for vals in _reduce_resampled(g_all, counts, obj):
             blo, bhi, _ = _bracket(grid, vals)
             batch.append(_argmax_spline(grid, vals, blo, bhi)[0])
-        se = float(np.std(batch, ddof=1) / np.sqrt(batches))
+        se = float(np.std(batch, ddof=1))
         out[obj] = (a_star, value, se, grid.size + nfev, ok and interior)
     return out
 
 
-def _optimise(ns, dist, objectives, trials, rng, batches, progress):
+def _optimise(ns, dist, objectives, trials, rng, resamples, progress):
     trials = check_int(trials, "trials", minimum=20)
-    batches = check_int(batches, "batches", minimum=2)
-    if batches > trials // 10:
-        raise ValueError(f"`batches` must be <= trials/10 = {trials // 10}, got {batches}")
+    resamples = check_int(resamples, "resamples", minimum=2, maximum=100_000)
     seeds = seed_sequence(rng).spawn(ns.size)
     res = []
     show = progress if progress is not None else float(np.sum(ns)) * trials > 5e8
     for nv, seed in zip(progress_bar(ns, desc="alpha* (Monte Carlo)", disable=not show, leave=False), seeds):
-        res.append(_optimise_one(int(nv), dist, objectives, trials, seed, batches))
+        res.append(_optimise_one(int(nv), dist, objectives, trials, seed, resamples))
     return res
 
 
 def _registered_optimiser(objective):
-    def optimiser(n, dist, *, trials=4000, rng=None, batches=10, progress=None):
-        res = _optimise(n, dist, (objective,), trials, rng, batches, progress)
+    def optimiser(n, dist, *, trials=4000, rng=None, resamples=100, progress=None):
+        res = _optimise(n, dist, (objective,), trials, rng, resamples, progress)
         cols = list(zip(*[r[objective] for r in res]))
         success = np.array(cols[4], dtype=bool)
         message = (
             f"converged: maximiser of the {objective} objective on {trials} common draws per n "
-            f"(standard error from {batches} batches)"
+            f"(standard error: bootstrap over the trials, {resamples} resamples)"
             if success.all()
             else "the maximum lies at the edge of the search grid for some n (alpha* not reliable)"
         )
@@ -232,7 +264,7 @@ class ObjectiveTable:
         ]
 
 
-def objective_table(ns, dist="normal", d=None, *, trials=2000, rng=0, batches=10, progress=None) -> ObjectiveTable:
+def objective_table(ns, dist="normal", d=None, *, trials=2000, rng=0, resamples=100, progress=None) -> ObjectiveTable:
     """``alpha*`` per ``n`` for the typical and geometric objectives (with SE) and the expected supremum.
 
     About ``2 trials sum(ns)`` score draws: with the default 2000 trials, ten
@@ -250,8 +282,8 @@ def objective_table(ns, dist="normal", d=None, *, trials=2000, rng=0, batches=10
         Monte Carlo trials per ``n``.
     rng : None, int, SeedSequence or Generator
         Seed (default 0: the table is reproducible).
-    batches : int
-        Batches for the standard errors.
+    resamples : int
+        Bootstrap resamples of the trials for the standard errors (see the module docstring).
     progress : bool, optional
         Progress bar over ``ns``.
 
@@ -264,7 +296,7 @@ def objective_table(ns, dist="normal", d=None, *, trials=2000, rng=0, batches=10
 
     nn, _ = check_n_array(ns, "ns")
     dist_obj = get_distribution(dist, d)
-    res = _optimise(nn, dist_obj, MC_OBJECTIVES, trials, rng, batches, progress)
+    res = _optimise(nn, dist_obj, MC_OBJECTIVES, trials, rng, resamples, progress)
     typ = np.array([r["typical"][:3] for r in res])
     geo = np.array([r["geometric"][:3] for r in res])
     sup = np.array([gap_density_at_zero(int(v), dist_obj) for v in nn])

@@ -236,6 +236,11 @@ CASES = {
         {"n": 512, "d": 64},
         {"n": INT_BAD[:9], "d": INT_BAD[:9], "scheme": STRING_BAD},
     ),
+    "pinned": (
+        ss.pinned,
+        {"scheme": "entropy_invariant", "train_length": 64},
+        {"scheme": STRING_BAD, "train_length": [1, 0, -3, 2.5, NAN, "64", 10**16]},
+    ),
     "scheme_alpha": (
         ss.scheme_alpha,
         {"n": 512, "d": 64},
@@ -332,11 +337,11 @@ CASES = {
     ),
     "objective_table": (
         ss.objective_table,
-        {"ns": [64, 512, 4096], "trials": 40, "batches": 4},
+        {"ns": [64, 512, 4096], "trials": 40, "resamples": 4},
         {
             "ns": ARRAY_BAD[:6],
             "trials": [0, 1, -1, 2.5, NAN],
-            "batches": [0, 1, -1, 2.5, NAN],
+            "resamples": [0, 1, -1, 2.5, NAN, 10**6],
             "rng": RNG_BAD,
         },
     ),
@@ -544,7 +549,7 @@ def test_huge_but_valid_values_give_finite_results():
 # must work (finite result) or raise ValueError/TypeError naming the parameter.  A new public
 # function with an integer parameter needs a valid call in CASES (the coverage test above asks for
 # one anyway).
-INT_NAMES = {"n", "d", "L", "depth", "width", "trials", "inputs", "pairs", "batches", "d_model", "d_kv"}
+INT_NAMES = {"n", "d", "L", "depth", "width", "trials", "inputs", "pairs", "resamples", "d_model", "d_kv"}
 NOT_INT = {"rng": "a seed (int, SeedSequence or Generator), not a count; its bad values are RNG_BAD"}
 INT_GARBAGE = [1e300, 2**80, -0.0, True, "numpy", "8"]  # "numpy": a numpy integer of a valid value
 #: Arguments set beside an integer parameter so that it is used: ``d`` matters for cosine scores only.
