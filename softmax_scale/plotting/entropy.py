@@ -21,6 +21,29 @@ _SHOWN = ("standard", "chiang_cholak", "entropy_invariant", "qwen_logn", "yarn",
           "gradient_optimal", "critical")
 
 
+#: One look per scheme in every figure: colour, line style, width. Schemes that coincide past L
+#: (entropy_invariant, qwen_logn, longrope and ssmax once pinned) are drawn wide-solid under
+#: dashed and dash-dotted lines, so each stays visible where it lies on another.
+SCHEME_STYLE = {
+    "standard": ("tab:blue", "-", 1.8),
+    "chiang_cholak": ("tab:orange", "-", 1.8),
+    "entropy_invariant": ("tab:green", "-", 3.2),
+    "qwen_logn": ("tab:red", (0, (5, 2.5)), 1.6),
+    "longrope": ("tab:cyan", (0, (2, 2)), 1.6),
+    "yarn": ("tab:purple", "-", 1.8),
+    "llama4": ("tab:brown", "-", 1.8),
+    "ssmax": ("magenta", (0, (6, 2, 1, 2)), 1.3),
+    "gradient_optimal": ("tab:gray", "-", 1.8),
+    "critical": ("tab:olive", "-", 1.8),
+}
+
+
+def scheme_style(scheme) -> dict:
+    """``plot`` keywords (colour, line style, width) of a scheme, the same in every figure."""
+    color, ls, lw = SCHEME_STYLE.get(scheme, ("0.3", "-", 1.5))
+    return {"color": color, "ls": ls, "lw": lw}
+
+
 def _colors(keys):
     import matplotlib
 
@@ -49,7 +72,6 @@ def plot_entropy_vs_n(ns=None, schemes=_SHOWN, *, d=128, train_length=512, match
     matplotlib.figure.Figure
     """
     ns = np.unique(np.round(np.geomspace(64, 1e6, 24))) if ns is None else np.asarray(ns)
-    col = _colors(schemes)
     fig = Figure(figsize=(12, 8), layout="constrained")
     axes = fig.subplots(2, 2, sharex=True)
     for j, model in enumerate(("normal", "cosine")):
@@ -57,9 +79,9 @@ def plot_entropy_vs_n(ns=None, schemes=_SHOWN, *, d=128, train_length=512, match
             ax = axes[i, j]
             curves = E.entropy_curves(ns, schemes, d=d, score_model=model, match=m, train_length=train_length)
             for s, c in curves.items():
-                ax.plot(ns, c.entropy_ratio, color=col[s], label=s, lw=1.6)
+                ax.plot(ns, c.entropy_ratio, label=s, **scheme_style(s))
                 if m is not None:
-                    ax.plot(ns, c.signal_share, color=col[s], lw=1, ls=":")
+                    ax.plot(ns, c.signal_share, color=scheme_style(s)["color"], lw=0.8, ls=":")
             ax.axvline(train_length, color="0.5", lw=0.8, ls="--")
             ax.set_xscale("log")
             ax.set_ylim(-0.02, 1.02)
@@ -68,7 +90,9 @@ def plot_entropy_vs_n(ns=None, schemes=_SHOWN, *, d=128, train_length=512, match
             ax.set_ylabel("E[H] / log n  (dimensionless)")
             if i == 1:
                 ax.set_xlabel("number of keys n")
-    axes[0, 0].legend(fontsize=8, ncol=2)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside right center", fontsize=9, title=f"pinned at L={train_length}",
+               title_fontsize=9)
     fig.suptitle(f"Without a matching key only log-n scales slow the entropy; with one, they hold it "
                  f"(dashed: L={train_length})")
     return fig
@@ -93,13 +117,13 @@ def plot_extrapolation_drift(train_length=512, schemes=_SHOWN, *, d=128, match=1
     matplotlib.figure.Figure
     """
     t = E.extrapolation_table(train_length, schemes, d=d, score_model="cosine", match=match)
-    col = _colors(schemes)
     fig = Figure(figsize=(14, 4.6), layout="constrained")
     axes = fig.subplots(1, 3)
     for k, s in enumerate(t.schemes):
-        axes[0].plot(t.factors, t.drift_isotropic[k], "o-", color=col[s], label=s, ms=3)
-        axes[1].plot(t.factors, t.drift_signal[k], "o-", color=col[s], ms=3)
-        axes[2].plot(t.factors, t.share_signal[k], "o-", color=col[s], ms=3)
+        st = scheme_style(s)
+        axes[0].plot(t.factors, t.drift_isotropic[k], marker="o", label=s, ms=3, **st)
+        axes[1].plot(t.factors, t.drift_signal[k], marker="o", ms=3, **st)
+        axes[2].plot(t.factors, t.share_signal[k], marker="o", ms=3, **st)
     axes[0].plot(t.factors, t.log_n_drift, "k--", lw=1, label="log(n/L)")
     for ax, title, yl in zip(axes, ("isotropic scores", f"with one key at cosine {match:g}", "that key's share"),
                              ("E[H](n) - E[H](L)  (nats)", "E[H](n) - E[H](L)  (nats)", "E[p0]  (probability)")):
@@ -107,7 +131,8 @@ def plot_extrapolation_drift(train_length=512, schemes=_SHOWN, *, d=128, match=1
         ax.set_xlabel(f"n / L  (L = {train_length})")
         ax.set_ylabel(yl)
         ax.set_title(title, fontsize=10)
-    axes[0].legend(fontsize=8, ncol=2)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside right center", fontsize=8)
     fig.suptitle(f"Extrapolating past L={train_length} (cosine, d={d}): standard loses the matching key, "
                  "log-n scales keep it")
     return fig
@@ -173,27 +198,34 @@ def plot_phase_diagram(ns=None, ratios=None, schemes=_SHOWN, *, d=128, train_len
     matplotlib.figure.Figure
     """
     pd = E.phase_diagram(ns, ratios)
-    fig = Figure(figsize=(9, 5.5), layout="constrained")
+    fig = Figure(figsize=(10.5, 5.5), layout="constrained")
     ax = fig.add_subplot()
+    # the log axis first: clabel cuts the contour's gap for its label in display space, so a
+    # linear axis at that moment cut away decades of the left half of each contour
+    ax.set_xscale("log")
     mesh = ax.pcolormesh(pd.ns, pd.ratios, pd.entropy_ratio, shading="gouraud", cmap="viridis", vmin=0, vmax=1)
     cs = ax.contour(pd.ns, pd.ratios, pd.entropy_ratio, levels=[0.1, 0.25, 0.5, 0.75, 0.9], colors="w",
-                    linewidths=0.6)
-    ax.clabel(cs, fontsize=7)
-    fig.colorbar(mesh, ax=ax, label="E[H] / log n")
-    ax.axhline(1.0, color="r", lw=1.5, ls="--", label="freezing: alpha = sqrt(2 log n)")
-    col = _colors(schemes)
+                    linewidths=0.7)
+    ax.clabel(cs, fontsize=7, manual=False, inline_spacing=2)
+    fig.colorbar(mesh, ax=ax, label="E[H] / log n", pad=0.01)
+    ax.axhline(1.0, color="k", lw=2.2, ls=(0, (1, 1.5)), label="freezing: alpha = sqrt(2 log n)")
     xx = np.geomspace(pd.ns.min(), pd.ns.max(), 200).round()
+    frozen = []
     for s in schemes:
         if s == "critical":
             continue
-        a = pinned(s, train_length).alpha(xx, d, "normal")
-        ax.plot(xx, a / np.sqrt(2 * np.log(xx)), color=col[s], lw=1.5, label=s)
-    ax.set_xscale("log")
+        r = pinned(s, train_length).alpha(xx, d, "normal") / np.sqrt(2 * np.log(xx))
+        ax.plot(xx, r, label=s, **scheme_style(s))
+        if r[-1] >= 1.0:
+            frozen.append(s)
     ax.set_ylim(0, pd.ratios.max())
     ax.set_xlabel("number of keys n")
     ax.set_ylabel("alpha / sqrt(2 log n)")
-    ax.legend(fontsize=7, loc="upper left", ncol=2)
-    ax.set_title("Normal scores: by n = 1e6 only log n x O(1) scales (chiang_cholak, ssmax) reach the freezing line", fontsize=11)
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=5, fontsize=8,
+               title=f"schemes pinned at L={train_length} (critical lies on the freezing line)", title_fontsize=8)
+    who = ", ".join(frozen) if frozen else "no scheme"
+    ax.set_title(f"Normal scores: by n = {int(xx[-1]):,} {who} reached the freezing line; the pinned log n scales "
+                 "stay below it", fontsize=10)
     return fig
 
 

