@@ -147,3 +147,22 @@ def check_choices(values, name: str, choices) -> tuple:
     if bad:
         raise ValueError(f"`{name}` must contain only names from {sorted(choices)}, got {bad[0]!r}")
     return values
+
+
+def check_output_dir(path, name: str = "out"):
+    """Create the folder ``path`` if needed and check it can be written, before any work is done.
+
+    Returns it as a :class:`pathlib.Path`; raises ``ValueError`` naming ``name`` when it is a
+    file, cannot be created, or is not writable (a bad argument, not a failure halfway).
+    """
+    import os
+    from pathlib import Path
+
+    p = Path(path)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"`{name}` must be a folder that can be created, got {os.fspath(path)!r} ({exc.strerror})") from None
+    if not os.access(p, os.W_OK | os.X_OK):
+        raise ValueError(f"`{name}` must be a writable folder, got {os.fspath(path)!r} (permission denied)")
+    return p

@@ -14,6 +14,8 @@ import sys
 
 import numpy as np
 
+from ._validation import check_output_dir
+
 __all__ = ["main"]
 
 
@@ -222,7 +224,12 @@ def _cmd_extrapolate(args):
     if args.no_progress:
         os.environ["TQDM_DISABLE"] = "1"
     q = QUICK if args.quick else {"lengths": None, "docs": 2, "ropes": DEFAULT_ROPES, "schemes": DEFAULT_SCHEMES}
-    out = args.out or ("figures/real_extrapolation_quick.csv" if args.quick else "figures/real_extrapolation.csv")
+    name = "real_extrapolation_quick.csv" if args.quick else "real_extrapolation.csv"
+    if args.out is not None and args.out.endswith(".csv"):
+        check_output_dir(os.path.dirname(os.path.abspath(args.out)), "out")
+        out = args.out
+    else:
+        out = os.path.join(check_output_dir(args.out or "figures", "out"), name)
     command = "softmax-scale extrapolate " + " ".join(args.argv)
     res = length_extrapolation(
         args.model, tuple(args.lengths) if args.lengths else q["lengths"], schemes=args.schemes or q["schemes"],
@@ -369,7 +376,9 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--docs", type=_number, default=None, help="number of documents (default 2; 1 with --quick)")
     sp.add_argument("--schemes", nargs="+", help="softmax scales (default standard qwen_logn yarn entropy_invariant)")
     sp.add_argument("--ropes", nargs="+", help="RoPE variants (default none ntk yarn)")
-    sp.add_argument("--out", default=None, help="CSV (default figures/real_extrapolation.csv; *_quick.csv with --quick)")
+    sp.add_argument("--out", default=None, metavar="DIR",
+                    help="output folder, as for `figures` (default figures/; the CSV is real_extrapolation.csv, "
+                    "real_extrapolation_quick.csv with --quick); a path ending in .csv names the file itself")
     sp.add_argument("--quick", action="store_true", help="pretend training length 256, n = 768, one document, 2 ropes x 3 scales (< 1 min)")
     sp.add_argument("--overwrite", action="store_true", help="start a new CSV instead of resuming")
     sp.add_argument("--no-predict", action="store_true", help="skip the i.i.d. predictions")

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from ._progress import progress_bar
+from ._validation import check_output_dir
 from .plotting import FigureUnavailable, all_figures
 from .report import NOTE_GRID, QUICK_OBJECTIVE_NS, QUICK_OBJECTIVE_TRIALS, alpha_table
 
@@ -77,7 +78,7 @@ def make_figures(out="figures", *, quick: bool = False, only=None, progress: boo
     shared = shared or {}
     done = []
     skipped: dict = {}  # message -> names
-    out = Path(out)
+    out = check_output_dir(out, "out")
     for name, func, full, quick_kw in progress_bar(figs, desc="figures", unit="fig", disable=not progress):
         t0 = time.perf_counter()
         params = inspect.signature(func).parameters
@@ -100,6 +101,7 @@ def main_job(out="figures", *, quick: bool = False, progress: bool = True, dpi: 
 
     Returns ``(done, table, seconds_for_the_table)`` with ``done`` as from :func:`make_figures`.
     """
+    check_output_dir(out, "out")  # before the table's half minute, not after it
     t0 = time.perf_counter()
     table = compute_table(quick=quick)
     t_table = time.perf_counter() - t0

@@ -144,4 +144,8 @@ def test_unwritable_output_is_one_line_not_a_traceback(capsys, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     code, out, err = run(capsys, "figures", "--out", str(blocker / "sub"), "--only", "alpha_star_vs_n", "--no-progress")
-    assert code == 1 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert code == 2 and "`out`" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    # the same folder rule for extrapolate, refused before any model is loaded
+    for target in (blocker / "sub", blocker / "sub" / "x.csv"):
+        code, out, err = run(capsys, "extrapolate", "--quick", "--out", str(target), "--no-progress")
+        assert code == 2 and "`out`" in err and len(err.strip().splitlines()) == 1

@@ -451,10 +451,10 @@ def test_quick_pipeline_cli(tmp_path, capsys):
     """The whole pipeline on the real model, as CI runs it: `softmax-scale extrapolate --quick`."""
     from softmax_scale import cli
 
-    out = tmp_path / "quick.csv"
-    assert cli.main(["extrapolate", "--quick", "--out", str(out), "--no-progress"]) == 0
+    out = tmp_path / "real_extrapolation_quick.csv"  # --out is a folder, as for `figures`
+    assert cli.main(["extrapolate", "--quick", "--out", str(tmp_path), "--no-progress"]) == 0
     text = capsys.readouterr().out
-    assert "sliding window (baseline)" in text and (tmp_path / "quick.png").exists()
+    assert "sliding window (baseline)" in text and (tmp_path / "real_extrapolation_quick.png").exists()
     res = ex.read_extrapolation_csv(out)
     assert res.header["model_sha256"] == models.load("smollm2").sha256
     assert res.header["train_length"] == "256" and res.header["length"] == "768"
