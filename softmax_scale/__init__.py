@@ -9,17 +9,14 @@ The public API is re-exported here::
     ss.fit_alpha_law(ns, alphas, form="sqrt_log")
 """
 
-from . import (  # exact and typical register the expected/typical/geometric objectives
-    exact,
-    moments,
-    typical,
-)
+from . import exact, moments, typical  # re-exported as modules: ss.exact, ss.moments, ss.typical
 from .contrastive import PUBLISHED_COSINE_SCALES, TemperatureTable, temperature_table
 from .distributions import (
     Cosine,
     Empirical,
     Normal,
     ScoreDistribution,
+    WeightedSample,
     get_distribution,
 )
 from .entropy import (
@@ -98,6 +95,7 @@ __all__ = [
     "SignalStats",
     "SoftmaxStats",
     "TemperatureTable",
+    "WeightedSample",
     "attention_scale",
     "causal_objective",
     "compare_alpha_laws",

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import optimize
 
-from . import exact as _exact
 from ._progress import progress_bar
 from ._random import seed_sequence
 from ._validation import (
@@ -41,6 +40,7 @@ from ._validation import (
     check_positive_float,
 )
 from .distributions import Cosine, Normal, get_distribution
+from .exact import signal_at
 from .laws import compare_alpha_laws
 from .objectives import mean_field_objective
 from .optimize import optimal_alpha
@@ -116,38 +116,6 @@ class SignalStats:
     grad_se: float | np.ndarray
     log_z: float | np.ndarray
     log_z_se: float | np.ndarray
-
-
-def _signal_one(dist, alpha, n, s0, refine=1.0):
-    """``[share, sum_p2, entropy, grad, log_z]`` at one ``alpha > 0``; reuses the exact module's inner kernel."""
-    N = n - 1.0
-    du = 0.25 / refine
-    u = _exact._u_grid(dist, alpha, max(N, 2.0), du)
-    u_lo = min(u[0], -alpha * s0 - _exact._TAIL)
-    u_hi = max(min(u[-1], math.log(60.0) - alpha * s0), u_lo + 1.0)
-    u = u_lo + du * np.arange(int(np.ceil((u_hi - u_lo) / du)) + 1)
-    inner, a = _exact._inner_on_grid(dist, alpha, u, refine)
-    a = np.clip(a, -1.0, 0.0)
-    with np.errstate(divide="ignore"):
-        log_phi = np.where(a > -0.5, np.log1p(np.maximum(a, -0.5)), np.log(np.maximum(1.0 + a, 1e-300)))
-    z0 = u + alpha * s0  # log y0
-    y0 = np.exp(np.minimum(z0, 700.0))
-    e0 = np.exp(-y0)
-    g0 = y0 * e0
-    wN = np.exp(N * log_phi) * e0
-    wN1 = np.exp((N - 1.0) * log_phi) * e0
-    wN2 = np.exp(max(N - 2.0, 0.0) * log_phi) * e0 if N >= 2 else np.zeros_like(u)
-    p1, p2, kk = inner[1], inner[2], inner[3]
-    share = np.sum(g0 * np.exp(N * log_phi)) * du
-    sum_p2 = (np.sum(g0 * y0 * np.exp(N * log_phi)) + N * np.sum(p2 * wN1)) * du
-    comp = (N * (N - 1.0) * np.sum(p1 * p1 * wN2) + 2.0 * N * np.sum(g0 * p1 * np.exp((N - 1.0) * log_phi))) * du
-    ent = -(np.sum(g0 * (z0 + _exact._EULER) * np.exp(N * log_phi)) + N * np.sum(kk * wN1)) * du
-    log_z = -_exact._EULER - u[0] - (np.sum(wN) - 0.5 * (wN[0] + wN[-1])) * du
-    if sum_p2 > 0.5:
-        sum_p2 = 1.0 - comp
-    else:
-        comp = 1.0 - sum_p2
-    return np.array([share, sum_p2, ent, alpha * comp, log_z])
 
 
 def _signal_mc(dist, alphas, n, s0, trials, rng):
@@ -228,7 +196,7 @@ def signal_stats(alpha, n, s0, dist="normal", *, d=None, method="exact", trials=
             if a == 0.0:
                 mean[:, k] = [1.0 / n, 1.0 / n, math.log(n), 0.0, math.log(n)]
             else:
-                mean[:, k] = _signal_one(dist_obj, float(a), float(n), s0)
+                mean[:, k] = signal_at(dist_obj, float(a), float(n), s0)
         se = np.zeros_like(mean)
         trials = 0
 

@@ -421,7 +421,8 @@ def test_bucket_edges():
 
 def test_prediction_spline_matches_direct_evaluation():
     """The empirical prediction interpolates E[H] in log alpha; check it against direct exact calls."""
-    from softmax_scale.heads import _compress, _EntropyForNs, _WeightedScores
+    from softmax_scale.distributions import WeightedSample
+    from softmax_scale.exact import EntropyForNs
 
     rng = np.random.default_rng(5)
     L, n = 64, 256
@@ -429,12 +430,12 @@ def test_prediction_spline_matches_direct_evaluation():
     st = llama.PositionStats(0, np.zeros(n), np.zeros((1, 2, n)), np.zeros((1, 2, n)), np.zeros((1, 2, n)))
     st.sigma[0, 0], st.sigma[0, 1] = 1.3, 2.6
     pools = [rng.standard_normal(20000), rng.standard_t(5, 20000)]
-    dists = [[_WeightedScores(*_compress((p - p.mean()) / p.std(), 1024), p.size) for p in pools]]
+    dists = [[WeightedSample.from_pool((p - p.mean()) / p.std(), 1024) for p in pools]]
     schemes = ("standard", "qwen_logn", "entropy_invariant")
     pn, pe, inv = ex._predict(st, dists, edges, L, schemes, 64)
     n_b = np.array([round(np.mean(np.arange(max(edges[b], 2), edges[b + 1]))) for b in range(len(edges) - 1)])
     for h, sig in enumerate((1.3, 2.6)):
-        ev = _EntropyForNs(dists[0][h], n_b.astype(float))
+        ev = EntropyForNs(dists[0][h], n_b.astype(float))
         for s in schemes:
             f = llama.scale_factors(s, n_b, 64, L)
             direct = np.array([ev(sig * f[b])[b] for b in range(len(n_b))])

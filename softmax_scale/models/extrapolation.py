@@ -38,6 +38,8 @@ import numpy as np
 
 from .._progress import progress_bar
 from .._validation import check_int
+from ..distributions import WeightedSample
+from ..exact import EntropyForNs, exact_stats
 from ..rope import ROPES, rope_frequencies
 from ..store import ResultStore, read_table
 from .llama import PositionStats, bucketize, scale_factors
@@ -194,8 +196,6 @@ def _probe_sample(probe_q, cache, L, cfg):
     pooled, and the pool is compressed as :func:`softmax_scale.head_stats` does it (tails exact,
     bulk in equal-count bins; deterministic). Returns ``[layers][heads]`` of weighted distributions.
     """
-    from ..heads import _compress, _WeightedScores
-
     rep = cfg.n_heads // cfg.n_kv_heads
     P = probe_q[0].shape[1]
     pos = np.arange(L - P, L)
@@ -207,7 +207,7 @@ def _probe_sample(probe_q, cache, L, cfg):
             s = q[h].astype(np.float64) @ k[h // rep, :L].T.astype(np.float64)  # [P, L]
             rows = [(s[j, :p + 1] - s[j, :p + 1].mean()) / s[j, :p + 1].std() for j, p in enumerate(pos)]
             pool = np.concatenate(rows)
-            per_head.append(_WeightedScores(*_compress(pool, _EMPIRICAL_SAMPLE), pool.size))
+            per_head.append(WeightedSample.from_pool(pool, _EMPIRICAL_SAMPLE))
         out.append(per_head)
     return out
 
@@ -216,9 +216,6 @@ def _predict(st: PositionStats, dists, edges, L, schemes, head_dim):
     """The i.i.d. predictions (see the module docstring): arrays [schemes][layers, heads, buckets]."""
     from scipy.interpolate import CubicSpline
     from scipy.optimize import brentq
-
-    from ..exact import exact_stats
-    from ..heads import _EntropyForNs
 
     nl, nh = st.entropy.shape[:2]
     nb = len(edges) - 1
@@ -242,7 +239,7 @@ def _predict(st: PositionStats, dists, edges, L, schemes, head_dim):
     ratios = np.exp(np.linspace(np.log(_GRID_LO), np.log(_GRID_HI), _GRID_POINTS))
     for layer in range(nl):
         for h in range(nh):
-            ev = _EntropyForNs(dists[layer][h], np.append(n_b, n_ref))
+            ev = EntropyForNs(dists[layer][h], np.append(n_b, n_ref))
             sl = sigma_l[layer, h]
             table = np.array([ev(sl * r) for r in ratios])  # [grid, buckets + 1]
             spline = CubicSpline(np.log(ratios), table, axis=0)
