@@ -28,7 +28,6 @@ COLUMNS = ("doc", "kind", "rope", "scheme", "lo", "hi", "layer", "head", "count"
 #: The per-head columns of each kind.
 HEAD_COLUMNS = {"model": ("entropy", "sigma", "sink"), "iid": ("pred_normal", "pred_empirical", "invariant_factor"),
                 "window": ()}
-_LEGACY = COLUMNS[:1] + COLUMNS[2:]  # before the kind column: window and iid rows carried their kind in `rope`
 
 
 @dataclass(frozen=True)
@@ -142,31 +141,16 @@ def read_extrapolation_csv(path) -> ExtrapolationResult:
     """Read a CSV written by :func:`~softmax_scale.models.length_extrapolation` (header lines start with ``#``)."""
     text, ints = ("doc", "kind", "rope", "scheme"), ("lo", "hi", "layer", "head", "count")
     try:
-        try:
-            t = read_table(path, COLUMNS, text=text, ints=ints)
-            rows = t.rows
-        except ValueError:
-            t = read_table(path, _LEGACY, text=text, ints=ints)
-            rows = _from_legacy(t.rows)
-        h = t.header
+        t = read_table(path, COLUMNS, text=text, ints=ints)
+        rows, h = t.rows, t.header
         edges = np.asarray([int(x) for x in h["buckets"].split()], dtype=np.int64)
         train_length, length = int(h["train_length"]), int(h["length"])
-        head_dim = int(h.get("head_dim", 64))
+        head_dim = int(h["head_dim"])
     except (KeyError, ValueError) as err:
         raise ValueError(f"`path`: {path} is not a length_extrapolation CSV ({err})") from None
     runs = tuple(sorted(set(zip(rows["kind"], rows["rope"], rows["scheme"]))))
     return ExtrapolationResult(t.path, MappingProxyType(dict(h)), train_length, length, head_dim, edges,
                                tuple(sorted(set(rows["doc"]))), runs, rows)
-
-
-def _from_legacy(rows):
-    """Rows of the layout before the kind column: ``rope`` was ``window`` or ``iid`` for those kinds."""
-    rope = rows["rope"]
-    kind = np.where(rope == "window", "window", np.where(rope == "iid", "iid", "model")).astype(object)
-    out = dict(rows)
-    out["kind"] = kind
-    out["rope"] = np.where(kind == "model", rope, "none").astype(object)
-    return out
 
 
 def loss_markdown(res: ExtrapolationResult) -> str:
