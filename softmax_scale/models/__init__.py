@@ -1,4 +1,4 @@
-"""Real pretrained models in numpy: a loader registry, a BERT encoder, the text corpus.
+"""Real pretrained models in numpy: a BERT encoder, a LLaMA decoder, the text corpus, and what the toolkit measures on them.
 
 ::
 
