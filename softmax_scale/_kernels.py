@@ -101,10 +101,9 @@ def _rotl(x, k):
 
 
 @jit()
-def _next_u64(st):
-    """xoshiro256** step on the state ``st`` (uint64[4])."""
-    s0, s1, s2, s3 = st[0], st[1], st[2], st[3]
-    result = _wmul(_rotl(_wmul(s1, np.uint64(5)), 7), np.uint64(9))
+def _xoshiro(s0, s1, s2, s3):
+    """One xoshiro256** step on a state held in locals: ``(word, s0, s1, s2, s3)``."""
+    u = _wmul(_rotl(_wmul(s1, np.uint64(5)), 7), np.uint64(9))
     t = s1 << np.uint64(17)
     s2 ^= s0
     s3 ^= s1
@@ -112,7 +111,13 @@ def _next_u64(st):
     s0 ^= s3
     s2 ^= t
     s3 = _rotl(s3, 45)
-    st[0], st[1], st[2], st[3] = s0, s1, s2, s3
+    return u, s0, s1, s2, s3
+
+
+@jit()
+def _next_u64(st):
+    """xoshiro256** step on the state ``st`` (uint64[4]) in memory: :func:`_xoshiro`, the state stored back."""
+    result, st[0], st[1], st[2], st[3] = _xoshiro(st[0], st[1], st[2], st[3])
     return result
 
 
@@ -193,16 +198,9 @@ def _fill_normal(st, buf, cnt):
     """``buf[:cnt]`` = the next ``cnt`` draws of :func:`_normal`, with the state kept in registers."""
     s0, s1, s2, s3 = st[0], st[1], st[2], st[3]
     for i in range(cnt):
-        # _next_u64 inlined on purpose: calling it stores the state back to memory every draw,
-        # which cost more than the draw (benchmarks/results.md); tests check both give the same bits
-        u = _wmul(_rotl(_wmul(s1, np.uint64(5)), 7), np.uint64(9))
-        t = s1 << np.uint64(17)
-        s2 ^= s0
-        s3 ^= s1
-        s1 ^= s2
-        s0 ^= s3
-        s2 ^= t
-        s3 = _rotl(s3, 45)
+        # the state in locals, not _next_u64: storing it back to memory every draw cost more than the
+        # draw (benchmarks/results.md); tests check both give the same bits
+        u, s0, s1, s2, s3 = _xoshiro(s0, s1, s2, s3)
         j = np.int64(u & np.uint64(0x1FF))
         rabs = (u >> np.uint64(9)) & np.uint64(0x000FFFFFFFFFFFFF)
         if rabs < _ZKI[j & 0xFF]:
@@ -251,20 +249,6 @@ def _draw(kind, param, sample, st):
     if i >= m:
         i = m - 1
     return sample[i]
-
-
-@jit()
-def _xoshiro(s0, s1, s2, s3):
-    """One xoshiro256** step on a state held in locals: ``(word, s0, s1, s2, s3)``."""
-    u = _wmul(_rotl(_wmul(s1, np.uint64(5)), 7), np.uint64(9))
-    t = s1 << np.uint64(17)
-    s2 ^= s0
-    s3 ^= s1
-    s1 ^= s2
-    s0 ^= s3
-    s2 ^= t
-    s3 = _rotl(s3, 45)
-    return u, s0, s1, s2, s3
 
 
 @jit()
