@@ -30,7 +30,7 @@ from .._jit import jit
 from ..distributions import Cosine, Empirical, Normal, WeightedSample
 from .grid import GL_W, GL_X, jacobi_end_rules, sf, spread, tilted_window
 
-__all__ = ["EULER", "Inner", "inner", "log_phi", "phi_cut"]
+__all__ = ["EULER", "EntropyInner", "Inner", "inner", "log_phi", "phi_cut"]
 
 EULER = float(np.euler_gamma)
 _LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
@@ -49,22 +49,25 @@ _NO_WEIGHTS = np.zeros(0)
 
 
 @dataclass(frozen=True)
-class Inner:
-    """The inner expectations at the nodes ``u`` (arrays of ``u``'s length; see the module docstring).
-
-    ``p1``, ``p2`` and ``sm`` are None when only the entropy was asked for (``entropy_only``).
-    """
+class EntropyInner:
+    """What ``E[H]`` needs at the nodes ``u``: ``a`` and ``kk`` (arrays of ``u``'s length; see the module docstring)."""
 
     u: np.ndarray
     a: np.ndarray
     kk: np.ndarray
-    p1: np.ndarray | None
-    p2: np.ndarray | None
-    sm: np.ndarray | None
 
     def log_phi(self) -> np.ndarray:
         """``log phi(e^u)``, ``phi = 1 + a``."""
         return log_phi(self.a)
+
+
+@dataclass(frozen=True)
+class Inner(EntropyInner):
+    """Every inner expectation at the nodes ``u``: also ``p1``, ``p2`` and ``sm``."""
+
+    p1: np.ndarray
+    p2: np.ndarray
+    sm: np.ndarray
 
 
 def log_phi(a):
@@ -74,12 +77,12 @@ def log_phi(a):
         return np.where(a > -0.5, np.log1p(np.maximum(a, -0.5)), np.log(np.maximum(1.0 + a, 1e-300)))
 
 
-def inner(dist, alpha, u, refine=1.0, *, entropy_only=False, reference=False) -> Inner:
-    """Inner expectations over ``dist`` at scale ``alpha > 0`` at every node of ``u``.
+def inner(dist, alpha, u, refine=1.0, *, entropy_only=False, reference=False) -> EntropyInner:
+    """Inner expectations over ``dist`` at scale ``alpha > 0`` at every node of ``u``: an :class:`Inner`.
 
     ``refine`` multiplies the resolution of the panels of a smooth density.  For a
     :class:`~softmax_scale.WeightedSample` with ``entropy_only`` only ``a`` and ``kk`` are
-    computed, over the points with ``-45 <= u + alpha x <= 6.7`` (the rest add exact constants
+    computed (an :class:`EntropyInner`), over the points with ``-45 <= u + alpha x <= 6.7`` (the rest add exact constants
     or less than 1.3e-18), unless ``reference`` (every point at every node: the slow check).
     """
     if isinstance(dist, Empirical):
@@ -90,7 +93,7 @@ def inner(dist, alpha, u, refine=1.0, *, entropy_only=False, reference=False) ->
         if entropy_only and not reference:
             out = np.empty((2, u.size))
             _inner_weighted(u, alpha, dist.x, dist.w, dist.above, out)
-            return Inner(u, out[0], out[1], None, None, None)
+            return EntropyInner(u, out[0], out[1])
         out = np.empty((5, u.size))
         _inner_sample(u, alpha, dist.x, dist.w, out)
         return Inner(u, out[0], out[3], out[1], out[2], out[4])

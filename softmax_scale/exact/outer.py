@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .inner import EULER, Inner
+from .inner import EULER, EntropyInner, Inner
 
 __all__ = ["entropy_many", "signal_one", "stats_one"]
 
@@ -47,7 +47,7 @@ def stats_one(alpha, n, inner: Inner, wq) -> np.ndarray:
     return np.array([sum_p2, ent, alpha * comp, log_z, sps, norm - 1.0, comp])
 
 
-def entropy_many(ns, inner: Inner, wq) -> np.ndarray:
+def entropy_many(ns, inner: EntropyInner, wq) -> np.ndarray:
     """``E[H]`` for every ``n`` of the float array ``ns``, one matrix product over the nodes."""
     w1 = np.exp((ns[:, None] - 1.0) * inner.log_phi()[None, :])
     return -ns * (w1 @ (inner.kk * wq))
