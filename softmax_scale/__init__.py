@@ -9,37 +9,29 @@ The public API is re-exported here::
     ss.fit_alpha_law(ns, alphas, form="sqrt_log")
 """
 
-from . import (  # exact and typical register the expected/typical/geometric objectives
-    exact,
-    moments,
-    typical,
-)
+from . import exact, moments, typical  # re-exported as modules: ss.exact, ss.moments, ss.typical
+from .causal import CausalOptimum, causal_objective, optimal_alpha_causal
 from .contrastive import PUBLISHED_COSINE_SCALES, TemperatureTable, temperature_table
 from .distributions import (
     Cosine,
     Empirical,
     Normal,
     ScoreDistribution,
+    WeightedSample,
     get_distribution,
 )
 from .entropy import (
-    CausalOptimum,
     EntropyCurve,
     ExtrapolationTable,
-    InvariantScale,
     PhaseDiagram,
-    SignalStats,
-    causal_objective,
     entropy_curve,
     entropy_curves,
     extrapolation_table,
-    invariant_scale,
-    optimal_alpha_causal,
     phase_diagram,
-    signal_stats,
 )
 from .exact import MeanFieldError, exact_stats, gap_density_at_zero, mean_field_error
 from .heads import HeadStats, head_stats
+from .invariant import InvariantScale, invariant_scale
 from .laws import LawFit, compare_alpha_laws, fit_alpha_law
 from .moments import (
     depth_second_moments,
@@ -55,6 +47,7 @@ from .montecarlo import MCTrials, mc_trials
 from .objectives import OBJECTIVES, gradient_objective
 from .optimize import AlphaOptimum, optimal_alpha, optimize_alpha
 from .schemes import SCHEMES, PinnedScheme, SchemeInfo, attention_scale, list_schemes, pinned, scheme_alpha
+from .signal import SignalStats, signal_stats
 from .stats import SoftmaxStats, softmax_stats
 from .typical import ObjectiveTable, mc_objective, objective_table
 
@@ -99,6 +92,7 @@ __all__ = [
     "SignalStats",
     "SoftmaxStats",
     "TemperatureTable",
+    "WeightedSample",
     "attention_scale",
     "causal_objective",
     "compare_alpha_laws",

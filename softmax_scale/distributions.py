@@ -1,4 +1,4 @@
-"""Score distributions: normal, cosine(d) and empirical.
+"""Score distributions: normal, cosine(d), empirical, and weighted (a compressed sample).
 
 Each distribution gives its density, its log moment-generating function
 ``log M(a) = log E[exp(a s)]`` vectorised over the scale ``a``, a sampler,
@@ -17,9 +17,20 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import special
 
-from ._validation import check_int
+from ._kernels import log_mgf_weighted, sort_floats
+from ._validation import check_float_array, check_int
 
-__all__ = ["DIST_NAMES", "Cosine", "Empirical", "Normal", "ScoreDistribution", "get_distribution"]
+__all__ = [
+    "DIST_NAMES",
+    "Cosine",
+    "Empirical",
+    "Normal",
+    "ScoreDistribution",
+    "WeightedSample",
+    "compress_pool",
+    "get_distribution",
+    "is_sample",
+]
 
 #: Codes the numba kernels use to pick a sampler.
 KIND_NORMAL, KIND_COSINE, KIND_EMPIRICAL = 0, 1, 2
@@ -331,6 +342,143 @@ class Empirical(ScoreDistribution):
     def kernel_spec(self):
         """Sampler code and the sample itself."""
         return KIND_EMPIRICAL, 0.0, self.values
+
+
+class WeightedSample(ScoreDistribution):
+    """Scores as sorted points ``x`` with weights ``w`` (positive, summing to 1): a compressed sample.
+
+    What :func:`~softmax_scale.head_stats` and the i.i.d. predictions of the real models use for a
+    head's pooled standardised scores (:meth:`from_pool`: hundreds of thousands of values
+    compressed to a few thousand points, tails exact).  The exact evaluator sums over the points
+    (:func:`softmax_scale.exact_stats` takes one as ``dist``), and so does the mean-field
+    objective (:meth:`log_mgf`); Monte Carlo needs an :class:`Empirical` sample instead.
+
+    Parameters
+    ----------
+    x : array_like
+        The points, 1-D, ascending.
+    w : array_like
+        Their weights, positive, summing to 1.
+    pool_size : int, optional
+        How many values the points stand for (information only).
+    """
+
+    name = "weighted"
+
+    def __init__(self, x, w, *, pool_size=None):
+        x = np.ascontiguousarray(check_float_array(x, "x"))
+        w = np.ascontiguousarray(check_float_array(w, "w"))
+        if w.shape != x.shape:
+            raise ValueError(f"`w` must have one weight per point of `x`, got shapes {w.shape} and {x.shape}")
+        if np.any(np.diff(x) < 0):
+            raise ValueError("`x` must be sorted in ascending order")
+        if np.any(w <= 0) or abs(float(np.sum(w)) - 1.0) > 1e-9:
+            raise ValueError(f"`w` must be positive and sum to 1, got sum {float(np.sum(w))!r}")
+        self.x = x
+        self.w = w
+        self.logw = np.log(w)
+        # above[j] = sum_{k >= j} w_k: the weight of the points beyond a window that ends before j
+        self.above = np.append(np.cumsum(w[::-1])[::-1], 0.0)
+        self.pool_size = int(x.size if pool_size is None else pool_size)
+        for arr in (self.x, self.w, self.logw, self.above):
+            arr.setflags(write=False)
+
+    @classmethod
+    def from_pool(cls, pool, size) -> WeightedSample:
+        """Compress a pool of values to at most ``size`` points (:func:`compress_pool`), standardised to mean 0, variance 1."""
+        pool = np.ascontiguousarray(pool, dtype=np.float64)
+        x, w = compress_pool(pool, size)
+        mean = float(np.dot(w, x))
+        sd = float(np.sqrt(np.dot(w, (x - mean) ** 2)))
+        return cls((x - mean) / sd, w, pool_size=pool.size)
+
+    def __repr__(self):
+        return f"WeightedSample(<{self.x.size} points for {self.pool_size} values>)"
+
+    @property
+    def label(self):
+        """``weighted(m=...)``."""
+        return f"weighted(m={self.x.size})"
+
+    def log_mgf(self, a):
+        """``log sum_k w_k exp(a x_k)``, vectorised over ``a``."""
+        a = np.asarray(a, dtype=np.float64)
+        out = np.empty(a.size)
+        log_mgf_weighted(np.ascontiguousarray(a).ravel(), self.x, self.logw, out)
+        return out.reshape(a.shape) if a.ndim else out[0]
+
+    def cdf(self, s):
+        """``sum`` of the weights of the points ``<= s``."""
+        cum = np.append(0.0, np.cumsum(self.w))
+        return cum[np.searchsorted(self.x, np.asarray(s, dtype=np.float64), side="right")]
+
+    def pdf(self, s):
+        """Not defined for a discrete sample."""
+        raise TypeError("a WeightedSample is discrete: it has no density")
+
+    def sample(self, size, rng=None):
+        """Draw points with their weights as probabilities."""
+        return np.random.default_rng(rng).choice(self.x, size=size, replace=True, p=self.w)
+
+    def quadrature(self, m=None):
+        """The points and their weights (exact)."""
+        return self.x.copy(), self.w.copy()
+
+    @property
+    def support(self):
+        """Smallest and largest point."""
+        return (float(self.x[0]), float(self.x[-1]))
+
+    @property
+    def mean(self) -> float:
+        """``sum w x``."""
+        return float(np.dot(self.w, self.x))
+
+    @property
+    def var(self) -> float:
+        """``sum w (x - mean)^2``."""
+        return float(np.dot(self.w, (self.x - self.mean) ** 2))
+
+    @property
+    def sup_ratio(self) -> float:
+        """``sup_a M(2a)/M(a)^2 = 1 / (weight at the maximum)``."""
+        return 1.0 / float(self.w[self.x == self.x[-1]].sum())
+
+    @property
+    def kernel_spec(self):
+        """Not available: the Monte Carlo kernels resample an :class:`Empirical` sample uniformly."""
+        raise TypeError("`dist`: Monte Carlo needs an Empirical sample (equal weights), not a WeightedSample")
+
+
+def is_sample(dist) -> bool:
+    """Whether ``dist`` is a finite set of points (:class:`Empirical` or :class:`WeightedSample`)."""
+    return isinstance(dist, (Empirical, WeightedSample))
+
+
+def compress_pool(pool, size):
+    """The pool as at most ``size`` weighted points: its tails exact, its bulk in equal-count bins.
+
+    The ``size // 4`` largest and ``size // 4`` smallest values are kept as
+    they are (weight ``1/m`` each, ``m`` the pool size): the softmax of ``n``
+    scores is governed by the largest of them, and a tail squeezed into
+    quantiles loses the very values that matter (at ``n = 512``, ``alpha = 2``
+    a 2048-point quantile sample of normal scores overstates ``E[H]`` by 0.04).
+    The rest is split into ``size // 2`` bins of (nearly) equal count, each
+    represented by its mean with weight ``count/m`` (the first moment is kept
+    exactly).  Deterministic: no randomness is involved.
+    """
+    v = sort_floats(pool) if pool.size > 65536 else np.sort(pool)
+    m = v.size
+    if m <= size:
+        return v, np.full(m, 1.0 / m)
+    t = size // 4
+    bulk = v[t : m - t]
+    edges = np.linspace(0, bulk.size, size // 2 + 1).round().astype(np.int64)
+    counts = np.diff(edges)
+    sums = np.add.reduceat(bulk, edges[:-1])
+    x = np.concatenate([v[:t], sums / counts, v[m - t :]])
+    w = np.concatenate([np.full(t, 1.0), counts.astype(np.float64), np.full(t, 1.0)]) / m
+    return x, w
 
 
 _NORMAL = Normal()

@@ -9,14 +9,13 @@ Two regimes (score models of :mod:`softmax_scale.schemes`, ``alpha`` from
   ``n - 1`` i.i.d. random keys.  For cosine scores the fixed score is the
   cosine ``match`` of the query with its matching key; for normal scores it is
   the z-score ``match * sqrt(d)`` (the same key: ``q.k / sqrt(d) = c sqrt(d)``
-  for a cosine ``c`` between vectors of norm ``sqrt(d)``).  The statistics come
-  from the same Laplace-transform identity with ``phi^(n-1)`` and an extra
-  factor ``exp(-t e^{alpha s0})`` (:func:`signal_stats`), deterministic; the
-  signal's attention share ``E[p_0]`` is reported beside the entropy.
+  for a cosine ``c`` between vectors of norm ``sqrt(d)``); statistics from
+  :func:`softmax_scale.signal_stats`, the signal's attention share ``E[p_0]``
+  beside the entropy.
 
 Public functions: :func:`entropy_curve`, :func:`entropy_curves`,
-:func:`extrapolation_table`, :func:`invariant_scale`, :func:`phase_diagram`,
-:func:`optimal_alpha_causal`, :func:`signal_stats`.
+:func:`extrapolation_table`, :func:`phase_diagram`.  The scale that holds the entropy
+still is :mod:`softmax_scale.invariant`; a decoder's constant scale, :mod:`softmax_scale.causal`.
 """
 
 from __future__ import annotations
@@ -25,220 +24,33 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import optimize
 
-from . import exact as _exact
 from ._progress import progress_bar
 from ._random import seed_sequence
-from ._validation import (
-    N_MAX,
-    check_alpha_array,
-    check_choice,
-    check_choices,
-    check_float_array,
-    check_int,
-    check_n_array,
-    check_positive_float,
-)
+from ._validation import check_choice, check_choices, check_float_array, check_int, check_n_array
+
+# causal, invariant and SignalStats lived here before the split: softmax_scale.entropy.<name> keeps working
+from .causal import CausalOptimum, causal_objective, optimal_alpha_causal  # noqa: F401
 from .distributions import Cosine, Normal, get_distribution
-from .laws import compare_alpha_laws
-from .objectives import mean_field_objective
-from .optimize import optimal_alpha
+from .invariant import InvariantScale, invariant_scale  # noqa: F401
 from .schemes import SCHEMES, SCORE_MODELS, pinned
+from .signal import METHODS, SignalStats, signal_stats  # noqa: F401
 from .stats import softmax_stats
 
 __all__ = [
     "DEFAULT_SCHEMES",
-    "CausalOptimum",
     "EntropyCurve",
     "ExtrapolationTable",
-    "InvariantScale",
     "PhaseDiagram",
-    "SignalStats",
-    "causal_objective",
     "entropy_curve",
     "entropy_curves",
     "extrapolation_table",
-    "invariant_scale",
-    "optimal_alpha_causal",
     "phase_diagram",
-    "signal_stats",
 ]
-
-METHODS = ("exact", "mc")
 
 #: The ten length-dependent or widely used q.k schemes compared by default.
 DEFAULT_SCHEMES = ("standard", "chiang_cholak", "entropy_invariant", "qwen_logn", "yarn", "longrope",
                    "llama4", "ssmax", "gradient_optimal", "critical")
-
-
-
-# ---------------------------------------------------------------------------------------------
-# signal-plus-noise: the deterministic evaluator
-
-
-@dataclass(frozen=True)
-class SignalStats:
-    """Expectations for one fixed key (score ``s0``) among ``n - 1`` i.i.d. keys.
-
-    Fields are arrays over ``alpha`` (or floats for a scalar ``alpha``).
-
-    Attributes
-    ----------
-    alpha : float or ndarray
-        Scale(s).
-    n : int
-        Total number of keys (the signal plus ``n - 1`` random keys).
-    dist : str
-        Distribution of the random keys.
-    s0 : float
-        The signal's score.
-    method : str
-        ``"exact"`` (quadrature) or ``"mc"``.
-    share, share_se : float or ndarray
-        ``E[p_0]``, the signal's attention probability, and its standard error.
-    sum_p2, sum_p2_se, entropy, entropy_se, grad, grad_se, log_z, log_z_se : float or ndarray
-        As in :class:`softmax_scale.SoftmaxStats`.
-    """
-
-    alpha: float | np.ndarray
-    n: int
-    dist: str
-    s0: float
-    method: str
-    share: float | np.ndarray
-    share_se: float | np.ndarray
-    sum_p2: float | np.ndarray
-    sum_p2_se: float | np.ndarray
-    entropy: float | np.ndarray
-    entropy_se: float | np.ndarray
-    grad: float | np.ndarray
-    grad_se: float | np.ndarray
-    log_z: float | np.ndarray
-    log_z_se: float | np.ndarray
-
-
-def _signal_one(dist, alpha, n, s0, refine=1.0):
-    """``[share, sum_p2, entropy, grad, log_z]`` at one ``alpha > 0``; reuses the exact module's inner kernel."""
-    N = n - 1.0
-    du = 0.25 / refine
-    u = _exact._u_grid(dist, alpha, max(N, 2.0), du)
-    u_lo = min(u[0], -alpha * s0 - _exact._TAIL)
-    u_hi = max(min(u[-1], math.log(60.0) - alpha * s0), u_lo + 1.0)
-    u = u_lo + du * np.arange(int(np.ceil((u_hi - u_lo) / du)) + 1)
-    inner, a = _exact._inner_on_grid(dist, alpha, u, refine)
-    a = np.clip(a, -1.0, 0.0)
-    with np.errstate(divide="ignore"):
-        log_phi = np.where(a > -0.5, np.log1p(np.maximum(a, -0.5)), np.log(np.maximum(1.0 + a, 1e-300)))
-    z0 = u + alpha * s0  # log y0
-    y0 = np.exp(np.minimum(z0, 700.0))
-    e0 = np.exp(-y0)
-    g0 = y0 * e0
-    wN = np.exp(N * log_phi) * e0
-    wN1 = np.exp((N - 1.0) * log_phi) * e0
-    wN2 = np.exp(max(N - 2.0, 0.0) * log_phi) * e0 if N >= 2 else np.zeros_like(u)
-    p1, p2, kk = inner[1], inner[2], inner[3]
-    share = np.sum(g0 * np.exp(N * log_phi)) * du
-    sum_p2 = (np.sum(g0 * y0 * np.exp(N * log_phi)) + N * np.sum(p2 * wN1)) * du
-    comp = (N * (N - 1.0) * np.sum(p1 * p1 * wN2) + 2.0 * N * np.sum(g0 * p1 * np.exp((N - 1.0) * log_phi))) * du
-    ent = -(np.sum(g0 * (z0 + _exact._EULER) * np.exp(N * log_phi)) + N * np.sum(kk * wN1)) * du
-    log_z = -_exact._EULER - u[0] - (np.sum(wN) - 0.5 * (wN[0] + wN[-1])) * du
-    if sum_p2 > 0.5:
-        sum_p2 = 1.0 - comp
-    else:
-        comp = 1.0 - sum_p2
-    return np.array([share, sum_p2, ent, alpha * comp, log_z])
-
-
-def _signal_mc(dist, alphas, n, s0, trials, rng):
-    """Monte Carlo on numpy draws (a check of the quadrature): per-trial values, shape (trials, len(alphas))."""
-    gen = np.random.default_rng(seed_sequence(rng))
-    out = np.empty((5, trials, alphas.size))
-    chunk = max(1, 2_000_000 // max(n - 1, 1))
-    for lo in range(0, trials, chunk):
-        hi = min(trials, lo + chunk)
-        s = dist.sample((hi - lo, n - 1), rng=gen)
-        mx = np.maximum(s.max(axis=1), s0)[:, None]
-        for k, a in enumerate(alphas):
-            e = np.exp(a * (s - mx))
-            e0 = np.exp(a * (s0 - mx[:, 0]))
-            z = e.sum(axis=1) + e0
-            p = e / z[:, None]
-            p0 = e0 / z
-            sp2 = (p * p).sum(axis=1) + p0 * p0
-            out[0, lo:hi, k] = p0
-            out[1, lo:hi, k] = sp2
-            out[2, lo:hi, k] = np.log(z) - a * ((p * (s - mx)).sum(axis=1) + p0 * (s0 - mx[:, 0]))
-            out[3, lo:hi, k] = a * (1.0 - sp2)
-            out[4, lo:hi, k] = a * mx[:, 0] + np.log(z)
-    return out
-
-
-def _signal_dist(score_model, d):
-    return Normal() if score_model == "normal" else Cosine(d)
-
-
-def signal_stats(alpha, n, s0, dist="normal", *, d=None, method="exact", trials=4000, rng=None) -> SignalStats:
-    """Statistics of ``softmax(alpha s)`` with one fixed score ``s0`` among ``n - 1`` i.i.d. scores.
-
-    Parameters
-    ----------
-    alpha : float or array_like
-        Scale(s) ``>= 0``.
-    n : int
-        Total number of keys, ``>= 2``.
-    s0 : float
-        The fixed (signal) score, in the units of ``dist`` (a z-score, or a cosine in [-1, 1]).
-    dist : {"normal", "cosine"}
-        Distribution of the ``n - 1`` random scores.
-    d : int, optional
-        Dimension for ``"cosine"``.
-    method : {"exact", "mc"}
-        Deterministic Laplace-transform quadrature, or Monte Carlo with standard errors.
-    trials : int
-        Monte Carlo trials.
-    rng : None, int, SeedSequence or Generator
-        Monte Carlo seed.
-
-    Returns
-    -------
-    SignalStats
-    """
-    alphas, scalar = check_alpha_array(alpha)
-    n = check_int(n, "n", minimum=2, maximum=N_MAX)
-    check_choice(method, "method", METHODS)
-    dist_obj = get_distribution(dist, d)
-    if not isinstance(dist_obj, (Normal, Cosine)):
-        raise TypeError(f"`dist` must be 'normal' or 'cosine' for the signal model, got {dist_obj.label}")
-    if not isinstance(s0, (int, float)) or isinstance(s0, bool):
-        raise TypeError(f"`s0` must be a finite number, got {s0!r}")
-    if not math.isfinite(s0):
-        raise ValueError(f"`s0` must be a finite number, got {s0!r}")
-    if isinstance(dist_obj, Cosine) and not -1.0 <= s0 <= 1.0:
-        raise ValueError(f"`s0` must be a cosine in [-1, 1] for cosine scores, got {s0!r}")
-    s0 = float(s0)
-    if method == "mc":
-        trials = check_int(trials, "trials", minimum=2)
-        per = _signal_mc(dist_obj, alphas, n, s0, trials, rng)
-        mean = per.mean(axis=1)
-        se = per.std(axis=1, ddof=1) / math.sqrt(trials)
-    else:
-        mean = np.empty((5, alphas.size))
-        for k, a in enumerate(alphas):
-            if a == 0.0:
-                mean[:, k] = [1.0 / n, 1.0 / n, math.log(n), 0.0, math.log(n)]
-            else:
-                mean[:, k] = _signal_one(dist_obj, float(a), float(n), s0)
-        se = np.zeros_like(mean)
-        trials = 0
-
-    def o(x):
-        return float(x[0]) if scalar else x
-
-    return SignalStats(alpha=o(alphas), n=n, dist=dist_obj.label, s0=s0, method=method,
-                       share=o(mean[0]), share_se=o(se[0]), sum_p2=o(mean[1]), sum_p2_se=o(se[1]),
-                       entropy=o(mean[2]), entropy_se=o(se[2]), grad=o(mean[3]), grad_se=o(se[3]),
-                       log_z=o(mean[4]), log_z_se=o(se[4]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -303,6 +115,10 @@ class EntropyCurve:
         return self.entropy - self.entropy[0]
 
 
+def _score_dist(score_model, d):
+    return Normal() if score_model == "normal" else Cosine(d)
+
+
 def _check_common(score_model, d, match, method):
     check_choice(score_model, "score_model", SCORE_MODELS)
     d = check_int(d, "d", minimum=2)
@@ -319,7 +135,7 @@ def _evaluate(ns, alphas, score_model, d, match, method, trials, rng, progress):
     names = ("entropy", "sum_p2", "grad", "share")
     out = {k: np.full(alphas.shape, np.nan) for k in names}
     se = {k: np.zeros(alphas.shape) for k in names}
-    dist = _signal_dist(score_model, d)
+    dist = _score_dist(score_model, d)
     ss = seed_sequence(rng) if method == "mc" else None
     seeds = ss.spawn(len(ns)) if ss is not None else [None] * len(ns)
     if progress is None:
@@ -533,101 +349,6 @@ def extrapolation_table(train_length=512, schemes=DEFAULT_SCHEMES, *, d=128, sco
 
 
 # ---------------------------------------------------------------------------------------------
-# the scale that holds the entropy still
-
-
-@dataclass(frozen=True)
-class InvariantScale:
-    """The scale ``alpha(n)`` with ``E[H](alpha, n) = target`` and its fitted laws.
-
-    Attributes
-    ----------
-    ns : ndarray
-        Numbers of keys.
-    alpha : ndarray
-        Solutions.
-    entropy : ndarray
-        ``E[H]`` at the solutions (the exact evaluator), equal to the target to the root tolerance.
-    target_entropy : float
-        The target, nats.
-    dist : str
-        Score distribution.
-    laws : dict
-        ``{form: LawFit}`` from :func:`softmax_scale.compare_alpha_laws`, best RMSE first.
-    critical : ndarray
-        ``sqrt(2 log n)``, the freezing scale of normal scores.
-    converged : ndarray
-        Root-finder flags.
-    """
-
-    ns: np.ndarray
-    alpha: np.ndarray
-    entropy: np.ndarray
-    target_entropy: float
-    dist: str
-    laws: dict
-    critical: np.ndarray
-    converged: np.ndarray
-
-
-def _exact_entropy(alpha, n, dist):
-    return float(softmax_stats(float(alpha), int(n), dist, method="exact", error_estimate=False).entropy)
-
-
-def invariant_scale(ns, target_entropy, dist="normal", *, d=None, xtol=1e-12) -> InvariantScale:
-    """Solve ``E[H](alpha, n) = target_entropy`` for ``alpha`` at each ``n`` (exact evaluator, brentq).
-
-    ``E[H]`` falls from ``log n`` at ``alpha = 0`` towards 0, so a root exists
-    for ``0 < target < log n``; the bracket ``[0, hi]`` is found by doubling.
-
-    Parameters
-    ----------
-    ns : array_like
-        Numbers of keys, ``>= 2``, with ``log n > target_entropy``.
-    target_entropy : float
-        Target entropy in nats, ``> 0``.
-    dist : {"normal", "cosine"}, ScoreDistribution or array_like
-        Score distribution.
-    d : int, optional
-        Dimension for ``"cosine"``.
-    xtol : float
-        Absolute tolerance on ``alpha``.
-
-    Returns
-    -------
-    InvariantScale
-        With the laws ``c sqrt(log n)``, ``c log n``, ``c (log n)^p`` and
-        ``a + b log n`` fitted (needs at least two ``n``).
-    """
-    nn, _ = check_n_array(ns, "ns")
-    target = check_positive_float(target_entropy, "target_entropy")
-    xtol = check_positive_float(xtol, "xtol")
-    if np.any(np.log(nn) <= target):
-        raise ValueError(f"`target_entropy` must be < log n for every n (log of the smallest n is "
-                         f"{np.log(nn.min()):.4g}), got {target!r}")
-    dist_obj = get_distribution(dist, d)
-    alpha = np.empty(nn.size)
-    ent = np.empty(nn.size)
-    conv = np.zeros(nn.size, dtype=bool)
-    for i, n in enumerate(progress_bar(nn, desc="invariant scale", disable=nn.size < 20, leave=False)):
-        def f(a, n=n):
-            return _exact_entropy(a, n, dist_obj) - target
-
-        hi = max(1e-3, math.sqrt(2.0 * max(math.log(n) - target, 1e-6)))
-        while f(hi) > 0:
-            hi *= 2.0
-            if hi > 1e8:
-                raise RuntimeError(f"no scale reaches entropy {target} at n = {n:.0f}")
-        root, res = optimize.brentq(f, 0.0, hi, xtol=xtol, rtol=4 * np.finfo(float).eps, full_output=True)
-        alpha[i] = root
-        conv[i] = res.converged
-        ent[i] = f(root) + target
-    laws = compare_alpha_laws(nn, alpha) if nn.size >= 2 else {}
-    return InvariantScale(ns=nn, alpha=alpha, entropy=ent, target_entropy=target, dist=dist_obj.label, laws=laws,
-                          critical=np.sqrt(2.0 * np.log(nn)), converged=conv)
-
-
-# ---------------------------------------------------------------------------------------------
 # phase diagram
 
 
@@ -680,113 +401,3 @@ def phase_diagram(ns=None, ratios=None, dist="normal", *, d=None) -> PhaseDiagra
         st = softmax_stats(r * math.sqrt(2.0 * ln), int(n), dist_obj, method="exact", error_estimate=False)
         out[:, j] = np.asarray(st.entropy) / ln
     return PhaseDiagram(ns=nn, ratios=r, entropy_ratio=out, dist=dist_obj.label)
-
-
-# ---------------------------------------------------------------------------------------------
-# decoder: one constant scale for every position
-
-
-@dataclass(frozen=True)
-class CausalOptimum:
-    """The constant scale maximising the mean-field objective averaged over positions ``2..L``.
-
-    Attributes
-    ----------
-    train_length : int
-        ``L``; the query at position ``i`` sees ``i`` keys.
-    dist : str
-        Score distribution.
-    alpha : float
-        The maximiser of ``mean_i G_mf(alpha; i)``.
-    value : float
-        The averaged objective there.
-    alpha_heuristic : float
-        The note's heuristic ``alpha*(L/2)`` (the per-position optimum at the mean length).
-    value_heuristic : float
-        The averaged objective at the heuristic.
-    loss_heuristic : float
-        ``1 - value_heuristic / value``: the relative loss of the heuristic.
-    alpha_at_length : float
-        ``alpha*(L)``, the encoder optimum at the full length.
-    value_at_length, loss_at_length : float
-        Averaged objective there and its relative loss.
-    success : bool
-        Whether the optimiser converged.
-    """
-
-    train_length: int
-    dist: str
-    alpha: float
-    value: float
-    alpha_heuristic: float
-    value_heuristic: float
-    loss_heuristic: float
-    alpha_at_length: float
-    value_at_length: float
-    loss_at_length: float
-    success: bool
-
-
-def causal_objective(alpha, L, dist="normal", *, d=None):
-    """``mean_{i=2..L} G_mf(alpha; i)``: the mean-field objective averaged over a causal sequence.
-
-    Parameters
-    ----------
-    alpha : float or array_like
-        Scale(s).
-    L : int
-        Sequence length, ``>= 2``.
-    dist, d
-        Score distribution.
-
-    Returns
-    -------
-    float or ndarray
-    """
-    a, scalar = check_alpha_array(alpha)
-    L = check_int(L, "L", minimum=2, maximum=10**7)
-    dist_obj = get_distribution(dist, d)
-    i = np.arange(2, L + 1, dtype=np.float64)
-    out = np.array([np.mean(mean_field_objective(x, i, dist_obj)) for x in a])
-    return float(out[0]) if scalar else out
-
-
-def optimal_alpha_causal(L, dist="normal", *, d=None) -> CausalOptimum:
-    """The constant scale for a decoder: maximise the mean-field objective averaged over positions ``2..L``.
-
-    A grid of 400 scales up to ``alpha*(L)``'s zero crossing locates the
-    maximum, then ``scipy.optimize.minimize_scalar`` (bounded) refines it in
-    the neighbouring grid cells.
-
-    Parameters
-    ----------
-    L : int
-        Sequence (training) length, ``>= 4``; the query at position ``i`` sees ``i`` keys.
-    dist : {"normal", "cosine"}, ScoreDistribution or array_like
-        Score distribution.
-    d : int, optional
-        Dimension for ``"cosine"``.
-
-    Returns
-    -------
-    CausalOptimum
-        With the note's heuristic ``alpha*(L/2)`` and ``alpha*(L)`` and their relative losses.
-    """
-    L = check_int(L, "L", minimum=4, maximum=10**7)
-    dist_obj = get_distribution(dist, d)
-    a_L = float(optimal_alpha(L, dist_obj))
-    # G_mf(.; L) vanishes at the root of R(a) = L, at most a few times alpha*(L); search up to 4 alpha*(L).
-    grid = np.linspace(0.0, 4.0 * a_L, 401)[1:]
-    vals = causal_objective(grid, L, dist_obj)
-    k = int(np.argmax(vals))
-    lo = grid[k - 1] if k > 0 else 0.0
-    hi = grid[min(k + 1, grid.size - 1)]
-    res = optimize.minimize_scalar(lambda x: -causal_objective(x, L, dist_obj), bounds=(lo, hi), method="bounded",
-                                   options={"xatol": 1e-10})
-    alpha, value = float(res.x), -float(res.fun)
-    a_h = float(optimal_alpha(L // 2, dist_obj))
-    v_h = causal_objective(a_h, L, dist_obj)
-    v_L = causal_objective(a_L, L, dist_obj)
-    return CausalOptimum(train_length=L, dist=dist_obj.label, alpha=alpha, value=value, alpha_heuristic=a_h,
-                         value_heuristic=v_h, loss_heuristic=1.0 - v_h / value, alpha_at_length=a_L,
-                         value_at_length=v_L, loss_at_length=1.0 - v_L / value, success=bool(res.success))

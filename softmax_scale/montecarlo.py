@@ -17,7 +17,7 @@ from ._progress import progress_bar
 from ._random import mean_stderr, seed_sequence
 from ._validation import N_MAX, check_alpha_array, check_int
 from .distributions import get_distribution
-from .stats_result import SoftmaxStats, _as_output
+from .stats_result import SoftmaxStats, as_output
 
 __all__ = ["MAX_SCORES", "MCTrials", "mc_stats", "mc_trials"]
 
@@ -126,8 +126,8 @@ def mc_stats(alpha, n, dist="normal", *, d=None, trials=10_000, rng=None, parall
     fields = {}
     for name in ("sum_p2", "entropy", "grad", "log_z"):
         mean, se = mean_stderr(getattr(tr, name))
-        fields[name] = _as_output(mean, scalar)
-        fields[name + "_se"] = _as_output(se, scalar)
+        fields[name] = as_output(mean, scalar)
+        fields[name + "_se"] = as_output(se, scalar)
     return SoftmaxStats(
-        alpha=_as_output(tr.alpha, scalar), n=tr.n, dist=tr.dist, method="mc", trials=tr.trials, quad_error=0.0, **fields
+        alpha=as_output(tr.alpha, scalar), n=tr.n, dist=tr.dist, method="mc", trials=tr.trials, quad_error=0.0, **fields
     )

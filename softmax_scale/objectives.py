@@ -12,46 +12,62 @@ several ways, kept apart here and never mixed silently:
     The exact finite-``n`` ``E[G]`` (quadrature; :mod:`softmax_scale.exact`).
 ``"typical"`` / ``"geometric"``
     The median of ``G`` over draws and ``exp E[log G]`` (Monte Carlo on common
-    random numbers).
+    random numbers; :mod:`softmax_scale.typical`).
+
+Every objective is registered here, in :data:`REGISTRY`, and nowhere else: its evaluator (used by
+:func:`gradient_objective`) and its optimiser (used by :func:`softmax_scale.optimize_alpha`).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
 from ._validation import check_alpha_array, check_choice, check_n_array
 from .distributions import get_distribution
+from .exact import expected_grad, expected_optimum
+from .mean_field import mean_field_objective, mean_field_optimum, mean_field_sum_p2
+from .typical import mc_evaluator, mc_optimiser
 
-__all__ = ["OBJECTIVES", "gradient_objective", "mean_field_objective", "mean_field_sum_p2"]
-
-OBJECTIVES = ("mean_field", "expected", "typical", "geometric")
-
-#: Objective name -> function(alpha_1d, n_1d, dist_obj, **kwargs) -> values, for the non mean-field objectives.
-#: Filled by the modules that implement them.
-_EVALUATORS: dict = {}
+__all__ = ["OBJECTIVES", "REGISTRY", "Objective", "gradient_objective", "mean_field_objective", "mean_field_sum_p2"]
 
 
-def mean_field_sum_p2(alpha, n, dist):
-    """Mean-field ``sum p^2 ~ M(2a) / (n M(a)^2)``, capped at 1 (its true range is [1/n, 1]).
+@dataclass(frozen=True)
+class Objective:
+    """One gradient objective: how to evaluate it and how to maximise it.
 
-    ``alpha`` and ``n`` broadcast; ``dist`` is a :class:`ScoreDistribution`.
-    The cap only matters where the approximation has already broken down
-    (``G_mf <= 0``); it keeps the objective finite for any scale and does not
-    move its maximiser.
+    Attributes
+    ----------
+    evaluate : callable
+        ``evaluate(alpha_1d, n_1d, dist, **options) -> values`` (``alpha`` and ``n`` broadcast).
+    optimise : callable
+        ``optimise(n_1d, dist, **options) -> dict`` of :class:`~softmax_scale.AlphaOptimum` fields.
     """
-    log_ratio = dist.mean_field_log_ratio(alpha) - np.log(n)
-    return np.exp(np.minimum(log_ratio, 0.0))
+
+    evaluate: Callable
+    optimise: Callable
 
 
-def mean_field_objective(alpha, n, dist):
-    """``a (1 - min(1, M(2a) / (n M(a)^2)))``, broadcasting ``alpha`` against ``n``.
+def _no_options(name, fn):
+    def call(*args, **kwargs):
+        if kwargs:
+            raise TypeError(f"objective={name!r} takes no options, got {sorted(kwargs)}")
+        return fn(*args)
 
-    Written as ``-a expm1(log_ratio)`` so that it keeps its relative accuracy
-    when ``sum p^2`` is small.
-    """
-    alpha = np.asarray(alpha, dtype=np.float64)
-    log_ratio = dist.mean_field_log_ratio(alpha) - np.log(n)
-    return -alpha * np.expm1(np.minimum(log_ratio, 0.0))
+    return call
+
+
+#: Objective name -> :class:`Objective`, in the order of :data:`OBJECTIVES`.
+REGISTRY = {
+    "mean_field": Objective(_no_options("mean_field", mean_field_objective), _no_options("mean_field", mean_field_optimum)),
+    "expected": Objective(expected_grad, expected_optimum),
+    "typical": Objective(mc_evaluator("typical"), mc_optimiser("typical")),
+    "geometric": Objective(mc_evaluator("geometric"), mc_optimiser("geometric")),
+}
+
+OBJECTIVES = tuple(REGISTRY)
 
 
 def gradient_objective(alpha, n, dist="normal", *, d=None, objective="mean_field", **kwargs):
@@ -83,14 +99,7 @@ def gradient_objective(alpha, n, dist="normal", *, d=None, objective="mean_field
     dist_obj = get_distribution(dist, d)
     if a.size != nn.size and a.size != 1 and nn.size != 1:
         raise ValueError(f"`alpha` and `n` must broadcast: got {a.size} scales and {nn.size} values of n")
-    if objective == "mean_field":
-        if kwargs:
-            raise TypeError(f"objective='mean_field' takes no options, got {sorted(kwargs)}")
-        out = mean_field_objective(a, nn, dist_obj)
-    else:
-        if objective not in _EVALUATORS:
-            raise NotImplementedError(f"objective={objective!r} is not available in this build")
-        out = _EVALUATORS[objective](a, nn, dist_obj, **kwargs)
+    out = REGISTRY[objective].evaluate(a, nn, dist_obj, **kwargs)
     if a_scalar and n_scalar:
         return float(np.asarray(out).reshape(-1)[0])
     return np.asarray(out)

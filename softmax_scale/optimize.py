@@ -5,19 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import elementwise
 
 from ._validation import check_choice, check_n_array
 from .distributions import get_distribution
-from .objectives import OBJECTIVES, mean_field_objective
+from .objectives import OBJECTIVES, REGISTRY
 
 __all__ = ["AlphaOptimum", "optimal_alpha", "optimize_alpha"]
-
-#: Objective name -> function(n_1d, dist_obj, **kwargs) -> dict of AlphaOptimum fields (arrays).
-#: ``mean_field`` is here; the other objectives register themselves.
-_OPTIMISERS: dict = {}
-
-_A_CAP = 1e9  # no mean-field optimum is sought beyond this scale
 
 
 @dataclass(frozen=True)
@@ -63,109 +56,6 @@ class AlphaOptimum:
     alpha_se: float | np.ndarray = 0.0
 
 
-def _mean_field_optimum(n: np.ndarray, dist) -> dict:
-    """Maximise ``a (1 - R(a)/n)``, ``R(a) = M(2a)/M(a)^2``, for every ``n`` at once.
-
-    ``R`` rises from ``R(0) = 1`` (``K = log M`` is convex, so
-    ``log R(a) = K(2a) - 2K(a)`` has derivative ``2(K'(2a) - K'(a)) >= 0``).
-    Hence ``G > 0`` exactly on ``(0, a_n)`` where ``R(a_n) = n``, and
-    ``(0, a_n/2, a_n)`` is a valid three-point bracket: ``G(0) = G(a_n) = 0 < G(a_n/2)``.
-    ``a_n`` is found by ``scipy.optimize.elementwise.find_root`` after doubling
-    an upper bound; the maximum by ``elementwise.find_minimum`` on ``-G``.
-    If ``R`` stays below ``n`` for every scale (an empirical sample whose
-    maximum is shared by at least ``len(sample)/n`` points), ``G`` grows without
-    bound and no maximiser exists.
-    """
-    logn = np.log(n)
-    unbounded = np.zeros(n.shape, dtype=bool)
-    if hasattr(dist, "values"):  # empirical: sup R = m / (number of samples at the maximum)
-        v = dist.values
-        sup = np.log(v.size / np.count_nonzero(v == v.max()))
-        unbounded = logn >= sup
-    ok = ~unbounded
-    alpha = np.full(n.shape, np.inf)
-    value = np.full(n.shape, np.inf)
-    success = np.ones(n.shape, dtype=bool)
-    nfev = np.zeros(n.shape, dtype=np.int64)
-    if ok.any():
-        ln = logn[ok]
-
-        def excess(a, ln):
-            return dist.mean_field_log_ratio(a) - ln
-
-        hi = np.ones(ln.shape)
-        for _ in range(64):
-            low = excess(hi, ln) < 0
-            if not low.any() or hi.max() > _A_CAP:
-                break
-            hi[low] *= 2.0
-        root = elementwise.find_root(excess, (np.zeros_like(hi), hi), args=(ln,), tolerances={"xrtol": 1e-14})
-        a_n = root.x
-        n_ok = np.exp(ln)
-
-        def neg_g(a, nn):
-            return -mean_field_objective(a, nn, dist)
-
-        res = elementwise.find_minimum(
-            neg_g,
-            (np.zeros_like(a_n), 0.5 * a_n, a_n),
-            args=(n_ok,),
-            tolerances={"xrtol": 1e-11, "xatol": 1e-14},
-            maxiter=400,
-        )
-        x = _polish(res.x, n_ok, dist)
-        alpha[ok] = x
-        value[ok] = mean_field_objective(x, n_ok, dist)
-        success[ok] = res.success & root.success
-        nfev[ok] = res.nfev + root.nfev
-    if unbounded.any():
-        message = "no finite maximiser for some n: the mean-field objective grows without bound (alpha* = inf)"
-    elif success.all():
-        message = "converged: maximiser found inside the bracket (0, a_n) where R(a_n) = n"
-    else:
-        message = "the optimiser did not converge for some n"
-    return dict(alpha=alpha, value=value, success=success, bounded=~unbounded, nfev=nfev, message=message)
-
-
-def _stationarity(a, logn, dist):
-    """``log(1 + a L'(a)) + L(a) - log n``, zero where ``d/da [a (1 - e^L / n)] = 0`` (``L = log R``).
-
-    ``L'`` by a five-point stencil with step ``1e-3 a`` (truncation ~1e-12, rounding ~1e-13).
-    """
-    h = 1e-3 * a
-    f = dist.mean_field_log_ratio
-    dl = (f(a - 2 * h) - 8 * f(a - h) + 8 * f(a + h) - f(a + 2 * h)) / (12 * h)
-    return np.log1p(a * dl) + f(a) - logn
-
-
-def _polish(x, n, dist):
-    """Refine the maximiser found by ``find_minimum`` (flat top: ~1e-9 relative) to ~1e-12.
-
-    The stationarity condition is solved by ``elementwise.find_root`` on a bracket
-    of relative width 1e-6 around ``x``; where it does not change sign there,
-    ``x`` is kept.
-    """
-    logn = np.log(n)
-    lo, hi = x * (1 - 1e-6), x * (1 + 1e-6)
-    flo, fhi = _stationarity(lo, logn, dist), _stationarity(hi, logn, dist)
-    ok = (flo < 0) & (fhi > 0)
-    if not ok.any():
-        return x
-    root = elementwise.find_root(
-        lambda a, ln: _stationarity(a, ln, dist),
-        (lo[ok], hi[ok]),
-        args=(logn[ok],),
-        tolerances={"xrtol": 4e-16, "xatol": 0.0},
-    )
-    out = x.copy()
-    good = root.success
-    out[np.flatnonzero(ok)[good]] = root.x[good]
-    return out
-
-
-_OPTIMISERS["mean_field"] = lambda n, dist, **kw: _mean_field_optimum(n, dist, **kw)
-
-
 def optimize_alpha(n, dist="normal", *, d=None, objective="mean_field", **kwargs) -> AlphaOptimum:
     """Find the scale ``alpha*`` maximising a gradient objective, for one or many ``n``.
 
@@ -197,11 +87,7 @@ def optimize_alpha(n, dist="normal", *, d=None, objective="mean_field", **kwargs
     check_choice(objective, "objective", OBJECTIVES)
     nn, scalar = check_n_array(n)
     dist_obj = get_distribution(dist, d)
-    if objective not in _OPTIMISERS:
-        raise NotImplementedError(f"objective={objective!r} is not available in this build")
-    if objective == "mean_field" and kwargs:
-        raise TypeError(f"objective='mean_field' takes no options, got {sorted(kwargs)}")
-    out = _OPTIMISERS[objective](nn, dist_obj, **kwargs)
+    out = REGISTRY[objective].optimise(nn, dist_obj, **kwargs)
 
     def pick(x, kind=float):
         x = np.asarray(x)

@@ -62,5 +62,6 @@ class SoftmaxStats:
     quad_error: float = 0.0
 
 
-def _as_output(x: np.ndarray, scalar: bool):
+def as_output(x: np.ndarray, scalar: bool):
+    """``x`` as a float for a scalar input, else as an array."""
     return float(x[0]) if scalar else np.asarray(x)

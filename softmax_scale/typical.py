@@ -38,10 +38,12 @@ from ._progress import progress_bar
 from ._random import seed_sequence
 from ._validation import check_choice, check_int, check_n_array
 from .distributions import get_distribution
+from .exact import gap_density_at_zero
 from .laws import LawFit, fit_alpha_law
+from .mean_field import mean_field_optimum
 from .montecarlo import mc_trials
 
-__all__ = ["MC_OBJECTIVES", "ObjectiveTable", "mc_objective", "objective_table"]
+__all__ = ["MC_OBJECTIVES", "ObjectiveTable", "mc_evaluator", "mc_objective", "mc_optimiser", "objective_table"]
 
 MC_OBJECTIVES = ("typical", "geometric")
 _COARSE = np.geomspace(0.12, 8.0, 28)  # coarse grid, in units of the mean-field alpha*
@@ -120,9 +122,7 @@ def _bracket(grid, values):
 
 def _optimise_one(n, dist, objectives, trials, seed, resamples):
     """``{objective: (alpha*, value, se, nfev, success)}`` for one ``n`` on one set of draws."""
-    from .optimize import optimize_alpha
-
-    a_mf = optimize_alpha(n, dist).alpha
+    a_mf = float(mean_field_optimum(check_n_array(n)[0], dist)["alpha"][0])
     if not np.isfinite(a_mf):
         a_mf = 1.0
     coarse = a_mf * _COARSE
@@ -160,7 +160,9 @@ def _optimise(ns, dist, objectives, trials, rng, resamples, progress):
     return res
 
 
-def _registered_optimiser(objective):
+def mc_optimiser(objective):
+    """The optimiser of the Monte Carlo ``objective`` (``"typical"`` or ``"geometric"``) for :mod:`softmax_scale.objectives`."""
+
     def optimiser(n, dist, *, trials=4000, rng=None, resamples=100, progress=None):
         res = _optimise(n, dist, (objective,), trials, rng, resamples, progress)
         cols = list(zip(*[r[objective] for r in res]))
@@ -184,7 +186,9 @@ def _registered_optimiser(objective):
     return optimiser
 
 
-def _registered_evaluator(objective):
+def mc_evaluator(objective):
+    """The evaluator of the Monte Carlo ``objective`` for :mod:`softmax_scale.objectives`: ``(alpha, n, dist, trials=, rng=)``."""
+
     def evaluator(alpha, n, dist, *, trials=4000, rng=None):
         alpha, n = np.broadcast_arrays(alpha, n)
         out = np.empty(alpha.shape)
@@ -195,17 +199,6 @@ def _registered_evaluator(objective):
         return out
 
     return evaluator
-
-
-def _register():
-    from . import objectives, optimize
-
-    for obj in MC_OBJECTIVES:
-        objectives._EVALUATORS[obj] = _registered_evaluator(obj)
-        optimize._OPTIMISERS[obj] = _registered_optimiser(obj)
-
-
-_register()
 
 
 @dataclass(frozen=True)
@@ -291,9 +284,6 @@ def objective_table(ns, dist="normal", d=None, *, trials=2000, rng=0, resamples=
     -------
     ObjectiveTable
     """
-    from .exact import gap_density_at_zero
-    from .optimize import optimal_alpha
-
     nn, _ = check_n_array(ns, "ns")
     dist_obj = get_distribution(dist, d)
     res = _optimise(nn, dist_obj, MC_OBJECTIVES, trials, rng, resamples, progress)
@@ -304,7 +294,7 @@ def objective_table(ns, dist="normal", d=None, *, trials=2000, rng=0, resamples=
         ns=nn,
         dist=dist_obj.label,
         trials=int(trials),
-        mean_field=np.atleast_1d(optimal_alpha(nn, dist_obj)),
+        mean_field=np.atleast_1d(mean_field_optimum(check_n_array(nn)[0], dist_obj)["alpha"]),
         typical=typ[:, 0],
         typical_se=typ[:, 2],
         geometric=geo[:, 0],

@@ -154,6 +154,11 @@ CASES = {
         {"sample": [0.1, 0.5, -0.3]},
         {"sample": ARRAY_BAD + [np.zeros((2, 2))]},
     ),
+    "WeightedSample": (
+        ss.WeightedSample,
+        {"x": [-1.0, 0.5, 2.0], "w": [0.25, 0.5, 0.25]},
+        {"x": ARRAY_BAD + [[2.0, 1.0, 0.0]], "w": ARRAY_BAD + [[0.5, 0.5, 0.5], [1.0, 0.0, 0.0], [0.5, 0.5]]},
+    ),
     "layer_norm": (
         ss.layer_norm,
         {"x": [[1.0, 2.0, 4.0]]},

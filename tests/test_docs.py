@@ -14,3 +14,29 @@ MODULES = [softmax_scale.optimize, softmax_scale.laws]
 def test_docstring_examples(module):
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_readme_layout_map_names_every_module():
+    """The README's layout map matches the tree: every module is named (plotting/ and moments/ as folders)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    text = (root / "README.md").read_text()
+    block = text[text.index("## Layout"):]
+    block = block[:block.index("\n## ", 1)]
+    pkg = root / "softmax_scale"
+    missing = []
+    for path in sorted(pkg.rglob("*.py")):
+        rel = path.relative_to(pkg)
+        if path.name in ("__init__.py", "__main__.py"):
+            continue
+        if rel.parts[0] in ("plotting", "moments"):
+            name = rel.parts[0] + "/"
+        else:
+            name = path.name
+        if name not in block:
+            missing.append(str(rel))
+    for folder in (p for p in pkg.iterdir() if p.is_dir() and (p / "__init__.py").exists()):
+        if folder.name + "/" not in block:
+            missing.append(folder.name + "/")
+    assert missing == []

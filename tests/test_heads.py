@@ -6,6 +6,8 @@ from scipy import special
 
 import softmax_scale as ss
 from softmax_scale import heads
+from softmax_scale._kernels import sort_floats
+from softmax_scale.exact import EntropyForNs
 
 
 def naive(s, allowed):
@@ -77,11 +79,11 @@ def test_causal_equals_explicit_mask_and_per_query_n_is_exact():
 
 def test_vectorised_evaluator_matches_exact_stats():
     ns = np.array([2.0, 7.0, 100.0, 512.0])
-    normal = heads._EntropyForNs(ss.Normal(), ns)
+    normal = EntropyForNs(ss.Normal(), ns)
     rng = np.random.default_rng(2)
     v = rng.standard_normal(3000) ** 3  # heavy-tailed, skewed sample, used whole
     v = (v - v.mean()) / v.std()
-    emp = heads._EntropyForNs(heads._WeightedScores(*heads._compress(v, 4096), v.size), ns)
+    emp = EntropyForNs(ss.WeightedSample.from_pool(v, 4096), ns)
     for alpha in (1e-8, 0.3, 2.0, 5.0):
         ref_n = [ss.exact_stats(alpha, int(n), error_estimate=False).entropy for n in ns]
         ref_e = [ss.exact_stats(alpha, int(n), np.sort(v), error_estimate=False).entropy for n in ns]
@@ -230,9 +232,9 @@ def test_fast_evaluator_matches_reference():
     ns = np.array([32.0, 256.0, 512.0])
     for head in _heavy_tailed_heads(rng):
         z = (head - head.mean(axis=1, keepdims=True)) / head.std(axis=1, keepdims=True)
-        emp = heads._WeightedScores(*heads._compress(z.ravel(), 2048), z.size)
+        emp = ss.WeightedSample.from_pool(z.ravel(), 2048)
         for dist in (ss.Normal(), emp):
-            fast, ref = heads._EntropyForNs(dist, ns), heads._EntropyForNs(dist, ns, reference=True)
+            fast, ref = EntropyForNs(dist, ns), EntropyForNs(dist, ns, reference=True)
             for alpha in (0.05, 0.7, 2.0, 5.0, 12.0, 20.0, 35.0):
                 np.testing.assert_allclose(fast(alpha), ref(alpha), rtol=0, atol=1e-10, err_msg=f"{dist.name} {alpha}")
         a = np.array([-3.0, 0.0, 0.5, 20.0, 400.0])
@@ -247,7 +249,7 @@ def test_head_stats_fast_path_matches_reference(monkeypatch):
 
     x = _heavy_tailed_heads(np.random.default_rng(12))
     fast = ss.head_stats(x, sample_size=1024)
-    monkeypatch.setattr(heads, "_EntropyForNs", functools.partial(heads._EntropyForNs, reference=True))
+    monkeypatch.setattr(heads, "EntropyForNs", functools.partial(EntropyForNs, reference=True))
     ref = ss.head_stats(x, sample_size=1024)
     assert fast.sigma[2] > 15.0  # the large-alpha head is there
     for f in ("predicted_entropy", "predicted_entropy_empirical", "predict_error", "alpha_star"):
@@ -260,4 +262,4 @@ def test_radix_sort_is_np_sort():
     rng = np.random.default_rng(13)
     for v in (rng.standard_t(2, 200_000), np.concatenate([rng.standard_normal(70_000) * 1e-300, [0.0, -0.0, 5.0, -np.inf]]),
               np.round(rng.standard_normal(100_000), 2)):
-        np.testing.assert_array_equal(heads._sort(v), np.sort(v))
+        np.testing.assert_array_equal(sort_floats(v), np.sort(v))

@@ -110,7 +110,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_graph_is_read():
     graph = import_graph()
     # a few edges known to exist, so an empty graph cannot pass
-    assert f"{PKG}.distributions" in graph[f"{PKG}.exact"]
+    assert f"{PKG}.distributions" in graph[f"{PKG}.exact.grid"]
     assert f"{PKG}.stats_result" in graph[f"{PKG}.montecarlo"]
     assert f"{PKG}.moments.normalization" in graph[f"{PKG}.moments.residual"]
     assert f"{PKG}.moments" in graph[f"{PKG}.plotting.moments"]
@@ -130,3 +130,172 @@ def test_cycle_detector_finds_a_cycle():
 def test_core_never_imports_the_models_subpackage():
     bad = {k: sorted(v for v in deps if _on_top(v)) for k, deps in import_graph().items() if not _on_top(k)}
     assert {k: v for k, v in bad.items() if v} == {}
+
+
+# ---------------------------------------------------------------------------------------------
+# Modules use each other's public names only, and nothing registers itself by being imported.
+
+#: The shared private helpers of the whole package: private *modules* whose names every module may
+#: import (argument checks, rng handling, progress bars, the numba options, the numba kernels).
+SHARED = tuple(f"{PKG}.{m}" for m in ("_validation", "_random", "_progress", "_jit", "_kernels"))
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _may_use_private_module(user: str, target: str) -> bool:
+    """A private module (``a.b._m``) serves its own package ``a.b``; the :data:`SHARED` helpers serve everyone."""
+    if target in SHARED:
+        return True
+    parent = target.rpartition(".")[0]
+    return _is_private(target.rpartition(".")[2]) and (user == parent or user.startswith(parent + "."))
+
+
+def _resolve(name: str, is_package: bool, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    base = (name if is_package else name.rpartition(".")[0]).split(".")
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _module_aliases(name: str, is_package: bool, tree, known: set[str]) -> dict[str, str]:
+    """Local names bound to modules of the package anywhere in the file: ``{alias: module}``."""
+    out = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name in known and a.asname:
+                    out[a.asname] = a.name
+        elif isinstance(node, ast.ImportFrom):
+            mod = _resolve(name, is_package, node)
+            for a in node.names:
+                if f"{mod}.{a.name}" in known:
+                    out[a.asname or a.name] = f"{mod}.{a.name}"
+    return out
+
+
+def private_uses(name: str, source: str, known: set[str], is_package: bool = False) -> list[str]:
+    """Private names of *other* package modules that ``source`` (the module ``name``) imports or reads.
+
+    ``from .m import _x``, ``from . import m; m._x`` and ``import pkg.m as m; m._x`` count, wherever
+    they stand; a private module imported whole counts unless :func:`_may_use_private_module`.
+    """
+    tree = ast.parse(source)
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            mod = _resolve(name, is_package, node)
+            if not (mod == PKG or mod.startswith(PKG + ".")) or mod == name:
+                continue
+            for a in node.names:
+                sub = f"{mod}.{a.name}"
+                if sub in known:  # a module
+                    if _is_private(a.name) and not _may_use_private_module(name, sub):
+                        out.append(f"{name} imports the private module {sub}")
+                elif _is_private(a.name) and not (mod in SHARED or _may_use_private_module(name, mod)):
+                    out.append(f"{name} imports {mod}.{a.name}")
+    aliases = _module_aliases(name, is_package, tree, known)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+            mod = aliases[node.value.id]
+            if mod != name and _is_private(node.attr) and mod not in SHARED and f"{mod}.{node.attr}" not in known:
+                out.append(f"{name} reads {mod}.{node.attr}")
+    return out
+
+
+_MUTATORS = {"update", "append", "extend", "insert", "setdefault", "add", "register", "__setitem__"}
+
+
+def _root_module(node, aliases):
+    """The package module at the root of ``m.x[...]`` / ``m.x.y`` (an attribute of it, not the bare name)."""
+    seen_attr = False
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        seen_attr = seen_attr or isinstance(node, ast.Attribute)
+        node = node.value
+    if seen_attr and isinstance(node, ast.Name) and node.id in aliases:
+        return aliases[node.id]
+    return None
+
+
+def side_effect_registrations(name: str, source: str, known: set[str], is_package: bool = False) -> list[str]:
+    """Places where ``source`` writes into another package module's namespace (``m.REGISTRY[k] = f``,
+    ``m.x = ...``, ``m.table.update(...)``, ``setattr(m, ...)``): registration as a side effect of import."""
+    tree = ast.parse(source)
+    aliases = _module_aliases(name, is_package, tree, known)
+    out = []
+    for node in ast.walk(tree):
+        targets = []
+        if isinstance(node, (ast.Assign, ast.Delete)):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        for t in targets:
+            mod = _root_module(t, aliases)
+            if mod and mod != name:
+                out.append(f"{name} line {node.lineno} writes into {mod}")
+        if isinstance(node, ast.Call):
+            f = node.func
+            if isinstance(f, ast.Attribute) and f.attr in _MUTATORS:
+                mod = _root_module(f.value, aliases) if isinstance(f.value, (ast.Attribute, ast.Subscript)) else None
+                if mod and mod != name:
+                    out.append(f"{name} line {node.lineno} calls {f.attr} on {mod}")
+            if isinstance(f, ast.Name) and f.id == "setattr" and node.args and isinstance(node.args[0], ast.Name) \
+                    and node.args[0].id in aliases and aliases[node.args[0].id] != name:
+                out.append(f"{name} line {node.lineno} sets an attribute of {aliases[node.args[0].id]}")
+    return out
+
+
+def unused_init_imports(name: str, source: str) -> list[str]:
+    """Names a package's ``__init__`` imports but neither re-exports (``__all__``) nor uses: imports for a side effect."""
+    tree = ast.parse(source)
+    exported = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            exported = {e.value for e in node.value.elts if isinstance(e, ast.Constant)}
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    out = []
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for a in node.names:
+                local = a.asname or a.name.split(".")[0]
+                if local != "annotations" and local not in exported and local not in used:
+                    out.append(f"{name} imports {a.name} without re-exporting or using it")
+    return out
+
+
+def test_no_private_names_across_modules():
+    mods = _modules()
+    known = set(mods)
+    bad = [x for n, p in mods.items() for x in private_uses(n, p.read_text(), known, _is_package(p))]
+    assert bad == []
+
+
+def test_no_registration_by_import_side_effect():
+    mods = _modules()
+    known = set(mods)
+    bad = [x for n, p in mods.items() for x in side_effect_registrations(n, p.read_text(), known, _is_package(p))]
+    bad += [x for n, p in mods.items() if _is_package(p) for x in unused_init_imports(n, p.read_text())]
+    assert bad == []
+
+
+def test_checkers_catch_planted_examples():
+    """Negative controls: each checker fails on a small synthetic source that breaks its rule."""
+    known = {PKG, f"{PKG}.exact", f"{PKG}.exact.grid", f"{PKG}.objectives", f"{PKG}.heads", f"{PKG}._validation",
+             f"{PKG}.models", f"{PKG}.models._files", f"{PKG}.models.bert"}
+    planted = "from .exact.grid import _u_grid\nfrom . import exact as ex\nx = ex._TAIL\n"
+    assert private_uses(f"{PKG}.heads", planted, known) == [
+        f"{PKG}.heads imports {PKG}.exact.grid._u_grid", f"{PKG}.heads reads {PKG}.exact._TAIL"]
+    fine = "from ._validation import check_int, _is_number\nfrom .exact import exact_stats\n"
+    assert private_uses(f"{PKG}.heads", fine, known) == []
+    assert private_uses(f"{PKG}.models.bert", "from ._files import package_file\n", known) == []
+    assert private_uses(f"{PKG}.heads", "from .models import _files\n", known) == [
+        f"{PKG}.heads imports the private module {PKG}.models._files"]
+    registers = ("def _register():\n    from . import objectives\n    objectives._EVALUATORS['expected'] = f\n"
+                 "    objectives.TABLE.update(x=1)\n_register()\n")
+    assert side_effect_registrations(f"{PKG}.exact", registers, known) == [
+        f"{PKG}.exact line 3 writes into {PKG}.objectives", f"{PKG}.exact line 4 calls update on {PKG}.objectives"]
+    assert side_effect_registrations(f"{PKG}.heads", "from . import objectives\nR = dict(objectives.REGISTRY)\n", known) == []
+    init = "from . import exact, typical  # typical registers its objectives\n__all__ = ['exact']\n"
+    assert unused_init_imports(PKG, init) == [f"{PKG} imports typical without re-exporting or using it"]

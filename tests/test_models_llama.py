@@ -22,7 +22,7 @@ import pytest
 from softmax_scale import models
 from softmax_scale import rope as ropes
 from softmax_scale.models import extrapolation as ex
-from softmax_scale.models import llama
+from softmax_scale.models import gguf_file, iid_prediction, llama
 
 # ---------------------------------------------------------------------------------------------
 # A tiny random LLaMA as GGUF.
@@ -222,7 +222,7 @@ def test_tiny_forward_matches_naive(tiny, tiny_file_weights, rope, scheme):
     n = len(ids)
     f = llama.scale_factors(scheme, np.arange(1, n + 1), TINY["head_dim"], L)
     inv = ropes.rope_frequencies(rope, TINY["head_dim"], TINY["base"], L, n)
-    st, _, _ = tiny.run(ids, factors=f, inv_freq=inv, block=16)
+    st = tiny.positions(ids, factors=f, inv_freq=inv, block=16)
     nll, ent, sig, snk = naive_forward(tiny_file_weights, ids, rope, scheme, L)
     # float32 forward against float64: the logits are O(10), so 1e-4 absolute is float32 accuracy
     np.testing.assert_allclose(st.nll[:-1], nll[:-1], atol=2e-4, rtol=0)
@@ -243,7 +243,7 @@ def test_naive_rope_permutation_matters(tiny_file_weights):
     ids = np.random.default_rng(1).integers(1, 200, size=24)
     nll_pairs = naive_forward(tiny_file_weights, ids, "none", "standard", 32)[0]
     hf = {k: (v if not k.endswith(("attn_q.weight", "attn_k.weight")) else
-              llama._unpermute(v, TINY["heads"] if "attn_q" in k else TINY["kv_heads"]))
+              gguf_file._unpermute(v, TINY["heads"] if "attn_q" in k else TINY["kv_heads"]))
           for k, v in tiny_file_weights.items()}
     nll_halves_on_pairs = naive_forward(hf, ids, "none", "standard", 32)[0]
     assert np.nanmax(np.abs(nll_pairs - nll_halves_on_pairs)) > 1e-2
@@ -265,11 +265,11 @@ def test_unit_scale_below_L_is_bit_identical(tiny):
     L = TINY["L"]
     ids = np.random.default_rng(2).integers(1, tiny.config.vocab_size, size=3 * L)
     ref = tiny.evaluate(ids, scheme="standard", train_length=L, progress=False, buckets=[0, L, 3 * L])
-    st_ref, _, _ = tiny.run(ids, block=8)
+    st_ref = tiny.positions(ids, block=8)
     for scheme in ("qwen_logn", "yarn"):
         f = llama.scale_factors(scheme, np.arange(1, len(ids) + 1), TINY["head_dim"], L)
         assert np.all(f[:L] == 1.0) and np.any(f[L:] != 1.0)
-        st, _, _ = tiny.run(ids, factors=f, block=8)
+        st = tiny.positions(ids, factors=f, block=8)
         below = slice(0, L - 1)  # queries 0..L-1 see <= L keys; nll[i] belongs to query i
         assert np.array_equal(st.nll[below], st_ref.nll[below])
         assert np.array_equal(st.entropy[..., :L], st_ref.entropy[..., :L])
@@ -280,11 +280,11 @@ def test_unit_scale_below_L_is_bit_identical(tiny):
     # llama4 steps up at n = L itself (floor(n / L) = 1): queries seeing fewer than L keys unchanged
     f = llama.scale_factors("llama4", np.arange(1, len(ids) + 1), TINY["head_dim"], L)
     assert np.all(f[:L - 1] == 1.0) and f[L - 1] > 1.0
-    st, _, _ = tiny.run(ids, factors=f, block=8)
+    st = tiny.positions(ids, factors=f, block=8)
     assert np.array_equal(st.entropy[..., :L - 1], st_ref.entropy[..., :L - 1])
     # negative control: entropy_invariant is not 1 below L, and it changes those positions
     f = llama.scale_factors("entropy_invariant", np.arange(1, len(ids) + 1), TINY["head_dim"], L)
-    st, _, _ = tiny.run(ids, factors=f, block=8)
+    st = tiny.positions(ids, factors=f, block=8)
     assert not np.array_equal(st.entropy[..., 1:L], st_ref.entropy[..., 1:L])
 
 
@@ -293,10 +293,11 @@ def test_prefix_cache_equals_full_pass(tiny):
     ids = np.random.default_rng(3).integers(1, tiny.config.vocab_size, size=2 * L + 5)
     f = llama.scale_factors("qwen_logn", np.arange(1, len(ids) + 1), TINY["head_dim"], L)
     inv = ropes.rope_frequencies("yarn", TINY["head_dim"], TINY["base"], L, len(ids))
-    full, _, _ = tiny.run(ids, factors=f, inv_freq=inv, block=8)
-    pre, cache, _ = tiny.run(ids, stop=L, factors=f, inv_freq=inv, block=8, keep_cache=True)
-    rest, _, _ = tiny.run(ids, start=L, cache=cache, factors=f, inv_freq=inv, block=8)
-    both = ex._concat(pre, rest)
+    full = tiny.positions(ids, factors=f, inv_freq=inv, block=8)
+    prefix = tiny.prefix(ids, L, rope="yarn", block=8)  # qwen_logn is 1 below L: the prefix runs without a scale
+    pre = prefix.stats
+    rest = tiny.positions(ids, start=L, cache=prefix.cache, factors=f, inv_freq=inv, block=8)
+    both = pre.then(rest)
     # the same arithmetic on matrices of other shapes: BLAS may round differently (float32 level)
     np.testing.assert_allclose(both.nll[:-1], full.nll[:-1], rtol=2e-5, atol=1e-5)
     np.testing.assert_allclose(both.entropy, full.entropy, rtol=2e-5, atol=1e-5)
@@ -305,8 +306,8 @@ def test_prefix_cache_equals_full_pass(tiny):
 
 def test_block_size_does_not_matter(tiny):
     ids = np.random.default_rng(4).integers(1, tiny.config.vocab_size, size=50)
-    a, _, _ = tiny.run(ids, block=7)
-    b, _, _ = tiny.run(ids, block=64)
+    a = tiny.positions(ids, block=7)
+    b = tiny.positions(ids, block=64)
     np.testing.assert_allclose(a.nll[:-1], b.nll[:-1], atol=1e-5)
     np.testing.assert_allclose(a.entropy, b.entropy, atol=1e-5)
 
@@ -392,13 +393,13 @@ def test_pipeline_resumes(tiny, tmp_path, monkeypatch):
     assert lines[-1].startswith("doc1,window,")
     out.write_text("".join(lines[:-3]) + lines[-3][:7])
     calls = []
-    orig = tiny.run
+    orig = tiny._forward  # every forward pass of the decoder goes through it
 
     def counting(*a, **k):
         calls.append(1)
         return orig(*a, **k)
 
-    monkeypatch.setattr(tiny, "run", counting)
+    monkeypatch.setattr(tiny, "_forward", counting)
     r2 = ex.length_extrapolation(tiny, **kw)
     assert len(calls) == (96 - 32) // (32 // 4)  # only the torn result: its windows of stride L/4
     assert sorted(out.read_text().splitlines()) == sorted(text1.splitlines())
@@ -421,7 +422,8 @@ def test_bucket_edges():
 
 def test_prediction_spline_matches_direct_evaluation():
     """The empirical prediction interpolates E[H] in log alpha; check it against direct exact calls."""
-    from softmax_scale.heads import _compress, _EntropyForNs, _WeightedScores
+    from softmax_scale.distributions import WeightedSample
+    from softmax_scale.exact import EntropyForNs
 
     rng = np.random.default_rng(5)
     L, n = 64, 256
@@ -429,12 +431,12 @@ def test_prediction_spline_matches_direct_evaluation():
     st = llama.PositionStats(0, np.zeros(n), np.zeros((1, 2, n)), np.zeros((1, 2, n)), np.zeros((1, 2, n)))
     st.sigma[0, 0], st.sigma[0, 1] = 1.3, 2.6
     pools = [rng.standard_normal(20000), rng.standard_t(5, 20000)]
-    dists = [[_WeightedScores(*_compress((p - p.mean()) / p.std(), 1024), p.size) for p in pools]]
+    dists = [[WeightedSample.from_pool((p - p.mean()) / p.std(), 1024) for p in pools]]
     schemes = ("standard", "qwen_logn", "entropy_invariant")
-    pn, pe, inv = ex._predict(st, dists, edges, L, schemes, 64)
+    pn, pe, inv = iid_prediction.predict(st, dists, edges, L, schemes, 64)
     n_b = np.array([round(np.mean(np.arange(max(edges[b], 2), edges[b + 1]))) for b in range(len(edges) - 1)])
     for h, sig in enumerate((1.3, 2.6)):
-        ev = _EntropyForNs(dists[0][h], n_b.astype(float))
+        ev = EntropyForNs(dists[0][h], n_b.astype(float))
         for s in schemes:
             f = llama.scale_factors(s, n_b, 64, L)
             direct = np.array([ev(sig * f[b])[b] for b in range(len(n_b))])
@@ -464,7 +466,7 @@ def test_quick_pipeline_cli(tmp_path, capsys):
     ent, edges = res.head_stat("entropy", "none", "standard")
     assert ent.shape == (1, 30, 9, len(edges))
     assert np.all((ent[..., 1:] > 0) & (ent[..., 1:] <= np.log(edges[1:, 1]) + 1e-9))
-    pred, _ = res.head_stat("pred_normal", "iid", "standard")
+    pred, _ = res.prediction("pred_normal", "standard")
     assert np.isfinite(pred).all()
     # more context than the window helps SmolLM2 here (it was trained to 8,192, far above 256)
     table = res.loss_table()

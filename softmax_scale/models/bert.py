@@ -167,17 +167,18 @@ def block(x, attn, ln1, ffn_in, ffn_out, ln2, *, heads, eps, act, mask=None, hoo
     return layer_norm(x + linear(gelu(linear(x, **ffn_in), act), **ffn_out), **ln2, eps=eps)
 
 
-def bert(ids, params, config, mask=None, hook=None):  # [b, n] -> [b, n, h]
+def bert(ids, params, config, mask=None, hook=None, layers=None):  # [b, n] -> [b, n, h]
     """Last hidden states of token ids ``ids`` (token type 0, positions 0..n-1).
 
     ``hook(layer, scores)``, if given, sees every layer's pre-softmax scores (see
-    :func:`attention`) and may return replacements.
+    :func:`attention`) and may return replacements.  ``layers``, if given, runs only the first
+    ``layers`` layers and returns their output (what a reader of the lower layers needs).
     """
     emb = params["embeddings"]
     n = ids.shape[1]
     x = emb["word"][ids] + emb["position"][:n] + emb["token_type"][0]
     x = layer_norm(x, **emb["ln"], eps=config.layer_norm_eps)
-    for i, layer in enumerate(params["layers"]):
+    for i, layer in enumerate(params["layers"][:layers]):
         layer_hook = None if hook is None else functools.partial(hook, i)
         x = block(x, **layer, heads=config.heads, eps=config.layer_norm_eps, act=config.hidden_act, mask=mask, hook=layer_hook)
     return x

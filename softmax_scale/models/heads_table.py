@@ -276,19 +276,17 @@ def real_head_table(
     -------
     RealHeadTable
     """
-    from . import load
+    from . import registry
     from .bert import BertEncoder, bert
     from .corpus import corpus, corpus_names, token_chunks
 
     if isinstance(model, str):
         name = model
         if name != "minilm":
-            from . import list_models
-
-            if name not in list_models():
+            if name not in registry.list_models():
                 raise ValueError(f"`model` must be a BERT encoder name ('minilm') or a BertEncoder, got {model!r}")
             raise ValueError(f"`model` must be a BERT encoder; {name!r} is not one (real_head_table reads encoders)")
-        enc = load(name)
+        enc = registry.load(name)
     elif isinstance(model, BertEncoder):
         enc, name = model, model.path.name
     else:
@@ -348,14 +346,9 @@ def real_head_table(
                 rs = head_stats(rows * np.float32(factors[i]), predict=False)
                 out["entropy_rescaled"][i, a] = rs.entropy
                 out["entropy_ratio_rescaled"][i, a] = rs.entropy_ratio
-            if layer == last:
-                raise _Done
             return None
 
-        try:
-            bert(ids, enc.params, cfg, hook=hook)
-        except _Done:  # the layers after the last tabulated one are not needed
-            pass
+        bert(ids, enc.params, cfg, hook=hook, layers=last + 1)  # the layers after the last tabulated one are not needed
 
     log_n = np.log(ns.astype(np.float64))
     if ns.size >= 2:
@@ -365,7 +358,3 @@ def real_head_table(
         slopes = {k: np.full(shape[1:], np.nan) for k in ("slope", "slope_iid", "slope_rescaled")}
     return RealHeadTable(model=name, text=text, ns=ns, chunks=chunks, layer_index=layer_index, head_dim=d,
                          train_length=train_length, scale_factor=factors, **out, **slopes)
-
-
-class _Done(Exception):
-    """Raised by the hook after the last tabulated layer to stop the forward pass early."""

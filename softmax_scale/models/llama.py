@@ -1,25 +1,23 @@
-"""A LLaMA-architecture decoder read from a GGUF file, in numpy (SmolLM2-135M-Instruct).
+"""A LLaMA-architecture decoder in numpy (SmolLM2-135M-Instruct, read from GGUF by :mod:`.gguf_file`).
 
-Every size comes from the file's metadata (``llama.block_count``, ``llama.embedding_length``,
-...), never typed here. The steps of one layer, in order (as in llama2.c's ``run.c``)::
+The steps of one layer, :func:`block`, in order (as in llama2.c's ``run.c``)::
 
     x -> RMSNorm -> q, k, v projections -> RoPE on q and k -> grouped-query causal attention
       -> output projection -> + x -> RMSNorm -> SwiGLU feed-forward -> + residual
 
-Weights are dequantised once per process to float32 (``gguf.quants.dequantize`` for ``Q4_1``
-and ``Q8_0``); activations are float32 and matrix products go to BLAS; the attention
-statistics (entropy, effective scale ``sigma``, sink share) are accumulated in float64.
-
-GGUF's RoPE layout. ``convert_hf_to_gguf.py`` permutes the rows of each query and key head so
-that llama.cpp can rotate *adjacent* pairs ``(2i, 2i+1)``; the Hugging Face checkpoint rotates
-the halves ``(i, i + d/2)``. :func:`_unpermute` restores the Hugging Face row order on load, and
-:func:`apply_rope` rotates halves. A mistake here leaves the model fluent for a few tokens and
-then wrong; the greedy-completion and perplexity tests catch it.
+Activations are float32 and matrix products go to BLAS; the attention statistics (entropy,
+effective scale ``sigma``, sink share) are accumulated in float64.
 
 Attention is computed in blocks of queries (``block`` rows per head), so the largest temporary is
 ``3 block x n`` floats per key/value group, never ``n x n`` per head. A *scale factor* per query
 position multiplies that query's logits (``factor = scheme(n) / standard(n)``, taken from
 :mod:`softmax_scale.schemes`); a factor of exactly 1 leaves every number unchanged, bit for bit.
+
+What a pass returns has fixed fields: :meth:`LlamaDecoder.positions` the per-position loss and
+attention statistics (:class:`PositionStats`), :meth:`LlamaDecoder.prefix` those of the first
+``L`` positions with their keys and values and any probed queries (:class:`Prefix`, reused by
+:meth:`LlamaDecoder.evaluate` for every scale that is 1 below ``L``), :meth:`LlamaDecoder.nll`
+the loss alone.
 """
 
 from __future__ import annotations
@@ -27,8 +25,8 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -36,144 +34,26 @@ from .._progress import progress_bar
 from .._validation import check_int
 from ..rope import rope_frequencies
 from ..schemes import pinned
+from .attention import attention
+from .buckets import bucket_means, check_edges
+from .gguf_file import LlamaConfig, load_gguf
 
 __all__ = [
+    "DecoderEval",
+    "KVCache",
     "LlamaConfig",
     "LlamaDecoder",
     "PositionStats",
+    "Prefix",
     "apply_rope",
+    "block",
     "load_gguf",
     "scale_factors",
 ]
 
 
-_MASK = np.float32(-1e30)  # finite "minus infinity": exp gives 0 and 0 * _MASK stays 0, never NaN
-
-
-@dataclass(frozen=True)
-class LlamaConfig:
-    """Sizes read from the GGUF metadata."""
-
-    n_layers: int
-    d_model: int
-    n_heads: int
-    n_kv_heads: int
-    head_dim: int
-    d_ff: int
-    vocab_size: int
-    rope_base: float
-    rms_eps: float
-    context_length: int
-    bos_id: int
-    eos_id: int
-    name: str = ""
-
-
 # --------------------------------------------------------------------------------------------
-# Reading the file
-# --------------------------------------------------------------------------------------------
-
-
-def _field(reader, key, default=None):
-    f = reader.fields.get(key)
-    if f is None:
-        if default is not None:
-            return default
-        raise ValueError(f"`path`: GGUF file lacks the metadata key {key!r}")
-    return f.contents()
-
-
-def _unpermute(w: np.ndarray, n_head: int) -> np.ndarray:
-    """Undo llama.cpp's query/key row permutation: [n_head*d, in] adjacent pairs -> halves."""
-    out, inp = w.shape
-    d = out // n_head
-    return w.reshape(n_head, d // 2, 2, inp).swapaxes(1, 2).reshape(out, inp)
-
-
-def load_gguf(path):
-    """Read a LLaMA-architecture GGUF file.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The ``.gguf`` file.
-
-    Returns
-    -------
-    config : LlamaConfig
-    weights : dict of str -> ndarray
-        float32 arrays in ``[out, in]`` layout (as ``y = x @ W.T``), query and key rows in the
-        Hugging Face (halves) RoPE order.
-    tokenizer : tokenizers.Tokenizer
-        Byte-level BPE built from the file's vocabulary and merges.
-    """
-    import gguf
-
-    reader = gguf.GGUFReader(os.fspath(path))
-    arch = _field(reader, "general.architecture")
-    if arch != "llama":
-        raise ValueError(f"`path` must be a LLaMA-architecture GGUF file, got architecture {arch!r}")
-    n_heads = int(_field(reader, "llama.attention.head_count"))
-    d_model = int(_field(reader, "llama.embedding_length"))
-    n_kv = int(_field(reader, "llama.attention.head_count_kv", n_heads))
-    head_dim = int(_field(reader, "llama.rope.dimension_count", d_model // n_heads))
-    tokens = _field(reader, "tokenizer.ggml.tokens")
-    cfg = LlamaConfig(
-        n_layers=int(_field(reader, "llama.block_count")),
-        d_model=d_model,
-        n_heads=n_heads,
-        n_kv_heads=n_kv,
-        head_dim=head_dim,
-        d_ff=int(_field(reader, "llama.feed_forward_length")),
-        vocab_size=len(tokens),
-        rope_base=float(_field(reader, "llama.rope.freq_base", 10000.0)),
-        rms_eps=float(_field(reader, "llama.attention.layer_norm_rms_epsilon")),
-        context_length=int(_field(reader, "llama.context_length")),
-        bos_id=int(_field(reader, "tokenizer.ggml.bos_token_id", -1)),
-        eos_id=int(_field(reader, "tokenizer.ggml.eos_token_id", -1)),
-        name=str(_field(reader, "general.name", "")),
-    )
-    weights = {}
-    for t in reader.tensors:
-        a = gguf.quants.dequantize(t.data, t.tensor_type)
-        a = np.ascontiguousarray(a, dtype=np.float32)
-        if t.name.endswith("attn_q.weight"):
-            a = _unpermute(a, n_heads)
-        elif t.name.endswith("attn_k.weight"):
-            a = _unpermute(a, n_kv)
-        weights[t.name] = a
-    if "output.weight" not in weights:  # tied embeddings
-        weights["output.weight"] = weights["token_embd.weight"]
-    tok = _tokenizer(tokens, _field(reader, "tokenizer.ggml.merges"),
-                     _field(reader, "tokenizer.ggml.token_type", [1] * len(tokens)),
-                     str(_field(reader, "tokenizer.ggml.pre", "default")))
-    return cfg, weights, tok
-
-
-def _tokenizer(tokens, merges, token_type, pre):
-    """Byte-level BPE from GGUF's ``tokenizer.ggml.*`` fields (GPT-2 style, as llama.cpp builds it).
-
-    The pre-tokeniser follows the file's ``tokenizer.ggml.pre``: ``smollm`` splits every digit
-    on its own before GPT-2's byte-level regex (llama.cpp's ``LLAMA_VOCAB_PRE_TYPE_SMOLLM``, and
-    the ``Digits(individual_digits=True)`` step of SmolLM2's ``tokenizer.json``).
-    """
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
-
-    vocab = {t: i for i, t in enumerate(tokens)}
-    pairs = [tuple(m.split(" ", 1)) for m in merges]
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=pairs, fuse_unk=False))
-    steps = [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)]
-    if pre in ("smollm", "starcoder", "refact"):
-        steps.insert(0, pre_tokenizers.Digits(individual_digits=True))
-    tok.pre_tokenizer = pre_tokenizers.Sequence(steps)
-    tok.decoder = decoders.ByteLevel()
-    special = [tokens[i] for i, k in enumerate(token_type) if int(k) == 3]  # CONTROL tokens
-    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in special])
-    return tok
-
-
-# --------------------------------------------------------------------------------------------
-# RoPE and scales
+# Scales
 # --------------------------------------------------------------------------------------------
 
 
@@ -218,153 +98,135 @@ def silu(x):
     return x / (np.float32(1.0) + np.exp(-x))
 
 
-@dataclass
+@dataclass(frozen=True)
 class PositionStats:
     """Per-position results of one pass (positions ``start .. start + m - 1``).
 
-    ``nll[i]`` is ``-log p(token[i+1] | tokens[:i+1])`` (NaN for the last position, which has no
-    target); ``entropy``, ``sigma`` and ``sink`` are ``[layers, heads, m]`` float64: Shannon
-    entropy of the query's attention, the standard deviation of its logits over its keys (after
-    the scale factor), and the probability on key 0.
+    ``nll[i]`` is ``-log p(token[i+1] | tokens[:i+1])`` (NaN for the last position of the
+    sequence, which has no target); ``entropy``, ``sigma`` and ``sink`` are ``[layers, heads, m]``
+    float64: Shannon entropy of the query's attention, the standard deviation of its logits over
+    its keys (after the scale factor), and the probability on key 0.
     """
 
     start: int
     nll: np.ndarray
-    entropy: np.ndarray | None = None
-    sigma: np.ndarray | None = None
-    sink: np.ndarray | None = None
-    probe: list | None = None  # per layer, the scaled queries [H, P, d] at the probed positions
+    entropy: np.ndarray
+    sigma: np.ndarray
+    sink: np.ndarray
+
+    def then(self, later: PositionStats) -> PositionStats:
+        """These positions followed by ``later``'s (which must start where these end)."""
+        if later.start != self.start + self.nll.size:
+            raise ValueError(f"`later` starts at {later.start}, not at {self.start + self.nll.size}")
+        cat = np.concatenate
+        return PositionStats(self.start, cat([self.nll, later.nll]), cat([self.entropy, later.entropy], -1),
+                             cat([self.sigma, later.sigma], -1), cat([self.sink, later.sink], -1))
 
 
-@dataclass
+@dataclass(frozen=True)
 class KVCache:
-    """Post-RoPE keys and values of positions ``0 .. length-1`` for every layer."""
+    """Post-RoPE keys and values of positions ``0 .. length-1``, one ``[n_kv, length, d]`` array per layer."""
 
-    keys: list = field(default_factory=list)  # per layer [n_kv, length, d]
-    values: list = field(default_factory=list)
+    keys: tuple = ()
+    values: tuple = ()
 
     @property
     def length(self) -> int:
+        """Positions held."""
         return 0 if not self.keys else self.keys[0].shape[1]
 
 
-#: Threads for the elementwise attention steps (numpy releases the GIL on large arrays).
-_WORKERS = max(1, min(4, os.cpu_count() or 1))
-_POOL = None
+@dataclass(frozen=True)
+class Prefix:
+    """A pass over the first ``L`` positions under a scale of 1, kept to be continued by :meth:`LlamaDecoder.evaluate`.
 
-
-def _pool():
-    global _POOL
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=_WORKERS)
-    return _POOL
-
-
-def _attention(q, k, v, q_pos0, *, block, stats):
-    """Grouped-query causal attention in query blocks, with per-query statistics.
-
-    q : [H, m, d] float32, already multiplied by ``factor / sqrt(d)`` per query;
-    k, v : [G, n, d] float32 for key positions 0..n-1; query j sits at position ``q_pos0 + j``
-    and sees keys ``0 .. q_pos0 + j``.
-    Returns the output [m, H*d] and, if ``stats``, (entropy, sigma, sink), each [H, m] float64.
-
-    Per block and key/value group the ``rep = H/G`` heads' queries are stacked into one product
-    ``[rep*B, d] @ [d, last]``; the elementwise steps (mask, max, shift, moments for ``sigma``,
-    exp, ``sum e s`` for the entropy) run on row slabs in threads (:func:`_rows`);
-    ``e @ [v | 1]`` gives the output and the normaliser ``Z`` in one product. The two
-    ``[rep*B, n]`` buffers are allocated once per call.
+    Attributes
+    ----------
+    ids : ndarray
+        The ``L`` token ids it read.
+    rope : str
+        The RoPE variant, set for ``train_length`` and ``length``.
+    train_length, length : int
+        ``L`` and the length of the sequences it continues.
+    stats : PositionStats
+        Positions ``0 .. L-1``.
+    cache : KVCache
+        Their keys and values.
+    probe : ndarray
+        Positions whose queries were kept (possibly none).
+    probe_queries : tuple
+        Per layer the scaled, rotated queries ``[heads, len(probe), d]`` at those positions.
     """
-    H, m, d = q.shape
-    G, n, _ = k.shape
-    rep = H // G
-    out = np.empty((m, H * d), dtype=np.float32)
-    ent = np.empty((H, m)) if stats else None
-    sig = np.empty((H, m)) if stats else None
-    snk = np.empty((H, m)) if stats else None
-    v1 = np.empty((G, n, d + 1), dtype=np.float32)
-    v1[..., :d] = v
-    v1[..., d] = 1.0
-    size = rep * min(block, m) * (q_pos0 + m)
-    s_buf = np.empty(size, dtype=np.float32)
-    e_buf = np.empty(size, dtype=np.float32)
-    for b0 in range(0, m, block):
-        b1 = min(m, b0 + block)
-        B = b1 - b0
-        R = rep * B
-        first, last = q_pos0 + b0, q_pos0 + b1  # keys < first: seen by every query; < last: by some
-        qi = np.arange(first, last)
-        blk = _Block(first, np.arange(first, last)[None, :] > qi[:, None], B,
-                     np.tile((qi + 1).astype(np.float64), rep), np.empty(R), np.empty(R), stats)
-        for g in range(G):
-            s = s_buf[:R * last].reshape(R, last)
-            e = e_buf[:R * last].reshape(R, last)
-            np.matmul(q[g * rep:(g + 1) * rep, b0:b1].reshape(R, d), k[g, :last].T, out=s)
-            _split(lambda r0, r1, s=s, e=e, blk=blk: _rows(r0, r1, s, e, blk), R)
-            o = e @ v1[g, :last]  # [R, d+1]; last column: Z = sum e
-            z = o[:, d:]
-            o = (o[:, :d] / z).reshape(rep, B, d)
-            for r in range(rep):
-                h = g * rep + r
-                out[b0:b1, h * d:(h + 1) * d] = o[r]
-            if stats:
-                zz = z[:, 0].astype(np.float64)
-                hs = slice(g * rep, (g + 1) * rep)
-                ent[hs, b0:b1] = (np.log(zz) - blk.row_ent / zz).reshape(rep, B)
-                sig[hs, b0:b1] = blk.row_sig.reshape(rep, B)
-                snk[hs, b0:b1] = (e[:, 0] / zz).reshape(rep, B)
-    return out, ((ent, sig, snk) if stats else None)
+
+    ids: np.ndarray
+    rope: str
+    train_length: int
+    length: int
+    stats: PositionStats
+    cache: KVCache
+    probe: np.ndarray
+    probe_queries: tuple
 
 
-@dataclass
-class _Block:
-    """What the row workers of one query block share (see :func:`_rows`)."""
-
-    first: int  # keys before it are seen by every query of the block
-    tri: np.ndarray  # [B, B] True where the key comes after the query
-    B: int
-    cnt: np.ndarray  # [rep*B] keys seen by each row
-    row_sig: np.ndarray  # [rep*B] out: standard deviation of the row's logits over its keys
-    row_ent: np.ndarray  # [rep*B] out: sum_j e_j (s_j - max)
-    stats: bool
+# --------------------------------------------------------------------------------------------
+# One layer
+# --------------------------------------------------------------------------------------------
 
 
-def _rows(r0, r1, s, e, blk: _Block):
-    """Rows ``r0..r1-1`` of a block: mask, shift by the maximum, moments, exponentials (in place)."""
-    sub, es = s[r0:r1], e[r0:r1]
-    dg = sub[:, blk.first:]
-    t = blk.tri[np.arange(r0, r1) % blk.B]
-    dg[t] = _MASK
-    mx = sub.max(axis=-1, keepdims=True)
-    np.subtract(sub, mx, out=sub)
-    if blk.stats:  # moments of the shifted logits over allowed keys (masked entries set to 0 meanwhile)
-        dg[t] = 0.0
-        s1 = sub.sum(-1, dtype=np.float32)
-        s2 = np.vecdot(sub, sub)
-        dg[t] = _MASK
-    np.exp(sub, out=es)
-    if blk.stats:
-        c = blk.cnt[r0:r1]
-        mean = s1.astype(np.float64) / c
-        blk.row_sig[r0:r1] = np.sqrt(np.maximum(s2.astype(np.float64) / c - mean * mean, 0.0))
-        blk.row_ent[r0:r1] = np.vecdot(es, sub).astype(np.float64)
+class LayerOut(NamedTuple):
+    """What :func:`block` hands back besides ``x``: the layer's queries, keys and values, and its attention statistics."""
+
+    q: np.ndarray  # [H, m, d] scaled and rotated
+    k: np.ndarray  # [G, past + m, d] rotated, the past's first
+    v: np.ndarray  # [G, past + m, d]
+    stats: tuple  # (entropy, sigma, sink), each [H, m] float64; () when not gathered
 
 
-def _split(fn, rows):
-    """Run ``fn(j0, j1)`` over row ranges covering ``0..rows-1``, in threads."""
-    k = _WORKERS
-    if k == 1 or rows < 2 * k:
-        fn(0, rows)
-        return
-    cuts = np.linspace(0, rows, k + 1).astype(int)
-    list(_pool().map(lambda ab: fn(*ab), zip(cuts[:-1].tolist(), cuts[1:].tolist())))
+def layer_weights(weights: dict, layer: int) -> dict:
+    """The GGUF tensors of one layer under :func:`block`'s parameter names."""
+    p = f"blk.{layer}."
+    names = ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down")
+    return {k: weights[p + k + ".weight"] for k in names}
+
+
+def block(x, attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down, *,  # [m, D] -> [m, D]
+          config, cos, sin, qscale, past=None, queries=256, stats=True):
+    """One LLaMA layer over ``m`` new positions, after ``past = (keys, values)`` of the earlier ones.
+
+    ``cos, sin`` ``[m, d/2]`` are the RoPE tables of the new positions, ``qscale`` ``[1, m, 1]``
+    the factor ``scale / sqrt(d)`` of each query; attention runs in blocks of ``queries`` rows.
+    Returns the new ``x`` and a :class:`LayerOut`.
+    """
+    c = config
+    m = x.shape[0]
+    H, G, d = c.n_heads, c.n_kv_heads, c.head_dim
+    h = rms_norm(x, attn_norm, c.rms_eps)  # [m, D]
+    q = (h @ attn_q.T).reshape(m, H, d).transpose(1, 0, 2)  # [H, m, d]
+    k = (h @ attn_k.T).reshape(m, G, d).transpose(1, 0, 2)  # [G, m, d]
+    v = (h @ attn_v.T).reshape(m, G, d).transpose(1, 0, 2)
+    q = apply_rope(q, cos, sin) * qscale
+    k = apply_rope(k, cos, sin)
+    start = 0 if past is None else past[0].shape[1]
+    if start:
+        k = np.concatenate([past[0], k], axis=1)  # [G, n, d]
+        v = np.concatenate([past[1], v], axis=1)
+    else:
+        v = np.ascontiguousarray(v)
+    a, st = attention(q, k, v, start, block=queries, stats=stats)
+    x = x + a @ attn_output.T
+    h = rms_norm(x, ffn_norm, c.rms_eps)
+    x = x + (silu(h @ ffn_gate.T) * (h @ ffn_up.T)) @ ffn_down.T
+    return x, LayerOut(q, k, v, st if stats else ())
 
 
 # --------------------------------------------------------------------------------------------
 # The model
 # --------------------------------------------------------------------------------------------
 
-#: Default buckets of positions for :meth:`LlamaDecoder.evaluate` (edges; the last is open).
-DEFAULT_BUCKETS = (0, 1024, 2048, 4096, 8192, 12288, 16384)
+
+class _Pass(NamedTuple):
+    x: np.ndarray  # [m, D] after the final RMSNorm
+    layers: list  # per layer: LayerOut
 
 
 @dataclass(frozen=True)
@@ -399,30 +261,6 @@ class DecoderEval:
     rope: str
     train_length: int
     n: int
-
-
-def bucketize(edges, stats: PositionStats, n: int):
-    """Per-bucket means of a pass's per-position arrays (see :class:`DecoderEval`)."""
-    edges = np.asarray(edges)
-    t = np.arange(1, n)  # targets
-    nll = stats.nll[:n - 1]
-    nb = len(edges) - 1
-    loss = np.full(nb, np.nan)
-    count = np.zeros(nb, dtype=np.int64)
-    L, H = stats.entropy.shape[:2]
-    ent, sig, snk = (np.full((L, H, nb), np.nan) for _ in range(3))
-    for b in range(nb):
-        sel = (t >= edges[b]) & (t < edges[b + 1])
-        count[b] = sel.sum()
-        if count[b]:
-            loss[b] = nll[sel].mean()
-            q = t[sel] - 1  # the query that predicts target t
-            q = q[q >= 1]
-            if q.size:
-                ent[..., b] = stats.entropy[..., q].mean(-1)
-                sig[..., b] = stats.sigma[..., q].mean(-1)
-                snk[..., b] = stats.sink[..., q].mean(-1)
-    return loss, count, ent, sig, snk
 
 
 class LlamaDecoder:
@@ -480,41 +318,12 @@ class LlamaDecoder:
             raise ValueError(f"`{name}` must hold ids in [0, {self.config.vocab_size}), got {a.min()}..{a.max()}")
         return a.astype(np.int64)
 
-    # ---- forward ---------------------------------------------------------------------------
-    def run(self, ids, *, start=0, stop=None, cache=None, factors=None, inv_freq=None, keep_cache=False,
-            stats=True, block=256, progress=False, logits_of=None, probe=None, score=True):
-        """One pass over positions ``start .. stop-1`` of ``ids``, given ``cache`` holding ``0..start-1``.
+    # ---- forward ----------------------------------------------------------------------------
+    def _forward(self, ids, *, start=0, stop=None, cache=None, factors=None, inv_freq=None, queries=256,
+                 progress=False, stats=True) -> _Pass:
+        """Positions ``start .. stop-1`` of ``ids`` through every layer (:func:`block`), given ``cache`` holding ``0..start-1``.
 
-        Parameters
-        ----------
-        ids : 1-D int array
-            The sequence; positions ``start .. stop-1`` are computed and ``ids[start+1 : stop+1]``
-            are their targets (so a prefix pass ``stop = L`` still scores position ``L - 1``).
-        start : int
-            First position computed; ``cache`` must hold exactly ``start`` positions.
-        stop : int, optional
-            One past the last position computed (default ``len(ids)``).
-        cache : KVCache, optional
-        factors : array [len(ids)], optional
-            Scale factor per query position (1 where omitted).
-        inv_freq : array [head_dim/2], optional
-            RoPE inverse frequencies (the trained ones where omitted).
-        keep_cache : bool
-            Return the keys and values of all positions ``0..len(ids)-1``.
-        stats : bool
-            Gather per-query attention statistics.
-        block : int
-            Queries per attention block.
-        logits_of : int, optional
-            Also return the next-token logits at this position (for generation).
-        score : bool
-            Compute the per-position negative log-likelihoods (``nll`` is all NaN otherwise).
-        probe : array of int, optional
-            Positions whose (scaled, rotated) queries are kept per layer in ``PositionStats.probe``.
-
-        Returns
-        -------
-        PositionStats, KVCache or None, logits or None
+        ``queries`` rows per attention block; ``stats`` gathers the attention statistics.
         """
         c = self.config
         w = self.weights
@@ -530,45 +339,24 @@ class LlamaDecoder:
         qscale = (f[start:n] / math.sqrt(c.head_dim)).astype(np.float32)[None, :, None]
         cos, sin = _rope_tables(inv_freq, np.arange(start, n))
         x = w["token_embd.weight"][ids[start:n]]  # [m, D]
-        new = KVCache()
         layers = range(c.n_layers)
         if progress:
-
             layers = progress_bar(layers, desc=f"layers ({m} tokens)", leave=False)
-        ent = np.empty((c.n_layers, c.n_heads, m)) if stats else None
-        sig = np.empty_like(ent) if stats else None
-        snk = np.empty_like(ent) if stats else None
-        H, G, d = c.n_heads, c.n_kv_heads, c.head_dim
-        probes = []
+        outs = []
         for layer in layers:
-            p = f"blk.{layer}."
-            h = rms_norm(x, w[p + "attn_norm.weight"], c.rms_eps)  # [m, D]
-            q = (h @ w[p + "attn_q.weight"].T).reshape(m, H, d).transpose(1, 0, 2)  # [H, m, d]
-            k = (h @ w[p + "attn_k.weight"].T).reshape(m, G, d).transpose(1, 0, 2)  # [G, m, d]
-            v = (h @ w[p + "attn_v.weight"].T).reshape(m, G, d).transpose(1, 0, 2)
-            q = apply_rope(q, cos, sin) * qscale
-            k = apply_rope(k, cos, sin)
-            if probe is not None:
-                probes.append(q[:, np.asarray(probe) - start].copy())
-            if start:
-                k = np.concatenate([cache.keys[layer], k], axis=1)  # [G, n, d]
-                v = np.concatenate([cache.values[layer], v], axis=1)
-            else:
-                v = np.ascontiguousarray(v)
-            if keep_cache:
-                new.keys.append(k)
-                new.values.append(v)
-            a, st = _attention(q, k, v, start, block=block, stats=stats)
-            if stats:
-                ent[layer], sig[layer], snk[layer] = st
-            x = x + a @ w[p + "attn_output.weight"].T
-            h = rms_norm(x, w[p + "ffn_norm.weight"], c.rms_eps)
-            x = x + (silu(h @ w[p + "ffn_gate.weight"].T) * (h @ w[p + "ffn_up.weight"].T)) @ w[p + "ffn_down.weight"].T
-        x = rms_norm(x, w["output_norm.weight"], c.rms_eps)
+            past = (cache.keys[layer], cache.values[layer]) if start else None
+            x, out = block(x, **layer_weights(w, layer), config=c, cos=cos, sin=sin, qscale=qscale, past=past,
+                           queries=queries, stats=stats)
+            outs.append(out)
+        return _Pass(rms_norm(x, w["output_norm.weight"], c.rms_eps), outs)
+
+    def _nll(self, x, ids, start, n):
+        """``-log p(ids[t+1])`` at positions ``start .. n-1`` from the final hidden states (NaN past the sequence)."""
+        m = n - start
         nll = np.full(m, np.nan)
-        out_w = w["output.weight"]
+        out_w = self.weights["output.weight"]
         tgt = ids[start + 1:n + 1]
-        for r0 in range(0, m if score else 0, 512):
+        for r0 in range(0, m, 512):
             r1 = min(m, r0 + 512)
             lg = x[r0:r1] @ out_w.T  # [rows, V]
             mx = lg.max(axis=1, keepdims=True)
@@ -576,11 +364,63 @@ class LlamaDecoder:
             rows = np.arange(r0, min(r1, len(tgt)))
             if rows.size:
                 nll[rows] = lse[rows - r0] - lg[rows - r0, tgt[rows]]
-        logits = None
-        if logits_of is not None:
-            logits = x[logits_of - start] @ out_w.T
-        st = PositionStats(start, nll, ent, sig, snk, probes if probe is not None else None)
-        return st, (new if keep_cache else None), logits
+        return nll
+
+    def positions(self, ids, *, start=0, stop=None, cache=None, factors=None, inv_freq=None, block=256,
+                  progress=False) -> PositionStats:
+        """Loss and attention statistics of positions ``start .. stop-1`` of ``ids`` in one pass.
+
+        Parameters
+        ----------
+        ids : 1-D int array
+            The sequence; positions ``start .. stop-1`` are computed and ``ids[start+1 : stop+1]``
+            are their targets (so a prefix ``stop = L`` still scores position ``L - 1``).
+        start : int
+            First position computed; ``cache`` must hold exactly ``start`` positions.
+        stop : int, optional
+            One past the last position computed (default ``len(ids)``).
+        cache : KVCache, optional
+        factors : array [len(ids)], optional
+            Scale factor per query position (1 where omitted).
+        inv_freq : array [head_dim/2], optional
+            RoPE inverse frequencies (the trained ones where omitted).
+        block : int
+            Queries per attention block.
+        progress : bool
+            A progress bar over layers.
+        """
+        n = len(ids) if stop is None else stop
+        p = self._forward(ids, start=start, stop=stop, cache=cache, factors=factors, inv_freq=inv_freq, queries=block,
+                          progress=progress)
+        ent, sig, snk = (np.stack([out.stats[i] for out in p.layers]) for i in range(3))
+        return PositionStats(start, self._nll(p.x, ids, start, n), ent, sig, snk)
+
+    def nll(self, ids, *, block=256, progress=False) -> np.ndarray:
+        """``-log p(ids[t+1] | ids[:t+1])`` at every position (NaN at the last), without attention statistics."""
+        p = self._forward(ids, queries=block, progress=progress, stats=False)
+        return self._nll(p.x, ids, 0, len(ids))
+
+    def prefix(self, ids, train_length, *, rope="none", length=None, probe=(), block=256, progress=False) -> Prefix:
+        """The first ``train_length`` positions of ``ids`` under a scale of 1, with their keys, values and probed queries.
+
+        ``rope`` is set for ``train_length`` and ``length`` (default ``len(ids)``), the sequence
+        length it will be continued to by :meth:`evaluate`; ``probe`` lists positions below ``L``
+        whose queries are kept (:attr:`Prefix.probe_queries`).
+        """
+        c = self.config
+        ids = self._check_ids(ids)
+        L = check_int(train_length, "train_length", minimum=2, maximum=len(ids))
+        n = len(ids) if length is None else check_int(length, "length", minimum=L)
+        pos = np.asarray(probe, dtype=np.int64)
+        if pos.size and (pos.min() < 0 or pos.max() >= L):
+            raise ValueError(f"`probe` must hold positions in [0, {L}), got {pos.min()}..{pos.max()}")
+        inv = rope_frequencies(rope, c.head_dim, c.rope_base, L, n)
+        p = self._forward(ids, stop=L, inv_freq=inv, queries=block, progress=progress)
+        ent, sig, snk = (np.stack([out.stats[i] for out in p.layers]) for i in range(3))
+        stats = PositionStats(0, self._nll(p.x, ids, 0, L), ent, sig, snk)
+        cache = KVCache(tuple(out.k for out in p.layers), tuple(out.v for out in p.layers))
+        queries = tuple(out.q[:, pos].copy() for out in p.layers)
+        return Prefix(ids[:L].copy(), rope, L, n, stats, cache, pos, queries)
 
     def generate(self, prompt, max_new_tokens: int = 16) -> str:
         """Greedy continuation of ``prompt`` (a str), with a cache of keys and values."""
@@ -588,22 +428,21 @@ class LlamaDecoder:
         ids = list(self.tokenize(prompt))
         if not ids:
             raise ValueError("`prompt` must hold at least one token")
-        arr = np.asarray(ids)
-        _, cache, lg = self.run(arr, keep_cache=True, stats=False, logits_of=len(arr) - 1, score=False)
+        out_w = self.weights["output.weight"]
+        cache = KVCache()
         out = []
-        for _ in range(max_new_tokens):
-            nxt = int(np.argmax(lg))
+        while len(out) < max_new_tokens:
+            p = self._forward(np.asarray(ids), start=cache.length, cache=cache, stats=False)
+            cache = KVCache(tuple(o.k for o in p.layers), tuple(o.v for o in p.layers))
+            nxt = int(np.argmax(p.x[-1] @ out_w.T))
             if nxt == self.config.eos_id:
                 break
             out.append(nxt)
             ids.append(nxt)
-            arr = np.asarray(ids)
-            _, cache, lg = self.run(arr, start=len(arr) - 1, cache=cache, keep_cache=True, stats=False,
-                                    logits_of=len(arr) - 1, score=False)
         return self.detokenize(out)
 
     def evaluate(self, ids, *, scheme="standard", rope="none", train_length=None, buckets=None,
-                 block=256, progress=True) -> DecoderEval:
+                 block=256, progress=True, prefix: Prefix | None = None) -> DecoderEval:
         """Loss and per-head attention statistics per bucket of positions, in one pass.
 
         Parameters
@@ -625,27 +464,39 @@ class LlamaDecoder:
             Queries per attention block (memory ``~ 3 block n`` floats).
         progress : bool
             A progress bar over layers.
+        prefix : Prefix, optional
+            A pass over ``ids[:L]`` (:meth:`prefix`) under the same RoPE, ``L`` and length: only
+            the positions from ``L`` on are computed.  The scale must be 1 at every position
+            below ``L`` (as ``standard``, ``qwen_logn``, ``yarn``); the numbers are those of the
+            whole pass up to the rounding of matrix products of other shapes.
         """
         ids = self._check_ids(ids)
         n = len(ids)
         L = self.config.context_length if train_length is None else check_int(train_length, "train_length", minimum=2)
-        edges = _edges(buckets, n)
+        edges = check_edges(buckets, n)
         c = self.config
         f = scale_factors(scheme, np.arange(1, n + 1), c.head_dim, L)
         inv = rope_frequencies(rope, c.head_dim, c.rope_base, L, n)
-        st, _, _ = self.run(ids, factors=f, inv_freq=inv, block=block, progress=progress)
-        return DecoderEval(edges, *bucketize(edges, st, n), scheme=scheme, rope=rope, train_length=L, n=n)
+        if prefix is None:
+            st = self.positions(ids, factors=f, inv_freq=inv, block=block, progress=progress)
+        else:
+            _check_prefix(prefix, ids, rope, L, n, f)
+            rest = self.positions(ids, start=L, cache=prefix.cache, factors=f, inv_freq=inv, block=block,
+                                  progress=progress)
+            st = prefix.stats.then(rest)
+        return DecoderEval(edges, *bucket_means(edges, st, n), scheme=scheme, rope=rope, train_length=L, n=n)
 
 
-def _edges(buckets, n):
-    if buckets is None:
-        e = [b for b in DEFAULT_BUCKETS if b < n] + [n]
-    else:
-        e = [check_int(b, "buckets", minimum=0) for b in buckets]
-    e = np.asarray(e, dtype=np.int64)
-    if e.size < 2 or np.any(np.diff(e) <= 0):
-        raise ValueError(f"`buckets` must be at least two increasing edges, got {list(e)}")
-    return e
+def _check_prefix(prefix, ids, rope, L, n, factors):
+    if not isinstance(prefix, Prefix):
+        raise TypeError(f"`prefix` must be a Prefix (from LlamaDecoder.prefix), got {type(prefix).__name__}")
+    if (prefix.rope, prefix.train_length, prefix.length) != (rope, L, n):
+        raise ValueError(f"`prefix` was computed for rope {prefix.rope!r}, L = {prefix.train_length}, length "
+                         f"{prefix.length}; this evaluation is rope {rope!r}, L = {L}, length {n}")
+    if not np.array_equal(prefix.ids, ids[:L]):
+        raise ValueError("`prefix` was computed on other tokens than `ids[:L]`")
+    if not np.all(factors[:L] == 1.0):
+        raise ValueError("`prefix` needs a scale equal to 1 at every position below L (the prefix ran without one)")
 
 
 #: The command that installs the SmolLM2 weights (quoted in errors).

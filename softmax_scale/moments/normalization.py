@@ -89,7 +89,8 @@ def rms_norm(x, *, axis: int = -1, eps: float = 0.0) -> np.ndarray:
     return x / np.sqrt(ms + eps)
 
 
-_NORM_FUNCS = {"layer": layer_norm, "rms": rms_norm}
+#: Norm name -> function, for the modules that take ``norm="layer"`` or ``"rms"``.
+NORM_FUNCS = {"layer": layer_norm, "rms": rms_norm}
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,7 @@ def normalization_moments(norm: str = "layer", *, width: int = 1024, mean: float
     trials = check_int(trials, "trials", minimum=2)
     gen = generator(rng)
     x = mu + sigma * gen.standard_normal((trials, width))
-    y = _NORM_FUNCS[norm](x)
+    y = NORM_FUNCS[norm](x)
     m = y.mean(axis=1)
     v = y.var(axis=1)
     s = np.mean(y * y, axis=1)

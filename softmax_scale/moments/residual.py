@@ -9,7 +9,7 @@ import numpy as np
 
 from .._random import generator, mean_stderr
 from .._validation import check_choice, check_int, check_positive_float
-from .normalization import _NORM_FUNCS, NORMS
+from .normalization import NORM_FUNCS, NORMS
 
 __all__ = [
     "RESIDUAL_SCHEMES",
@@ -150,7 +150,7 @@ def residual_second_moments(depth: int, scheme: str = "plain", *, width: int = 1
     elif scheme not in ("skipinit", "rezero"):
         alpha = 1.0
     gen = generator(rng)
-    normalise = _NORM_FUNCS[norm]
+    normalise = NORM_FUNCS[norm]
     scale = 1.0 / math.sqrt(width)
 
     def branch_fn(x):

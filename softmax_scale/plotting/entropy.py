@@ -10,7 +10,9 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from .. import entropy as E
+from ..causal import optimal_alpha_causal
 from ..contrastive import temperature_table
+from ..invariant import invariant_scale
 from ..laws import law_value
 from ..schemes import pinned
 
@@ -159,7 +161,7 @@ def plot_invariant_scale(ns=None, targets=(1.0, 2.0, 3.0)) -> Figure:
     xx = np.geomspace(ns.min(), ns.max(), 200)
     powers = []
     for t in targets:
-        r = E.invariant_scale(ns, t)
+        r = invariant_scale(ns, t)
         pw = r.laws["power"]
         powers.append(pw.params["p"])
         lf = r.laws["log"]
@@ -241,7 +243,7 @@ def plot_causal_optimum(lengths=(16, 64, 256, 1024, 4096, 16384)) -> Figure:
     -------
     matplotlib.figure.Figure
     """
-    res = [E.optimal_alpha_causal(L) for L in lengths]
+    res = [optimal_alpha_causal(L) for L in lengths]
     L = np.asarray(lengths)
     fig = Figure(figsize=(11, 4.5), layout="constrained")
     a1, a2 = fig.subplots(1, 2)

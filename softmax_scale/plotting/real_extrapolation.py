@@ -25,6 +25,11 @@ def _legend(ax, **kw):
         ax.legend(**kw)
 
 
+def _kilo(x):
+    """``12288`` as ``12k``, ``384`` as it is."""
+    return f"{x / 1024:g}k" if x >= 1024 else str(x)
+
+
 def _mid(edges):
     return np.sqrt(np.maximum(edges[:, 0], 1) * edges[:, 1])
 
@@ -51,8 +56,8 @@ def extrapolation_figure(res=None, csv=None):
         res = read_extrapolation_csv(path)
     fig, axes = new_figure(2, 2, width=12.5, height=9.0)
     (ax_a, ax_b), (ax_c, ax_d) = axes
-    L = int(res.header["train_length"])
-    n = int(res.header["length"])
+    L = res.train_length
+    n = res.length
     table = res.loss_table()
     edges = next(iter(table.values()))[0]
     nanrow = np.full(len(edges), np.nan)
@@ -60,18 +65,20 @@ def extrapolation_figure(res=None, csv=None):
     inside = edges[:, 0] < L
     base[inside] = table.get(("none", "standard"), (edges, nanrow))[1][inside]
     for key, (e, loss) in sorted(table.items()):
-        if key[0] in ("window", "iid"):
+        if key == ("window", "standard"):
             continue
         ax_a.plot(_mid(e), loss - base, _STYLES.get(key[0], "-"), color=_COLORS.get(key[1], "k"), marker="o", ms=3,
                   label=f"{key[0]} / {key[1]}")
     ax_a.axhline(0, color="k", lw=1)
     top = 1.7
-    off = [(k, v) for k, (e, v) in table.items() if k[0] not in ("window", "iid") and np.nanmax(v - base) > top]
+    off = [(k, e, v) for k, (e, v) in table.items() if k != ("window", "standard") and np.nanmax(v - base) > top]
     if off:
-        worst = max(np.nanmax(v - base) for _, v in off)
+        worst = max(np.nanmax(v - base) for _, _, v in off)
+        ropes = ", ".join(sorted({k[0] for k, _, _ in off}))
+        since = min(int(e[np.nonzero(v - base > top)[0][0], 0]) for _, e, v in off)  # the first bucket off the scale
         ax_a.set_ylim(-0.2, top)
-        ax_a.text(0.97, 0.45, f"off the scale:\nRoPE none past 12k,\nup to +{worst:.1f} nats", transform=ax_a.transAxes,
-                  ha="right", va="center", fontsize=8)
+        ax_a.text(0.97, 0.45, f"off the scale:\nRoPE {ropes} past {_kilo(since)},\nup to +{worst:.1f} nats",
+                  transform=ax_a.transAxes, ha="right", va="center", fontsize=8)
     ax_a.axvline(L, color="0.5", lw=0.8)
     ax_a.set_xscale("log", base=2)
     ax_a.set_xlabel("position t of the predicted token (bucket, geometric middle)")
@@ -86,11 +93,11 @@ def extrapolation_figure(res=None, csv=None):
     hi = -np.inf
     rope = "yarn" if ("yarn", "standard") in table else "none"  # the RoPE that keeps the model working
     schemes = [s for s in ("standard", "qwen_logn", "yarn", "entropy_invariant") if (rope, s) in table]
-    have_pred = ("iid", "standard") in set(zip(res.rows["rope"], res.rows["scheme"]))
+    have_pred = res.has("none", "standard", kind="iid")
     for s in schemes if have_pred else ():
         meas, _ = res.head_stat("entropy", rope, s)
-        pn, _ = res.head_stat("pred_normal", "iid", s)
-        pe, _ = res.head_stat("pred_empirical", "iid", s)
+        pn, _ = res.prediction("pred_normal", s)
+        pe, _ = res.prediction("pred_empirical", s)
         x, y = pe[..., last].ravel(), meas[..., last].ravel()
         ax_b.scatter(x, y, s=4, alpha=0.5, color=_COLORS[s], label=f"{s} (empirical)")
         ax_b.scatter(pn[..., last].ravel(), y, s=4, alpha=0.3, marker="x", color=_COLORS[s])
@@ -104,7 +111,7 @@ def extrapolation_figure(res=None, csv=None):
 
     for s in [s for s in ("standard", "qwen_logn", "yarn") if s in schemes and have_pred]:
         meas, _ = res.head_stat("entropy", rope, s)
-        pe, _ = res.head_stat("pred_empirical", "iid", s)
+        pe, _ = res.prediction("pred_empirical", s)
         dm = (meas[..., last] - meas[..., ref_b]).ravel()
         dp = (pe[..., last] - pe[..., ref_b]).ravel()
         ax_c.scatter(dp, dm, s=5, alpha=0.5, color=_COLORS[s], label=s)
@@ -117,19 +124,19 @@ def extrapolation_figure(res=None, csv=None):
     _legend(ax_c, fontsize=7, markerscale=3)
 
     try:
-        inv, _ = res.head_stat("invariant_factor", "iid", schemes[0])
+        inv, _ = res.prediction("invariant_factor", schemes[0])
     except ValueError:  # no predictions yet (partial run)
         inv = np.full((1, 1, 1, len(edges)), np.nan)
     v = inv[..., last].ravel()
     v = v[np.isfinite(v)]
     if v.size:
         ax_d.hist(v, bins=40, color="0.6")
-    from ..models.extrapolation import bucket_keys
+    from ..models.buckets import bucket_keys
     from ..models.llama import scale_factors
 
     nb = float(bucket_keys(edges)[last])
     for s in schemes:
-        f = float(scale_factors(s, [nb], 64, L)[0])
+        f = float(scale_factors(s, [nb], res.head_dim, L)[0])
         ax_d.axvline(f, color=_COLORS[s], lw=2, label=f"{s}: x{f:.3f}")
     ax_d.set_xlabel(f"factor on the scale at n = {nb:.0f} that holds each head's E[H] (invariant_scale)")
     ax_d.set_ylabel("heads")

@@ -1,0 +1,58 @@
+"""The loader registry of the real models: a name, the module and function that load it, a description.
+
+Loaders are imported on first use, so a model whose module or weights are missing fails only when
+it is loaded; each (name, path) is loaded once per process.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+__all__ = ["clear_cache", "list_models", "load"]
+
+#: name -> (module, loader function, description); the loader takes ``path=None``.
+_REGISTRY = {
+    "minilm": ("softmax_scale.models.bert", "load_minilm", "all-MiniLM-L6-v2 sentence encoder (BERT, 6 layers, 12 heads of 32)"),
+    "smollm2": ("softmax_scale.models.llama", "load_smollm2", "SmolLM2-135M-Instruct decoder (LLaMA, GGUF Q4_1)"),
+}
+
+_CACHE: dict = {}
+
+
+def list_models() -> dict[str, str]:
+    """Registered model names with a one-line description."""
+    return {name: desc for name, (_, _, desc) in _REGISTRY.items()}
+
+
+def load(name: str, *, path=None):
+    """Load the model ``name``, once per process for each (name, path).
+
+    Parameters
+    ----------
+    name : str
+        A name from :func:`list_models`.
+    path : str or path-like, optional
+        A directory (or file, for a decoder) holding a checkpoint of the same family in place
+        of the packaged weights.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name.
+    MissingWeightsError
+        If the weights are missing; the message names the install command.
+    """
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown model {name!r}; known: {', '.join(_REGISTRY)}")
+    key = (name, None if path is None else Path(path).expanduser().resolve())
+    if key not in _CACHE:
+        module, func, _ = _REGISTRY[name]
+        loader = getattr(importlib.import_module(module), func)
+        _CACHE[key] = loader(path=key[1])
+    return _CACHE[key]
+
+
+def clear_cache() -> None:
+    """Forget the loaded models (their memory is freed once no one else holds them)."""
+    _CACHE.clear()
