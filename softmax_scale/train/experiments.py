@@ -30,8 +30,9 @@ from .._validation import check_choice, check_int
 from .config import QUICK, TrainConfig
 from .data import EVAL_SEED, corpus_hashes, eval_batch, most_frequent_byte
 
-__all__ = ["ALPHA_GRID", "DEFAULT_CONFIG", "EXPERIMENTS", "MLM_LENGTHS", "MLM_SCALES", "SHORT_BUDGET", "experiment_tasks",
-           "read_results", "result_path", "run_experiment"]
+__all__ = ["ALPHA_GRID", "DEFAULT_CONFIG", "EXPERIMENTS", "MLM_LENGTHS", "MLM_SCALES", "PUBLISHED", "SHORT_BUDGET",
+           "alpha_summary", "experiment_tasks", "mlm_summary", "read_results", "result_path", "run_experiment",
+           "summary_markdown"]
 
 EXPERIMENTS = ("mlm", "alpha")
 #: The scales trained in experiment 1: (scheme, pin length).
@@ -109,6 +110,7 @@ def _header(experiment, tasks, command, quick):
         "runs": "; ".join(sorted({f"{t.label}" + (f" + test {'/'.join(f'{s}@{p}' for s, p in t.overrides)}"
                                                   if t.overrides else "") for t in tasks})),
         "lengths": " ".join(str(n) for n in lengths),
+        "short_budget": str(_QUICK["curve_every"] if quick else SHORT_BUDGET),
         "eval": f"{tasks[0].eval_tokens} held-out bytes per length, seed {EVAL_SEED}, mask rate {base.mask_rate}",
         "baseline": f"most frequent training byte {top!r} ({chr(top)!r}) predicted everywhere: accuracy "
                     + ", ".join(base_acc),
@@ -174,3 +176,115 @@ def read_results(experiment: str, out="figures", quick: bool = False, path=None)
 
     p = Path(path) if path is not None else result_path(experiment, out, quick)
     return read_sweep(p) if p.exists() else None
+
+
+#: The note's table (kexue.fm 8823): RoFormer-small, masked LM trained at 64, masked-token accuracy (%).
+PUBLISHED = {
+    "lengths": (64, 128, 256, 512, 1024),
+    "Attention-O, 1/sqrt(d)": (43.27, 36.53, 23.02, 15.12, 11.54),
+    "Attention-E, log_512(n)/sqrt(d)": (43.11, 41.17, 34.04, 20.15, 13.58),
+}
+
+
+def _ok(table):
+    return table.rows["status"] == "ok"
+
+
+def mlm_summary(table) -> dict:
+    """Experiment 1 per (trained scale, test scale): test lengths, mean and sample std over seeds of accuracy and loss.
+
+    Returns ``{(label, scale): {"lengths", "accuracy", "accuracy_std", "loss", "loss_std", "seeds"}}`` and,
+    under ``"diverged"``, the ``(label, seed)`` pairs that diverged.
+    """
+    r = table.rows
+    out: dict = {"diverged": sorted(zip(r["scheme"][~_ok(table)], r["seed"][~_ok(table)].tolist()))}
+    test = _ok(table) & (r["kind"] == "test")
+    for key in sorted(set(zip(r["scheme"][test], r["scale"][test]))):
+        m = test & (r["scheme"] == key[0]) & (r["scale"] == key[1])
+        lengths = np.unique(r["x"][m])
+        acc = [r["accuracy"][m & (r["x"] == n)] for n in lengths]
+        loss = [r["loss"][m & (r["x"] == n)] for n in lengths]
+        out[key] = {"lengths": lengths, "seeds": min(len(a) for a in acc),
+                    "accuracy": np.array([a.mean() for a in acc]), "loss": np.array([x.mean() for x in loss]),
+                    "accuracy_std": np.array([a.std(ddof=1) if a.size > 1 else np.nan for a in acc]),
+                    "loss_std": np.array([x.std(ddof=1) if x.size > 1 else np.nan for x in loss])}
+    return out
+
+
+def alpha_summary(table) -> dict:
+    """Experiment 2 per trained scale: the constant ``alpha`` (NaN for ``alpha_star``), and per seed the
+    training loss at the short budget and at the end, the held-out loss and accuracy at the
+    training length, each head's ``sigma`` at initialisation and at the end.
+
+    Returns ``{label: {"alpha", "seeds", "short", "final", "test_loss", "test_accuracy",
+    "sigma_init", "sigma_end"}}`` (arrays over seeds; sigmas ``[seeds, layers * heads]``), the
+    short budget under ``"short_budget"`` and diverged ``(label, seed)`` pairs under ``"diverged"``.
+    """
+    r = table.rows
+    budget = int(table.header.get("short_budget", SHORT_BUDGET))
+    ok = _ok(table)
+    out: dict = {"short_budget": budget, "diverged": sorted(zip(r["scheme"][~ok], r["seed"][~ok].tolist()))}
+    for label in sorted(set(r["scheme"][ok])):
+        m = ok & (r["scheme"] == label)
+        seeds = np.unique(r["seed"][m])
+
+        def pick(kind, column, x=None, seed_mask=m):
+            rows = seed_mask & (r["kind"] == kind) & (True if x is None else r["x"] == x)
+            return np.array([r[column][rows & (r["seed"] == sd)] for sd in seeds], dtype=float)
+
+        alpha = float(label.split("=", 1)[1]) if label.startswith("alpha=") else np.nan
+        out[label] = {"alpha": alpha, "seeds": seeds, "short": pick("curve", "loss", budget)[:, 0],
+                      "final": pick("run", "loss")[:, 0], "test_loss": pick("test", "loss")[:, 0],
+                      "test_accuracy": pick("test", "accuracy")[:, 0], "sigma_init": pick("sigma_init", "sigma"),
+                      "sigma_end": pick("sigma_end", "sigma")}
+    return out
+
+
+def _pm(mean, std, scale=1.0, digits=2):
+    if not np.isfinite(mean):
+        return ""
+    return f"{mean * scale:.{digits}f}" + (f" ± {std * scale:.{digits}f}" if np.isfinite(std) else "")
+
+
+def summary_markdown(experiment: str, table) -> str:
+    """The experiment's result as a markdown table (accuracy in %, mean ± std over seeds)."""
+    check_choice(experiment, "experiment", EXPERIMENTS)
+    if experiment == "mlm":
+        s = mlm_summary(table)
+        order = {k: i for i, k in enumerate(["standard", "entropy_invariant@512", "ssmax", "alpha_star"])}
+        keys = sorted((k for k in s if k != "diverged"), key=lambda k: (order.get(k[0], 9), k[0], k[1] != "trained"))
+        lengths = s[keys[0]]["lengths"] if keys else ()
+        lines = ["| model (seeds) | " + " | ".join(str(n) for n in lengths) + " |", "|---|" + "---:|" * len(lengths)]
+        for key in keys:
+            v = s[key]
+            name = key[0] if key[1] == "trained" else f"{key[0]}, {key[1]} at test only"
+            lines.append(f"| {name} ({v['seeds']}) | "
+                         + " | ".join(_pm(a, sd, 100) for a, sd in zip(v["accuracy"], v["accuracy_std"])) + " |")
+        lines.append("")
+        lines.append("| published (kexue.fm 8823) | " + " | ".join(str(n) for n in PUBLISHED["lengths"]) + " |")
+        lines.append("|---|" + "---:|" * len(PUBLISHED["lengths"]))
+        for name in list(PUBLISHED)[1:]:
+            lines.append(f"| {name} | " + " | ".join(f"{x:.2f}" for x in PUBLISHED[name]) + " |")
+    else:
+        s = alpha_summary(table)
+        b = s["short_budget"]
+        lines = [f"| scale (seeds) | train loss at {b} steps | final train loss | held-out loss | held-out acc. % | "
+                 "sigma at init (mean over heads) | sigma at end: mean [min, max] |", "|---|---:|---:|---:|---:|---:|---|"]
+        labels = sorted((k for k in s if k not in ("short_budget", "diverged")),
+                        key=lambda k: (np.isnan(s[k]["alpha"]), s[k]["alpha"]))
+        for k in labels:
+            v = s[k]
+            se = v["sigma_end"]
+            lines.append(f"| {k} ({len(v['seeds'])}) | {_pm(v['short'].mean(), _std(v['short']), digits=3)} | "
+                         f"{_pm(v['final'].mean(), _std(v['final']), digits=3)} | "
+                         f"{_pm(v['test_loss'].mean(), _std(v['test_loss']), digits=3)} | "
+                         f"{_pm(v['test_accuracy'].mean(), _std(v['test_accuracy']), 100)} | "
+                         f"{np.mean(v['sigma_init']):.2f} | {np.mean(se):.2f} [{np.min(se):.2f}, {np.max(se):.2f}] |")
+    if s["diverged"]:
+        lines.append("")
+        lines.append("diverged: " + ", ".join(f"{k} seed {sd}" for k, sd in s["diverged"]))
+    return "\n".join(lines)
+
+
+def _std(x):
+    return x.std(ddof=1) if x.size > 1 else np.nan
