@@ -39,8 +39,10 @@ def _config(table):
 
 
 def train_mlm_figure(table=None, csv=None):
-    """Experiment 1: held-out masked-byte accuracy against test length per trained scale (mean and
-    the seed spread, each seed a dot), beside the note's published rows; and the training curves.
+    """Experiment 1: held-out masked-byte accuracy against test length, beside the published rows.
+
+    Per trained scale the mean and the seed spread (each seed a dot), the note's two rows in
+    their own panel, and the training curves.
     """
     from ..train.experiments import PUBLISHED, mlm_summary
 
@@ -90,8 +92,10 @@ def train_mlm_figure(table=None, csv=None):
 
 
 def train_alpha_figure(table=None, csv=None):
-    """Experiment 2: training loss after a short budget and at the end against the constant ``alpha``,
-    with ``optimal_alpha(64)`` (mean-field and geometric) marked; each head's ``sigma`` at the end
+    """Experiment 2: loss against the constant ``alpha``, and each head's ``sigma`` before and after.
+
+    The training loss after a short budget and at the end and the held-out loss, with
+    ``optimal_alpha(L)`` (mean-field and geometric) marked; each head's ``sigma`` at the end
     against its value at initialisation.
     """
     from ..optimize import optimal_alpha

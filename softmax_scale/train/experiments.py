@@ -212,9 +212,11 @@ def mlm_summary(table) -> dict:
 
 
 def alpha_summary(table) -> dict:
-    """Experiment 2 per trained scale: the constant ``alpha`` (NaN for ``alpha_star``), and per seed the
-    training loss at the short budget and at the end, the held-out loss and accuracy at the
-    training length, each head's ``sigma`` at initialisation and at the end.
+    """Experiment 2 per trained scale: the loss at the short budget and at the end, the heads' sigma.
+
+    Per scale the constant ``alpha`` (NaN for ``alpha_star``), and per seed the training loss at
+    the short budget and at the end, the held-out loss and accuracy at the training length,
+    each head's ``sigma`` at initialisation and at the end.
 
     Returns ``{label: {"alpha", "seeds", "short", "final", "test_loss", "test_accuracy",
     "sigma_init", "sigma_end"}}`` (arrays over seeds; sigmas ``[seeds, layers * heads]``), the
@@ -228,7 +230,7 @@ def alpha_summary(table) -> dict:
         m = ok & (r["scheme"] == label)
         seeds = np.unique(r["seed"][m])
 
-        def pick(kind, column, x=None, seed_mask=m):
+        def pick(kind, column, x=None, seed_mask=m, seeds=seeds):
             rows = seed_mask & (r["kind"] == kind) & (True if x is None else r["x"] == x)
             return np.array([r[column][rows & (r["seed"] == sd)] for sd in seeds], dtype=float)
 
