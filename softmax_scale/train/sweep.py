@@ -161,7 +161,7 @@ def local_executor(workers: int = 2) -> cf.ProcessPoolExecutor:
 
 
 @contextlib.contextmanager
-def dask_executor(address: str):
+def dask_executor(address: str, timeout: str = "20s"):
     """A ``concurrent.futures.Executor`` on the Dask cluster whose scheduler is at ``address``."""
     try:
         from distributed import Client
@@ -170,7 +170,7 @@ def dask_executor(address: str):
     if not isinstance(address, str) or not address:
         raise ValueError(f"`scheduler` must be an address like tcp://host:8786, got {address!r}")
     try:
-        client = Client(address, timeout="20s")
+        client = Client(address, timeout=timeout)
     except OSError as err:
         raise ValueError(f"`scheduler`: no Dask scheduler answers at {address} ({err})") from None
     try:
