@@ -81,8 +81,7 @@ def naive_forward(params, ids, cfg):
                 out[i, sl] = w @ v[:keys]
         x = x + out @ lay["wo"]
         h = norm(x, lay["norm2"]) @ lay["w1"]
-        gelu = 0.5 * h * (1 + np.tanh(math.sqrt(2 / math.pi) * (h + 0.044715 * h**3)))
-        x = x + gelu @ lay["w2"]
+        x = x + np.maximum(h, 0.0) @ lay["w2"]
     return norm(x, np.asarray(p["norm"], np.float64)) @ np.asarray(p["embed"], np.float64).T
 
 

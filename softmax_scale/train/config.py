@@ -82,8 +82,8 @@ class TrainConfig:
     rope: str = "none"
     rope_base: float = 10000.0
     batch: int = 32
-    steps: int = 1500
-    warmup: int = 150
+    steps: int = 1600
+    warmup: int = 160
     lr: float = 2e-3
     min_lr_ratio: float = 0.1
     weight_decay: float = 0.01
@@ -91,7 +91,7 @@ class TrainConfig:
     b2: float = 0.98
     clip: float = 1.0
     mask_rate: float = 0.15
-    checkpoint_every: int = 250
+    checkpoint_every: int = 200
     max_length: int = 16384
 
     def __post_init__(self):
