@@ -82,8 +82,8 @@ class TrainConfig:
     rope: str = "none"
     rope_base: float = 10000.0
     batch: int = 32
-    steps: int = 1600
-    warmup: int = 160
+    steps: int = 1400
+    warmup: int = 140
     lr: float = 2e-3
     min_lr_ratio: float = 0.1
     weight_decay: float = 0.01
