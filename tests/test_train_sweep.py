@@ -124,8 +124,27 @@ def test_evaluate_bad_input_names_the_parameter():
             evaluate(params, QUICK, lengths)
     with pytest.raises(ValueError, match="`scheme`"):
         evaluate(params, QUICK, [16], scheme="no_such_scale")
+    with pytest.raises(ValueError, match="`rope`"):
+        evaluate(params, QUICK, [16], rope="no_such_rope")
     with pytest.raises(ValueError, match="`scheme`"):
         evaluate(init_params(QUICK.replace(scheme="ssmax"), 0), QUICK.replace(scheme="ssmax"), [16], scheme="qwen_logn")
+
+
+def test_evaluation_is_the_same_for_every_model_and_per_position():
+    from softmax_scale.train.evaluate import evaluate
+    from softmax_scale.train.model import init_params
+
+    a = evaluate(init_params(QUICK, 0), QUICK, [16, 32], tokens=512)
+    b = evaluate(init_params(QUICK, 1), QUICK, [16, 32], tokens=512)
+    for n in (16, 32):
+        np.testing.assert_array_equal(a[n].counts, b[n].counts)  # the same masked positions
+        assert a[n].count == a[n].counts.sum() and a[n].nll.shape == (n,)
+        assert a[n].loss == pytest.approx(a[n].nll.sum() / a[n].count)
+        assert a[n].accuracy == pytest.approx(a[n].correct.sum() / a[n].count)
+    same = evaluate(init_params(QUICK, 0), QUICK, [16], tokens=512, rope="ntk")  # at the training length: unchanged
+    assert same[16].loss == a[16].loss and same.scale == "trained, rope ntk"
+    longer = evaluate(init_params(QUICK, 0), QUICK, [32], tokens=512, rope="ntk")
+    assert longer[32].loss != a[32].loss
 
 
 def test_the_experiments_are_what_the_issue_asks():

@@ -20,8 +20,9 @@ from functools import partial
 import numpy as np
 
 from .._progress import progress_bar
-from .._validation import check_int
+from .._validation import check_choice, check_int
 from ..heads import head_stats
+from ..rope import ROPES
 from .backend import jax, jnp
 from .config import TrainConfig
 from .data import EVAL_SEED, eval_batch, heldout_bytes, most_frequent_byte
@@ -74,7 +75,8 @@ class EvalResult:
     Attributes
     ----------
     scale : str
-        ``"trained"`` or the test-time override, e.g. ``"qwen_logn@64"``.
+        ``"trained"`` or the test-time override, e.g. ``"qwen_logn@64"`` (and ``", rope ntk"`` for a
+        test-time RoPE variant).
     lengths : tuple of int
     by_length : dict of int -> LengthEval
     """
@@ -137,7 +139,7 @@ def _override(config, scheme, pin_length):
 
 
 def evaluate(params, config: TrainConfig, lengths, *, scheme: str | None = None, pin_length: int | None = None,
-             tokens: int = EVAL_TOKENS, batch_tokens: int = 16384, seed: int = EVAL_SEED,
+             rope: str | None = None, tokens: int = EVAL_TOKENS, batch_tokens: int = 16384, seed: int = EVAL_SEED,
              progress: bool = False) -> EvalResult:
     """Loss and accuracy on held-out text at each test length.
 
@@ -152,6 +154,9 @@ def evaluate(params, config: TrainConfig, lengths, *, scheme: str | None = None,
         A test-time scale from the registry replacing the trained one (e.g. ``"qwen_logn"``).
     pin_length : int, optional
         The length ``scheme`` is pinned at (default: the config's pin length).
+    rope : str, optional
+        A RoPE variant of :data:`softmax_scale.rope.ROPES` at test time (default: the trained one),
+        its frequencies pinned at the training length.
     tokens : int
         Held-out bytes per test length: ``max(1, tokens // length)`` windows.
     batch_tokens : int
@@ -169,6 +174,9 @@ def evaluate(params, config: TrainConfig, lengths, *, scheme: str | None = None,
         raise TypeError(f"`config` must be a TrainConfig, got {type(config).__name__}")
     lengths = check_lengths(lengths, config)
     label = _override(config, scheme, pin_length)
+    if rope is not None:
+        check_choice(rope, "rope", ROPES)
+        label += f", rope {rope}"
     tokens = check_int(tokens, "tokens", minimum=1)
     batch_tokens = check_int(batch_tokens, "batch_tokens", minimum=1)
     top = most_frequent_byte()
@@ -176,7 +184,7 @@ def evaluate(params, config: TrainConfig, lengths, *, scheme: str | None = None,
     for n in progress_bar(lengths, desc=f"evaluate ({label})", unit="length", disable=not progress):
         count = max(1, tokens // n)
         b = eval_batch(config.objective, n, count, config.mask_rate, seed)
-        cos, sin = rope_tables(config, n)
+        cos, sin = rope_tables(config, n, rope)
         factors = model_factors(config, n, scheme=scheme, pin_length=pin_length)
         per = max(1, batch_tokens // n)
         nll = np.zeros(n)
