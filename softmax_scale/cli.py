@@ -214,6 +214,9 @@ def _cmd_train(args):
         print(f"wrote {png}")
     print()
     print(summary_markdown(args.experiment, table))
+    if args.experiment == "mlm":
+        print()
+        print(summary_markdown("mlm", table, metric="loss"))
 
 
 def _cmd_table(args):

@@ -248,20 +248,30 @@ def _pm(mean, std, scale=1.0, digits=2):
     return f"{mean * scale:.{digits}f}" + (f" ± {std * scale:.{digits}f}" if np.isfinite(std) else "")
 
 
-def summary_markdown(experiment: str, table) -> str:
-    """The experiment's result as a markdown table (accuracy in %, mean ± std over seeds)."""
+def summary_markdown(experiment: str, table, metric: str = "accuracy") -> str:
+    """The experiment's result as a markdown table, mean ± std over seeds.
+
+    For ``"mlm"``, ``metric`` is ``"accuracy"`` (%, beside the published table) or ``"loss"`` (nats
+    per masked byte).
+    """
     check_choice(experiment, "experiment", EXPERIMENTS)
+    check_choice(metric, "metric", ("accuracy", "loss"))
     if experiment == "mlm":
         s = mlm_summary(table)
         order = {k: i for i, k in enumerate(["standard", "entropy_invariant@512", "ssmax", "alpha_star"])}
         keys = sorted((k for k in s if k != "diverged"), key=lambda k: (order.get(k[0], 9), k[0], k[1] != "trained"))
         lengths = s[keys[0]]["lengths"] if keys else ()
-        lines = ["| model (seeds) | " + " | ".join(str(n) for n in lengths) + " |", "|---|" + "---:|" * len(lengths)]
+        unit = "accuracy %" if metric == "accuracy" else "loss, nats per masked byte"
+        lines = [f"| model (seeds), {unit} | " + " | ".join(str(n) for n in lengths) + " |",
+                 "|---|" + "---:|" * len(lengths)]
         for key in keys:
             v = s[key]
             name = key[0] if key[1] == "trained" else f"{key[0]}, {key[1]} at test only"
-            lines.append(f"| {name} ({v['seeds']}) | "
-                         + " | ".join(_pm(a, sd, 100) for a, sd in zip(v["accuracy"], v["accuracy_std"])) + " |")
+            cells = (_pm(a, sd, 100) if metric == "accuracy" else _pm(a, sd, digits=3)
+                     for a, sd in zip(v[metric], v[f"{metric}_std"]))
+            lines.append(f"| {name} ({v['seeds']}) | " + " | ".join(cells) + " |")
+        if metric == "loss":
+            return "\n".join(lines)
         lines.append("")
         lines.append("| published (kexue.fm 8823) | " + " | ".join(str(n) for n in PUBLISHED["lengths"]) + " |")
         lines.append("|---|" + "---:|" * len(PUBLISHED["lengths"]))

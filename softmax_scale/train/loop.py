@@ -239,7 +239,7 @@ def train_model(config: TrainConfig, *, rng=None, checkpoint=None, stop_after: i
     opt_state = jax.device_put(opt_state, replicated)
     cos, sin = (jax.device_put(a, replicated) for a in rope_tables(config, config.train_length))
     factors = jax.device_put(model_factors(config, config.train_length), replicated)
-    end = config.steps if stop_after is None else min(config.steps, stop_after)
+    end = config.steps if stop_after is None else max(start, min(config.steps, stop_after))
     bar = progress_bar(total=config.steps, initial=start, desc=desc or f"train {config.label()}", unit="step",
                        disable=not progress)
     diverged, message = False, ""
