@@ -189,7 +189,7 @@ def _step_function(config, devices):
 
 
 def train_model(config: TrainConfig, *, rng=None, checkpoint=None, stop_after: int | None = None, devices=None,
-                progress: bool = True, desc: str | None = None, on_step=None) -> TrainResult:
+                progress: bool = True, desc: str | None = None) -> TrainResult:
     """Train one model.
 
     Parameters
@@ -211,8 +211,6 @@ def train_model(config: TrainConfig, *, rng=None, checkpoint=None, stop_after: i
         A progress bar with the loss and the training bytes per second.
     desc : str, optional
         The bar's label (default: the scale's label).
-    on_step : callable, optional
-        ``on_step(step, params)`` after every step, ``step`` counted from 1 (``params`` as JAX arrays).
 
     Returns
     -------
@@ -256,8 +254,6 @@ def train_model(config: TrainConfig, *, rng=None, checkpoint=None, stop_after: i
                 t_steps = time.perf_counter()  # the first step compiles: rates count from the second
             else:
                 tokens += config.tokens_per_step()
-            if on_step is not None:
-                on_step(step + 1, params)
             if not math.isfinite(loss) or loss > DIVERGENCE_LOSS:
                 diverged = True
                 message = (f"diverged at step {step + 1}: training loss {loss:.4g} "
