@@ -35,7 +35,7 @@ from .data import VOCAB, train_batch
 from .model import init_params, loss_and_accuracy, rope_tables
 from .scales import model_factors
 
-__all__ = ["DIVERGENCE_LOSS", "TrainResult", "initial_params", "load_checkpoint", "make_optimizer", "train_model"]
+__all__ = ["DIVERGENCE_LOSS", "TrainResult", "initial_params", "load_checkpoint", "make_optimizer", "place", "train_model"]
 
 #: A run diverges when its training loss is not finite or exceeds this (twice ln V, a uniform guess's loss).
 DIVERGENCE_LOSS = 2.0 * math.log(VOCAB)
@@ -158,6 +158,21 @@ def load_checkpoint(path, config: TrainConfig, template, ss) -> tuple:
     return params, opt_state, step, history
 
 
+def place(tree, sharding):
+    """Host arrays onto ``sharding``, each device taking its slice (also on several hosts).
+
+    Every process holds the whole host array (parameters, or the batch, which every process draws
+    alike from the seed and step) and gives each of its devices the part the sharding assigns it
+    (:func:`jax.make_array_from_callback`): the same call on one device, on a multi-device host, or
+    on several hosts after ``jax.distributed.initialize``.
+    """
+    def one(x):
+        x = np.asarray(x)
+        return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
+
+    return jax.tree_util.tree_map(one, tree)
+
+
 def _check_devices(config, devices):
     devices = list(jax.devices() if devices is None else devices)
     if not devices:
@@ -233,10 +248,9 @@ def train_model(config: TrainConfig, *, rng=None, checkpoint=None, stop_after: i
         params, opt_state, start, old = load_checkpoint(checkpoint, config, (params, opt_state), ss)
         for k, v in old.items():
             history[k][:start] = v
-    params = jax.device_put(params, replicated)
-    opt_state = jax.device_put(opt_state, replicated)
-    cos, sin = (jax.device_put(a, replicated) for a in rope_tables(config, config.train_length))
-    factors = jax.device_put(model_factors(config, config.train_length), replicated)
+    params, opt_state = place((params, jax.device_get(opt_state)), replicated)
+    cos, sin = place(rope_tables(config, config.train_length), replicated)
+    factors = place(model_factors(config, config.train_length), replicated)
     end = config.steps if stop_after is None else max(start, min(config.steps, stop_after))
     bar = progress_bar(total=config.steps, initial=start, desc=desc or f"train {config.label()}", unit="step",
                        disable=not progress)
@@ -245,7 +259,7 @@ def train_model(config: TrainConfig, *, rng=None, checkpoint=None, stop_after: i
     try:
         for step in range(start, end):
             b = train_batch(config, data_seed, step)
-            args = (jax.device_put(b.inputs, split), jax.device_put(b.targets, split), jax.device_put(b.weights, split))
+            args = place((b.inputs, b.targets, b.weights), split)
             params, opt_state, loss, acc, gnorm = step_fn(params, opt_state, *args, cos, sin, factors)
             loss = float(loss)
             history["loss"][step], history["accuracy"][step] = loss, float(acc)
