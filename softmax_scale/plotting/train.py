@@ -125,10 +125,14 @@ def train_alpha_figure(table=None, csv=None):
     ax.set_ylabel("loss (nats per masked byte)")
     ax.set_title("(a) loss against alpha (dotted: alpha_star per query)", fontsize=9)
     ax.legend(fontsize=7)
+    values = []
     for i, k in enumerate(grid + (["alpha_star"] if "alpha_star" in s else [])):
         v = s[k]
         ax_s.scatter(v["sigma_init"].ravel(), v["sigma_end"].ravel(), s=10, color=f"C{i}", alpha=0.7, label=k)
-    lim = [0.1, 20]
+        values += [v["sigma_init"].ravel(), v["sigma_end"].ravel()]
+    both = np.concatenate(values) if values else np.array([1.0])
+    both = both[np.isfinite(both) & (both > 0)]
+    lim = [both.min() / 1.5, both.max() * 1.5] if both.size else [0.1, 10.0]
     ax_s.plot(lim, lim, "k-", lw=0.6)
     ax_s.set_xscale("log")
     ax_s.set_yscale("log")
