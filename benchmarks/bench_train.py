@@ -17,7 +17,7 @@ os.sched_setaffinity(0, {{sorted(os.sched_getaffinity(0))[-1]}})
 import numpy as np
 from softmax_scale.train import TrainConfig
 from softmax_scale.train.loop import train_model
-from softmax_scale.train.evaluate import evaluate
+from softmax_scale.train.evaluation import evaluate
 a = np.random.default_rng(0).standard_normal((2048, 2048), dtype=np.float32)
 def gemm_rate():
     best = np.inf

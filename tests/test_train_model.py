@@ -104,6 +104,15 @@ def test_forward_matches_a_naive_numpy_forward(scheme, kw, objective):
         assert err < 2e-5, err  # float32 against float64
 
 
+def test_the_public_names():
+    import softmax_scale.train as st
+
+    assert callable(st.evaluate) and callable(st.train_model) and callable(st.run_experiment)
+    assert st.model.forward is forward and st.TrainResult.__name__ == "TrainResult"
+    with pytest.raises(AttributeError):
+        st.no_such_name  # noqa: B018
+
+
 def test_the_naive_check_can_fail():
     cfg = small("entropy_invariant", pin_length=512)
     params = random_params(cfg)

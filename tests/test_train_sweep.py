@@ -115,7 +115,7 @@ def test_bad_cli_input_exits_2_with_one_line(capsys, argv, name, tmp_path):
 
 
 def test_evaluate_bad_input_names_the_parameter():
-    from softmax_scale.train.evaluate import evaluate
+    from softmax_scale.train.evaluation import evaluate
     from softmax_scale.train.model import init_params
 
     params = init_params(QUICK, 0)
@@ -131,7 +131,7 @@ def test_evaluate_bad_input_names_the_parameter():
 
 
 def test_evaluation_is_the_same_for_every_model_and_per_position():
-    from softmax_scale.train.evaluate import evaluate
+    from softmax_scale.train.evaluation import evaluate
     from softmax_scale.train.model import init_params
 
     a = evaluate(init_params(QUICK, 0), QUICK, [16, 32], tokens=512)

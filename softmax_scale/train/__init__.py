@@ -22,8 +22,8 @@ from .scales import TRAIN_SCALES, keys_seen, model_factors, query_factors, ssmax
 #: name -> submodule, for the names that need JAX (imported on first access).
 _LAZY = {
     "train_model": "loop", "TrainResult": "loop", "load_checkpoint": "loop", "make_optimizer": "loop",
-    "DIVERGENCE_LOSS": "loop", "evaluate": "evaluate", "EvalResult": "evaluate", "LengthEval": "evaluate",
-    "head_sigmas": "evaluate", "forward": "model", "init_params": "model", "model": "model",
+    "DIVERGENCE_LOSS": "loop", "evaluate": "evaluation", "EvalResult": "evaluation", "LengthEval": "evaluation",
+    "head_sigmas": "evaluation", "forward": "model", "init_params": "model", "model": "model",
     "run_sweep": "sweep", "Task": "sweep", "run_task": "sweep", "local_executor": "sweep",
     "run_experiment": "experiments", "read_results": "experiments", "EXPERIMENTS": "experiments",
 }
@@ -33,7 +33,7 @@ def __getattr__(name):
     """Import the JAX-dependent parts on first access."""
     if name in _LAZY:
         module = importlib.import_module(f".{_LAZY[name]}", __name__)
-        return module if name == _LAZY[name] else getattr(module, name)
+        return module if name == "model" else getattr(module, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -107,7 +107,7 @@ def _row(task, status, kind, scale="trained", x=0, layer=-1, head=-1, loss=np.na
 def run_task(task: Task) -> list[tuple]:
     """Train, evaluate and measure one task; its rows (see :data:`COLUMNS`).  Runs in a worker."""
     _limit_threads()
-    from .evaluate import evaluate, head_sigmas
+    from .evaluation import evaluate, head_sigmas
     from .loop import initial_params, train_model
 
     c = task.config
