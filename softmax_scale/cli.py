@@ -246,6 +246,29 @@ def _cmd_extrapolate(args):
     print(loss_markdown(res))
 
 
+def _cmd_train(args):
+    from .train.experiments import result_path, run_experiment, summary_markdown
+
+    if args.no_progress:
+        os.environ["TQDM_DISABLE"] = "1"
+    command = "softmax-scale train " + " ".join(args.argv)
+    table = run_experiment(args.experiment, quick=args.quick, seeds=args.seeds, scheduler=args.scheduler, out=args.out,
+                           workers=args.workers, progress=not args.no_progress, command=command.strip())
+    path = result_path(args.experiment, args.out, args.quick)
+    print(f"wrote {path}")
+    if not args.no_figure:
+        from .plotting.train import save_train_figure
+
+        png = path.with_suffix(".png")
+        save_train_figure(args.experiment, table, png)
+        print(f"wrote {png}")
+    print()
+    print(summary_markdown(args.experiment, table))
+    if args.experiment == "mlm":
+        print()
+        print(summary_markdown("mlm", table, metric="loss"))
+
+
 def _cmd_table(args):
     from .report import NOTE_GRID, alpha_table
 
@@ -393,6 +416,16 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--text", default="pydoc_topics", help="corpus name (default pydoc_topics)")
     sp.add_argument("--layers", nargs="+", type=_number, help="only these layers (default all)")
     json_opt(sp)
+
+    sp = add("train", _cmd_train, "train small byte-level transformers with the scale trained in (issue 15's experiments)")
+    sp.add_argument("--experiment", required=True, help="mlm (the note's table) or alpha (the gradient-maximising alpha)")
+    sp.add_argument("--quick", action="store_true", help="a tiny model, a few dozen steps, two seeds (< 1 min)")
+    sp.add_argument("--seeds", type=_number, default=None, help="seeds per scale (default 3 for mlm, 2 for alpha)")
+    sp.add_argument("--scheduler", default=None, metavar="ADDRESS", help="a Dask scheduler to run on (default: local)")
+    sp.add_argument("--workers", type=_number, default=2, help="local worker processes (default 2)")
+    sp.add_argument("--out", default="figures", help="folder of the CSV and figure (default figures/)")
+    sp.add_argument("--no-figure", action="store_true", help="do not draw the figure")
+    sp.add_argument("--no-progress", action="store_true", help="no progress bars")
 
     sp = add("table", _cmd_table, "print the alpha* table with the fitted laws")
     sp.add_argument("--d", type=int, default=128, help="dimension of the cosine scores (default 128)")

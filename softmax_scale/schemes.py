@@ -252,7 +252,8 @@ def _qk(key, n, d, p):
 
         out = np.full_like(n, np.nan)
         ok = n >= 2
-        out[ok] = np.asarray(optimal_alpha(n[ok])) / rd
+        if ok.any():  # optimal_alpha refuses an empty array
+            out[ok] = np.asarray(optimal_alpha(n[ok])) / rd
         out[~ok] = 0.0  # one key: every scale gives the same (one-hot) softmax
         return out
     if key == "critical":
@@ -273,7 +274,8 @@ def _cos(key, n, d, p):
 
         out = np.zeros_like(n)
         ok = n >= 2
-        out[ok] = np.asarray(optimal_alpha(n[ok], dist="cosine", d=max(d, 2)))
+        if ok.any():
+            out[ok] = np.asarray(optimal_alpha(n[ok], dist="cosine", d=max(d, 2)))
         return out
     raise AssertionError(key)  # pragma: no cover
 

@@ -21,7 +21,26 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ResultStore", "Table", "format_value", "read_table"]
+__all__ = ["ResultStore", "Table", "format_value", "read_table", "source_revision"]
+
+
+def source_revision() -> str:
+    """The git commit the package's source is at, with ``+changes`` when its files differ from it.
+
+    For the ``code`` line of a result file's header; ``"unknown"`` outside a git checkout (an
+    installed wheel) or without git.
+    """
+    import subprocess
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        head = subprocess.run(["git", "-C", here, "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--", "."], capture_output=True,
+                               text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return head + ("+changes" if dirty else "")
 
 
 def format_value(x, float_format: str = ".6g") -> str:

@@ -6,7 +6,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from softmax_scale import figures
-from softmax_scale.plotting import all_figures
+from softmax_scale.plotting import FigureUnavailable, all_figures
 
 FIGS = all_figures()
 
@@ -18,7 +18,10 @@ def test_figure_names_are_unique():
 
 @pytest.mark.parametrize("name, func, full, quick", FIGS, ids=[f[0] for f in FIGS])
 def test_each_figure_renders_labelled(name, func, full, quick):
-    fig = func(**quick)
+    try:
+        fig = func(**quick)
+    except FigureUnavailable as exc:  # a figure redrawn from a result file not committed yet
+        pytest.skip(str(exc))
     assert isinstance(fig, Figure)
     axes = [ax for ax in fig.axes if ax.get_visible() and ax.has_data()]
     assert axes, f"{name} has no data"

@@ -15,10 +15,11 @@ from pathlib import Path
 
 PKG = "softmax_scale"
 ROOT = Path(__file__).resolve().parent.parent / PKG
-#: On top of the core, left out of the graph: the real models, and the front ends that use them
-#: (the command line and `python -m`, and the two figure modules of real models, which the figure runner skips
-#: with one line when the weights or the committed CSV are missing).
-ON_TOP = (f"{PKG}.models", f"{PKG}.cli", f"{PKG}.__main__", f"{PKG}.plotting.real", f"{PKG}.plotting.real_extrapolation")
+#: On top of the core, left out of the graph: the real models, the training harness (JAX), and the front ends
+#: that use them (the command line and `python -m`, and the figure modules of real models and of training, which
+#: the figure runner skips with one line when the weights or the committed CSV are missing).
+ON_TOP = (f"{PKG}.models", f"{PKG}.train", f"{PKG}.cli", f"{PKG}.__main__", f"{PKG}.plotting.real",
+          f"{PKG}.plotting.real_extrapolation", f"{PKG}.plotting.train")
 
 
 def _module_name(path: Path) -> str:
@@ -107,6 +108,16 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return comps
 
 
+def test_import_softmax_scale_loads_neither_jax_nor_the_harness():
+    import subprocess
+    import sys
+
+    code = ("import sys, softmax_scale; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'jax' or m.startswith('softmax_scale.train')))")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT.parent)
+    assert res.stdout.strip() == "[]"
+
+
 def test_graph_is_read():
     graph = import_graph()
     # a few edges known to exist, so an empty graph cannot pass
@@ -114,6 +125,7 @@ def test_graph_is_read():
     assert f"{PKG}.stats_result" in graph[f"{PKG}.montecarlo"]
     assert f"{PKG}.moments.normalization" in graph[f"{PKG}.moments.residual"]
     assert f"{PKG}.moments" in graph[f"{PKG}.plotting.moments"]
+    assert f"{PKG}.schemes" in graph[f"{PKG}.train.scales"]  # the harness sits on the core
 
 
 def test_core_import_graph_has_no_cycle():

@@ -10,10 +10,10 @@ nbclient = pytest.importorskip("nbclient")
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
 
 
-def test_the_six_notebooks_exist():
+def test_the_seven_notebooks_exist():
     names = {p.stem for p in NOTEBOOKS}
     expected = {"01_second_moments", "02_gradient_maximization", "03_entropy_and_length", "04_contrastive_temperature",
-                "05_real_heads", "06_real_extrapolation"}
+                "05_real_heads", "06_real_extrapolation", "07_training_with_the_scale"}
     assert expected <= names, f"missing notebooks: {sorted(expected - names)}"
 
 

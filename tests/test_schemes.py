@@ -186,3 +186,12 @@ def test_bad_parameters(kwargs, name):
 def test_bad_score_model():
     with pytest.raises(ValueError, match="score_model"):
         sc.scheme_alpha(100, 64, "standard", "uniform")
+
+
+def test_gradient_optimal_at_one_key_alone():
+    # a query that sees one key: every scale gives the same one-hot softmax; 0 by convention
+    import softmax_scale as ss
+
+    assert ss.pinned("gradient_optimal").factor([1], 64).tolist() == [0.0]
+    assert ss.attention_scale([1], 64, "cosine_gradient_optimal").tolist() == [0.0]
+    assert ss.attention_scale(1, 64, "gradient_optimal") == 0.0

@@ -60,3 +60,10 @@ def test_format_value():
     assert [format_value(v) for v in ("x", 3, np.int64(4), True, 0.1 + 0.2, float("inf"))] == \
         ["x", "3", "4", "1", "0.3", ""]
     assert float(format_value(1 / 3, ".17g")) == 1 / 3  # round trip, bit for bit
+
+
+def test_source_revision_names_a_commit():
+    from softmax_scale.store import source_revision
+
+    rev = source_revision()
+    assert rev == "unknown" or (len(rev.split("+")[0]) == 40 and rev.split("+")[0].isalnum())

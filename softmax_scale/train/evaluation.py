@@ -1,0 +1,236 @@
+"""Loss and accuracy of a trained model at any test length, on held-out text, per position.
+
+Every model is scored on the same held-out windows with the same predicted positions (masked LM:
+the same masks): windows and masks depend only on the length and :data:`~softmax_scale.train.data.EVAL_SEED`.
+The test-time scale can be overridden (``scheme``, ``pin_length``) to separate training with a
+scale from applying it afterwards: the note's ``max(1, log_64 n)`` on a ``standard`` model is
+``scheme="qwen_logn", pin_length=64``.
+
+Per-position sums are kept (:class:`LengthEval`) so that callers can bucket positions (a causal
+model's loss against position).  :func:`head_sigmas` measures each head's ``sigma`` as
+:func:`softmax_scale.head_stats` does, on the scores the softmax sees.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+
+from .._progress import progress_bar
+from .._validation import check_choice, check_int
+from ..heads import head_stats
+from ..rope import ROPES
+from .backend import jax, jnp
+from .config import TrainConfig
+from .data import EVAL_SEED, eval_batch, heldout_bytes, most_frequent_byte
+from .model import forward, rope_tables
+from .scales import model_factors
+
+__all__ = ["EvalResult", "LengthEval", "check_lengths", "evaluate", "head_sigmas"]
+
+#: Held-out bytes per test length by default (windows = tokens // length).
+EVAL_TOKENS = 32768
+
+
+@dataclass(frozen=True)
+class LengthEval:
+    """Results at one test length.
+
+    Attributes
+    ----------
+    length : int
+        Test length (bytes per window).
+    windows : int
+        Held-out windows scored.
+    loss : float
+        Mean cross-entropy (nats) over the predicted positions.
+    accuracy : float
+        Fraction of predicted positions whose arg-max is the target.
+    count : int
+        Predicted positions.
+    baseline_accuracy : float
+        Accuracy of predicting the training text's most frequent byte at every predicted position.
+    nll, correct, counts : ndarray, shape (length,)
+        Per position in the window: summed cross-entropy, number correct, number predicted.
+    """
+
+    length: int
+    windows: int
+    loss: float
+    accuracy: float
+    count: int
+    baseline_accuracy: float
+    nll: np.ndarray
+    correct: np.ndarray
+    counts: np.ndarray
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """:func:`evaluate`'s result: one :class:`LengthEval` per test length.
+
+    Attributes
+    ----------
+    scale : str
+        ``"trained"`` or the test-time override, e.g. ``"qwen_logn@64"`` (and ``", rope ntk"`` for a
+        test-time RoPE variant).
+    lengths : tuple of int
+    by_length : dict of int -> LengthEval
+    """
+
+    scale: str
+    lengths: tuple
+    by_length: dict
+
+    def __getitem__(self, length) -> LengthEval:
+        return self.by_length[length]
+
+    @property
+    def loss(self) -> np.ndarray:
+        """Loss per test length."""
+        return np.array([self.by_length[n].loss for n in self.lengths])
+
+    @property
+    def accuracy(self) -> np.ndarray:
+        """Accuracy per test length."""
+        return np.array([self.by_length[n].accuracy for n in self.lengths])
+
+
+def check_lengths(lengths, config: TrainConfig) -> tuple:
+    """Test lengths as a tuple of ints: each ``>= 1`` (``>= 4`` for masked LM) and ``<= config.max_length``."""
+    arr = np.atleast_1d(np.asarray(lengths))
+    if arr.ndim != 1 or arr.size == 0 or arr.dtype.kind not in "iuf":
+        raise ValueError(f"`lengths` must be one or more integers >= 1, got {lengths!r}")
+    minimum = 1
+    if config.objective == "mlm":
+        minimum = max(1, math.ceil(0.5 / config.mask_rate))  # round(rate * n) >= 1
+    out = []
+    for x in arr.tolist():
+        out.append(check_int(x, "lengths", minimum=minimum, maximum=config.max_length))
+    text = heldout_bytes().size
+    if max(out) + 1 > text:
+        raise ValueError(f"`lengths` must be below the held-out text's {text} bytes, got {max(out)}")
+    return tuple(out)
+
+
+@partial(jax.jit, static_argnames=("heads", "causal"))
+def _score(params, inputs, targets, weights, cos, sin, factors, *, heads, causal):
+    logits = forward(params, inputs, cos=cos, sin=sin, factors=factors, heads=heads, causal=causal)
+    logp = jax.nn.log_softmax(logits, axis=-1)
+    nll = -jnp.take_along_axis(logp, targets[..., None], axis=-1)[..., 0]
+    correct = (jnp.argmax(logits, axis=-1) == targets).astype(jnp.float32)
+    return jnp.sum(nll * weights, axis=0), jnp.sum(correct * weights, axis=0)
+
+
+def _override(config, scheme, pin_length):
+    if scheme is None:
+        if pin_length is not None:
+            raise ValueError("`pin_length` is only used with a test-time `scheme`")
+        return "trained"
+    if config.scheme == "ssmax":
+        raise ValueError("`scheme`: a test-time scale replaces the trained one; a model trained with ssmax's "
+                         "learned s has none to replace")
+    pin = config.pin if pin_length is None else check_int(pin_length, "pin_length", minimum=2)
+    model_factors(config, 2, scheme=scheme, pin_length=pin)  # names an unknown scheme
+    return f"{scheme}@{pin}"
+
+
+def evaluate(params, config: TrainConfig, lengths, *, scheme: str | None = None, pin_length: int | None = None,
+             rope: str | None = None, tokens: int = EVAL_TOKENS, batch_tokens: int = 16384, seed: int = EVAL_SEED,
+             progress: bool = False) -> EvalResult:
+    """Loss and accuracy on held-out text at each test length.
+
+    Parameters
+    ----------
+    params : dict
+        Parameters of a model of ``config`` (as :func:`~softmax_scale.train.train_model` returns them).
+    config : TrainConfig
+    lengths : int or sequence of int
+        Test lengths (``>= 1``; ``>= 4`` for masked LM; at most ``config.max_length``).
+    scheme : str, optional
+        A test-time scale from the registry replacing the trained one (e.g. ``"qwen_logn"``).
+    pin_length : int, optional
+        The length ``scheme`` is pinned at (default: the config's pin length).
+    rope : str, optional
+        A RoPE variant of :data:`softmax_scale.rope.ROPES` at test time (default: the trained one),
+        its frequencies pinned at the training length.
+    tokens : int
+        Held-out bytes per test length: ``max(1, tokens // length)`` windows.
+    batch_tokens : int
+        Bytes per forward pass.
+    seed : int
+        Seed of the windows and masks (keep the default to compare models).
+    progress : bool
+        A progress bar over the test lengths.
+
+    Returns
+    -------
+    EvalResult
+    """
+    if not isinstance(config, TrainConfig):
+        raise TypeError(f"`config` must be a TrainConfig, got {type(config).__name__}")
+    lengths = check_lengths(lengths, config)
+    label = _override(config, scheme, pin_length)
+    if rope is not None:
+        check_choice(rope, "rope", ROPES)
+        label += f", rope {rope}"
+    tokens = check_int(tokens, "tokens", minimum=1)
+    batch_tokens = check_int(batch_tokens, "batch_tokens", minimum=1)
+    top = most_frequent_byte()
+    out = {}
+    for n in progress_bar(lengths, desc=f"evaluate ({label})", unit="length", disable=not progress):
+        count = max(1, tokens // n)
+        b = eval_batch(config.objective, n, count, config.mask_rate, seed)
+        cos, sin = rope_tables(config, n, rope)
+        factors = model_factors(config, n, scheme=scheme, pin_length=pin_length)
+        per = max(1, batch_tokens // n)
+        nll = np.zeros(n)
+        correct = np.zeros(n)
+        for i in range(0, count, per):
+            s = slice(i, i + per)
+            a, c = _score(params, b.inputs[s], b.targets[s], b.weights[s], cos, sin, factors, heads=config.heads,
+                          causal=config.causal)
+            nll += np.asarray(a, dtype=np.float64)
+            correct += np.asarray(c, dtype=np.float64)
+        counts = b.weights.sum(axis=0, dtype=np.float64)
+        total = counts.sum()
+        base = float(np.sum((b.targets == top) * b.weights, dtype=np.float64) / total)
+        out[n] = LengthEval(n, count, float(nll.sum() / total), float(correct.sum() / total), int(total), base, nll,
+                            correct, counts)
+    return EvalResult(label, lengths, out)
+
+
+@partial(jax.jit, static_argnames=("heads", "causal"))
+def _scores(params, inputs, cos, sin, factors, *, heads, causal):
+    return forward(params, inputs, cos=cos, sin=sin, factors=factors, heads=heads, causal=causal, return_scores=True)[1]
+
+
+def head_sigmas(params, config: TrainConfig, *, length: int | None = None, windows: int = 8,
+                seed: int = EVAL_SEED) -> np.ndarray:
+    """Each head's ``sigma`` on held-out text, as :func:`softmax_scale.head_stats` measures it.
+
+    The scores are the ones the softmax sees (the scale applied), on ``windows`` held-out windows
+    of ``length`` (default: the training length); every query row of every window is one row of
+    the head (causal rows see their own prefix; the first, with one key, is skipped).
+
+    Returns
+    -------
+    ndarray, shape (layers, heads)
+        The mean over queries of the standard deviation of a query's scores over its keys.
+    """
+    n = config.train_length if length is None else check_lengths(length, config)[0]
+    b = eval_batch(config.objective, n, check_int(windows, "windows", minimum=1), config.mask_rate, seed)
+    cos, sin = rope_tables(config, n)
+    s = np.asarray(_scores(params, b.inputs, cos, sin, model_factors(config, n), heads=config.heads,
+                           causal=config.causal), dtype=np.float64)  # [L, B, H, T, T]
+    s = s.transpose(0, 2, 1, 3, 4).reshape(config.layers, config.heads, -1, n)  # rows of all windows
+    mask = None
+    if config.causal:  # each window's rows see their own prefix; its first row (one key) is left out
+        rows = np.tile(np.tril(np.ones((n, n), dtype=bool)), (b.inputs.shape[0], 1))
+        keep = np.ones(rows.shape[0], dtype=bool)
+        keep[::n] = False
+        s, mask = s[:, :, keep], rows[keep]
+    return head_stats(s, mask=mask, predict=False).sigma

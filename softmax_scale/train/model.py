@@ -1,0 +1,147 @@
+"""A small RoPE transformer on bytes, as pure JAX functions over a dict of parameters.
+
+Read top to bottom (after picoGPT; shapes on every signature): :func:`rms_norm`, :func:`rotate`,
+:func:`attention`, :func:`ffn`, :func:`block`, :func:`forward`.  Pre-RMSNorm blocks, RoPE on
+queries and keys (pairs ``(i, i + d/2)``, the rotate-half layout), ReLU feed-forward, no biases,
+the output layer tied to the embedding.
+
+The softmax scale enters as ``factors``, one float per query, on ``q.k / sqrt(d_head)``: a
+function of the number of keys the query sees, computed by :mod:`softmax_scale.train.scales`
+from the scheme registry and passed in, like the RoPE tables (``cos``, ``sin``), so a new scale or
+RoPE variant needs no change here.  A model trained with SSMax also has a learned ``s`` per head
+(``params["layers"][i]["s"]``) that multiplies its factors.
+
+Initialisation (:func:`init_params`, numpy, seeded): queries and keys have unit-variance entries
+after the RMSNorm (weights ``N(0, 1/d_model)``), so ``q.k/sqrt(d_head)`` has unit variance at
+initialisation and a factor ``alpha`` is the softmax scale on unit-variance scores.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._random import seed_sequence
+from .backend import jax, jnp
+from .data import VOCAB
+
+__all__ = ["attention", "block", "ffn", "forward", "init_params", "loss_and_accuracy", "rms_norm", "rope_tables",
+           "rotate"]
+
+_EPS = 1e-6
+
+
+def rms_norm(x, g):  # [..., D], [D] -> [..., D]
+    """RMSNorm over the last axis with gain ``g``."""
+    return x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + _EPS) * g
+
+
+def rotate(x, cos, sin):  # [B, H, T, dh], [T, dh/2], [T, dh/2] -> [B, H, T, dh]
+    """RoPE: rotate each pair ``(x_i, x_{i + dh/2})`` at position ``t`` by the angle whose cosine and sine are given."""
+    x1, x2 = jnp.split(x, 2, axis=-1)
+    return jnp.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)
+
+
+def attention(x, wq, wk, wv, wo, *, cos, sin, factors, s=None, heads, causal):  # [B, T, D] -> [B, T, D], [B, H, T, T]
+    """Multi-head self-attention; returns the output and the pre-softmax scores (scale applied, before the mask)."""
+    b, t, d = x.shape
+    dh = d // heads
+
+    def split(w):  # [B, T, D] @ [D, D] -> [B, H, T, dh]
+        return (x @ w).reshape(b, t, heads, dh).transpose(0, 2, 1, 3)
+
+    q, k, v = rotate(split(wq), cos, sin), rotate(split(wk), cos, sin), split(wv)
+    scale = factors[:, None] * jnp.float32(1.0 / math.sqrt(dh))  # [T, 1]: one factor per query
+    if s is not None:
+        scale = scale * s[:, None, None]  # [H, T, 1]
+    scores = (q @ k.transpose(0, 1, 3, 2)) * scale  # [B, H, T, T]
+    masked = jnp.where(jnp.tril(jnp.ones((t, t), dtype=bool)), scores, -jnp.inf) if causal else scores
+    p = jax.nn.softmax(masked, axis=-1)
+    out = (p @ v).transpose(0, 2, 1, 3).reshape(b, t, d)
+    return out @ wo, scores
+
+
+def ffn(x, w1, w2):  # [B, T, D] -> [B, T, D]
+    """ReLU feed-forward.
+
+    ReLU rather than GELU for speed: on XLA's CPU backend the backward pass of any transcendental
+    activation (GELU, SiLU) costs as much as the layer's matrix products (measured: a block's step
+    53 ms with GELU, 32 ms with ReLU, at the experiments' size); the scale question does not
+    depend on the activation.
+    """
+    return jax.nn.relu(x @ w1) @ w2
+
+
+def block(x, layer, *, cos, sin, factors, heads, causal):  # [B, T, D] -> [B, T, D], [B, H, T, T]
+    """One pre-norm block: ``x + attention(norm(x))``, then ``x + ffn(norm(x))``."""
+    a, scores = attention(rms_norm(x, layer["norm1"]), layer["wq"], layer["wk"], layer["wv"], layer["wo"], cos=cos,
+                          sin=sin, factors=factors, s=layer.get("s"), heads=heads, causal=causal)
+    x = x + a
+    return x + ffn(rms_norm(x, layer["norm2"]), layer["w1"], layer["w2"]), scores
+
+
+def forward(params, ids, *, cos, sin, factors, heads, causal, return_scores=False):  # [B, T] -> [B, T, V]
+    """Logits over the vocabulary at every position (and each layer's scores ``[L, B, H, T, T]`` if asked)."""
+    emb = params["embed"]
+    x = emb[ids] * jnp.float32(math.sqrt(emb.shape[1]))
+    all_scores = []
+    for layer in params["layers"]:
+        x, scores = block(x, layer, cos=cos, sin=sin, factors=factors, heads=heads, causal=causal)
+        if return_scores:
+            all_scores.append(scores)
+    logits = rms_norm(x, params["norm"]) @ emb.T
+    return (logits, jnp.stack(all_scores)) if return_scores else logits
+
+
+def loss_and_accuracy(params, inputs, targets, weights, *, cos, sin, factors, heads, causal):  # -> (), ()
+    """Mean cross-entropy (nats) and accuracy of the arg-max over the predicted positions (``weights``)."""
+    logits = forward(params, inputs, cos=cos, sin=sin, factors=factors, heads=heads, causal=causal)
+    logp = jax.nn.log_softmax(logits, axis=-1)
+    nll = -jnp.take_along_axis(logp, targets[..., None], axis=-1)[..., 0]
+    total = jnp.sum(weights)
+    correct = (jnp.argmax(logits, axis=-1) == targets).astype(jnp.float32)
+    return jnp.sum(nll * weights) / total, jnp.sum(correct * weights) / total
+
+
+def rope_tables(config, length: int, rope: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``cos`` and ``sin`` of the RoPE angles ``t theta_i`` for positions ``0..length-1`` (float64 angles, float32 out).
+
+    The frequencies come from :func:`softmax_scale.rope.rope_frequencies` with the config's
+    variant (or ``rope``), pinned at its training length.
+    """
+    from ..rope import rope_frequencies
+
+    theta = rope_frequencies(config.rope if rope is None else rope, config.d_head, config.rope_base,
+                             config.train_length, length)
+    angles = np.arange(length, dtype=np.float64)[:, None] * theta[None, :]
+    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+def init_params(config, rng=None) -> dict:
+    """Initial parameters (numpy float32), seeded by ``rng`` (SciPy SPEC 7).
+
+    Embedding ``N(0, 1/D)`` (scaled by ``sqrt(D)`` on input, so the residual stream starts at unit
+    RMS; the output layer is its transpose); ``wq, wk, wv, w1``: ``N(0, 1/fan_in)``; ``wo, w2``:
+    ``N(0, 1/fan_in) / (2 layers)`` (GPT-2's residual scaling); RMSNorm gains 1; SSMax's ``s``
+    at :func:`~softmax_scale.train.scales.ssmax_init`.
+    """
+    from .scales import ssmax_init
+
+    gen = np.random.default_rng(seed_sequence(rng))
+    D, F, L = config.d_model, config.d_ff, config.layers
+
+    def normal(shape, std):
+        return (gen.standard_normal(shape) * std).astype(np.float32)
+
+    layers = []
+    for _ in range(L):
+        layer = {
+            "norm1": np.ones(D, np.float32), "wq": normal((D, D), D ** -0.5), "wk": normal((D, D), D ** -0.5),
+            "wv": normal((D, D), D ** -0.5), "wo": normal((D, D), D ** -0.5 / math.sqrt(2 * L)),
+            "norm2": np.ones(D, np.float32), "w1": normal((D, F), D ** -0.5), "w2": normal((F, D), F ** -0.5 / math.sqrt(2 * L)),
+        }
+        if config.scheme == "ssmax":
+            layer["s"] = np.full(config.heads, ssmax_init(config.pin), np.float32)
+        layers.append(layer)
+    return {"embed": normal((VOCAB, D), D ** -0.5), "layers": layers, "norm": np.ones(D, np.float32)}

@@ -1,0 +1,165 @@
+"""The training model: the JAX forward against a naive numpy forward, the scale factors, what each query sees."""
+
+import math
+
+import numpy as np
+import pytest
+
+import softmax_scale as ss
+from softmax_scale.schemes import pinned
+
+jax = pytest.importorskip("jax")
+
+from softmax_scale.train import TrainConfig, model_factors  # noqa: E402
+from softmax_scale.train.model import forward, init_params, rope_tables  # noqa: E402
+
+SCHEMES = [("standard", {}), ("entropy_invariant", {"pin_length": 512}), ("ssmax", {}), ("alpha_star", {}),
+           ("alpha", {"alpha": 2.5})]
+
+
+def small(scheme="standard", objective="mlm", **kw):
+    return TrainConfig(objective=objective, scheme=scheme, train_length=12, layers=2, d_model=16, heads=2, d_ff=24,
+                       batch=2, **kw)
+
+
+def random_params(cfg, seed=0):
+    """Initial parameters with every gain and s perturbed, so that no term is the identity."""
+    p = init_params(cfg, seed)
+    g = np.random.default_rng(seed + 1)
+    for layer in p["layers"]:
+        for k in ("norm1", "norm2"):
+            layer[k] = (1 + 0.3 * g.standard_normal(layer[k].shape)).astype(np.float32)
+        if "s" in layer:
+            layer["s"] = (layer["s"] * (1 + 0.5 * g.random(layer["s"].shape))).astype(np.float32)
+    p["norm"] = (1 + 0.3 * g.standard_normal(p["norm"].shape)).astype(np.float32)
+    return p
+
+
+def naive_factor(cfg, n):
+    """The per-query factor written out from SCHEMES.md, not through the registry."""
+    if cfg.scheme == "standard":
+        return 1.0
+    if cfg.scheme == "entropy_invariant":
+        return math.log(n) / math.log(cfg.pin_length)
+    if cfg.scheme == "ssmax":
+        return math.log(n)  # times the learned s
+    if cfg.scheme == "alpha":
+        return cfg.alpha
+    return 0.0 if n < 2 else float(ss.optimal_alpha(n))  # alpha*(n) on unit-variance scores
+
+
+def naive_forward(params, ids, cfg):
+    """Float64, one sequence, one head at a time, full T x T matrices; RoPE as complex rotations."""
+    p = {k: v for k, v in params.items()}
+    D, H = cfg.d_model, cfg.heads
+    dh = D // H
+    T = len(ids)
+    x = np.asarray(p["embed"], np.float64)[ids] * math.sqrt(D)
+    theta = cfg.rope_base ** (-2.0 * np.arange(dh // 2) / dh)
+    rot = np.exp(1j * np.arange(T)[:, None] * theta[None, :])  # [T, dh/2]
+
+    def norm(v, g):
+        return v / np.sqrt(np.mean(v * v, axis=-1, keepdims=True) + 1e-6) * g
+
+    def rope(m):  # [T, dh]: pair (i, i + dh/2) as one complex number
+        c = (m[:, : dh // 2] + 1j * m[:, dh // 2:]) * rot
+        return np.concatenate([c.real, c.imag], axis=1)
+
+    for layer in p["layers"]:
+        lay = {k: np.asarray(v, np.float64) for k, v in layer.items()}
+        h = norm(x, lay["norm1"])
+        out = np.zeros((T, D))
+        for head in range(H):
+            sl = slice(head * dh, (head + 1) * dh)
+            q, k, v = rope(h @ lay["wq"][:, sl]), rope(h @ lay["wk"][:, sl]), h @ lay["wv"][:, sl]
+            for i in range(T):
+                keys = i + 1 if cfg.objective == "causal" else T
+                f = naive_factor(cfg, keys) * (lay["s"][head] if "s" in lay else 1.0)
+                z = f * (q[i] @ k[:keys].T) / math.sqrt(dh)
+                w = np.exp(z - z.max())
+                w /= w.sum()
+                out[i, sl] = w @ v[:keys]
+        x = x + out @ lay["wo"]
+        h = norm(x, lay["norm2"]) @ lay["w1"]
+        x = x + np.maximum(h, 0.0) @ lay["w2"]
+    return norm(x, np.asarray(p["norm"], np.float64)) @ np.asarray(p["embed"], np.float64).T
+
+
+def run(cfg, params, ids):
+    cos, sin = rope_tables(cfg, ids.shape[1])
+    return np.asarray(forward(params, ids, cos=cos, sin=sin, factors=model_factors(cfg, ids.shape[1]),
+                              heads=cfg.heads, causal=cfg.causal))
+
+
+@pytest.mark.parametrize("objective", ["mlm", "causal"])
+@pytest.mark.parametrize("scheme, kw", SCHEMES, ids=[s for s, _ in SCHEMES])
+def test_forward_matches_a_naive_numpy_forward(scheme, kw, objective):
+    cfg = small(scheme, objective, **kw)
+    params = random_params(cfg)
+    ids = np.random.default_rng(2).integers(0, 257, size=(2, cfg.train_length)).astype(np.int32)
+    got = run(cfg, params, ids)
+    for b in range(2):
+        want = naive_forward(params, ids[b], cfg)
+        err = np.max(np.abs(got[b] - want)) / np.max(np.abs(want))
+        assert err < 2e-5, err  # float32 against float64
+
+
+def test_the_public_names():
+    import softmax_scale.train as st
+
+    assert callable(st.evaluate) and callable(st.train_model) and callable(st.run_experiment)
+    assert st.model.forward is forward and st.TrainResult.__name__ == "TrainResult"
+    with pytest.raises(AttributeError):
+        st.no_such_name  # noqa: B018
+
+
+def test_the_naive_check_can_fail():
+    cfg = small("entropy_invariant", pin_length=512)
+    params = random_params(cfg)
+    ids = np.random.default_rng(2).integers(0, 257, size=(1, cfg.train_length)).astype(np.int32)
+    wrong = cfg.replace(pin_length=256)  # another scale: the naive forward must notice
+    err = np.max(np.abs(run(cfg, params, ids)[0] - naive_forward(params, ids[0], wrong)))
+    assert err > 1e-3
+
+
+@pytest.mark.parametrize("objective", ["mlm", "causal"])
+def test_scale_factors_are_the_registry_s(objective):
+    d = 32
+    for length in (2, 16, 64, 1024):  # length 1 alone: the registry's gradient_optimal refuses n = [1] (core)
+        n = np.arange(1, length + 1) if objective == "causal" else np.full(length, length)
+        for scheme, kw, rule in [
+            ("standard", {}, pinned("standard")),
+            ("entropy_invariant", {"pin_length": 512}, pinned("entropy_invariant", 512)),
+            ("alpha_star", {}, pinned("gradient_optimal")),
+            ("alpha", {"alpha": 1.7}, pinned("gradient_optimal", value=1.7)),
+        ]:
+            cfg = TrainConfig(objective=objective, scheme=scheme, d_model=128, heads=4, **kw)
+            np.testing.assert_array_equal(model_factors(cfg, length), rule.factor(n, d).astype(np.float32))
+        cfg = TrainConfig(objective=objective, scheme="ssmax")  # log n; the model multiplies by s = 1/ln 64 at init
+        s0 = pinned("ssmax", 64).params["s"]
+        np.testing.assert_allclose(model_factors(cfg, length), pinned("ssmax", 64).factor(n, d) / s0, rtol=1e-7)
+        assert init_params(cfg, 0)["layers"][0]["s"][0] == np.float32(1 / math.log(64))
+        # a test-time override: max(1, log_64 n)
+        cfg = TrainConfig(objective=objective)
+        np.testing.assert_array_equal(model_factors(cfg, length, scheme="qwen_logn", pin_length=64),
+                                      pinned("qwen_logn", 64).factor(n, d).astype(np.float32))
+    # the note's choice: entropy_invariant pinned at 512 is 6/9 of standard at n = 64
+    assert model_factors(TrainConfig(scheme="entropy_invariant", pin_length=512), 64)[0] == np.float32(6 / 9)
+    np.testing.assert_allclose(model_factors(TrainConfig(scheme="alpha_star"), 64)[0], ss.optimal_alpha(64), rtol=1e-7)
+
+
+@pytest.mark.parametrize("objective", ["mlm", "causal"])
+def test_what_each_query_sees(objective):
+    cfg = small("entropy_invariant", objective, pin_length=512)
+    params = random_params(cfg)
+    ids = np.random.default_rng(3).integers(0, 256, size=(1, cfg.train_length)).astype(np.int32)
+    j = 7
+    other = ids.copy()
+    other[0, j] = (ids[0, j] + 1) % 256
+    a, b = run(cfg, params, ids), run(cfg, params, other)
+    changed = np.max(np.abs(a - b), axis=-1)[0]  # per position
+    if objective == "causal":
+        assert np.all(changed[:j] == 0.0)  # never the future, bit for bit
+    else:
+        assert np.all(changed[:j] > 0.0)  # bidirectional: every position sees every key
+    assert np.all(changed[j:] > 0.0)
