@@ -46,6 +46,18 @@ def best_of(fns: dict, repeats: int) -> dict:
     return best
 
 
+#: Python text for a subprocess benchmark (needs ``numpy as np`` and ``time``): ``gemm_rate()``, the
+#: float32 matrix-product rate (FLOP/s, best of 3 products of 2048 x 2048), the reference every
+#: FLOP-rate target is a fraction of, measured in the same process as what it is compared with.
+GEMM_RATE = """a = np.random.default_rng(0).standard_normal((2048, 2048), dtype=np.float32)
+def gemm_rate():
+    best = np.inf
+    for _ in range(3):
+        t0 = time.perf_counter(); a @ a; best = min(best, time.perf_counter() - t0)
+    return 2 * 2048**3 / best
+"""
+
+
 def run_py(code: str, env_extra: dict | None = None, timeout: float = 600) -> dict:
     """Run ``code`` in a fresh interpreter; it prints one JSON line last."""
     env = dict(os.environ)

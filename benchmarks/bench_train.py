@@ -9,7 +9,7 @@ thread (a sweep runs one such worker per core).  Run ``python benchmarks/run.py 
 
 from __future__ import annotations
 
-from ._harness import run_py
+from ._harness import GEMM_RATE, run_py
 
 TRAIN_CODE = """
 import json, os, time
@@ -18,13 +18,7 @@ import numpy as np
 from softmax_scale.train import TrainConfig
 from softmax_scale.train.loop import train_model
 from softmax_scale.train.evaluation import evaluate
-a = np.random.default_rng(0).standard_normal((2048, 2048), dtype=np.float32)
-def gemm_rate():
-    best = np.inf
-    for _ in range(3):
-        t0 = time.perf_counter(); a @ a; best = min(best, time.perf_counter() - t0)
-    return 2 * 2048**3 / best
-r0 = gemm_rate()
+{gemm}r0 = gemm_rate()
 cfg = TrainConfig(steps={steps}, warmup=5)
 res = train_model(cfg, rng=0, progress=False)
 r1 = gemm_rate()
@@ -45,7 +39,7 @@ ENV = {"XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_thr
 def run(quick: bool) -> list[dict]:
     """Training rate and FLOP fraction at the experiments' size; evaluation at n = 1024."""
     steps, eval_tokens = (15, 8192) if quick else (60, 32768)
-    out = run_py(TRAIN_CODE.format(steps=steps, eval_tokens=eval_tokens), env_extra=ENV, timeout=1800)
+    out = run_py(TRAIN_CODE.format(steps=steps, eval_tokens=eval_tokens, gemm=GEMM_RATE), env_extra=ENV, timeout=1800)
     flop_rate = out["step_flops"] * out["tokens_per_second"] / out["tokens_per_step"]
     step_s = out["tokens_per_step"] / out["tokens_per_second"]
     return [

@@ -5,7 +5,7 @@ Also the wall time and peak memory of one 16,384-token forward, each in a fresh 
 
 from __future__ import annotations
 
-from ._harness import run_py
+from ._harness import GEMM_RATE, run_py
 
 DECODER_CODE = """
 import json, resource, time
@@ -15,13 +15,7 @@ m = models.load("smollm2")
 c = m.config
 ids = m.tokenize(models.corpus("pydoc_topics"))[:{n}]
 n = len(ids)
-a = np.random.default_rng(0).standard_normal((2048, 2048), dtype=np.float32)
-def gemm_rate():
-    best = np.inf
-    for _ in range(3):
-        t0 = time.perf_counter(); a @ a; best = min(best, time.perf_counter() - t0)
-    return 2 * 2048**3 / best
-r0 = gemm_rate()
+{gemm}r0 = gemm_rate()
 m.positions(ids[:256])  # warm-up
 rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t0 = time.perf_counter()
@@ -41,7 +35,7 @@ def run(quick: bool) -> list[dict]:
     """Rate at 8,192 tokens (2,048 with ``quick``), and time and memory at 16,384 (skipped with ``quick``)."""
     rows = []
     n = 2048 if quick else 8192
-    out = run_py(DECODER_CODE.format(n=n), timeout=3600)
+    out = run_py(DECODER_CODE.format(n=n, gemm=GEMM_RATE), timeout=3600)
     rate = out["flops"] / out["seconds"]
     rows.append({
         "name": f"decoder forward rate / float32 matmul rate, {out['n']} tokens",
@@ -50,7 +44,7 @@ def run(quick: bool) -> list[dict]:
                   f"2048^3 sgemm {out['gemm'] / 1e9:.0f} GFLOP/s (best of 3, same run); statistics on",
     })
     if not quick:
-        out = run_py(DECODER_CODE.format(n=16384), timeout=3600)
+        out = run_py(DECODER_CODE.format(n=16384, gemm=GEMM_RATE), timeout=3600)
         rows.append({
             "name": "decoder peak memory, one 16,384-token forward", "value": out["rss_mb"], "unit": "MB (ru_maxrss)",
             "target": "< 3000", "detail": f"{out['rss_model_mb']:.0f} MB after loading the model; "
