@@ -125,16 +125,29 @@ def _check_mask(mask, shape) -> np.ndarray | None:
         raise ValueError(f"`mask` of shape {m.shape} does not broadcast to the shape of the scores {shape}") from None
 
 
-def _refuse_fills(s, fill, idx, causal_pattern):
-    """The one-line refusal of entries that look like a mask fill, with what they look like and what to pass."""
+def _only_causal_fills(arr, causal_pattern):
+    """Whether, in every head of ``arr``, the entries that look like a fill are exactly those a causal mask hides."""
+    for idx in np.ndindex(*arr.shape[:-2]):
+        fill = fill_entries(np.asarray(arr[idx], dtype=np.float64), None)
+        if fill.any() and not np.array_equal(fill, ~causal_pattern):
+            return False
+    return True
+
+
+def _refuse_fills(arr, s, fill, idx, causal_pattern):
+    """The one-line refusal of entries that look like a mask fill, with what they look like and what to pass.
+
+    ``causal_pattern``: the causal mask, when neither ``mask`` nor ``causal`` was given (then a
+    tensor whose fills are exactly the causal mask's hidden keys is told to pass ``causal=True``).
+    """
     where = tuple(int(i) for i in np.argwhere(fill)[0])
     row = s[where[0]][fill[where[0]]]
     if np.all(row <= FILL_ROW_MAX) and fill[where[0]].sum() == s.shape[1]:
         what = "a whole row at or below -1000, a padding query"
     else:
         what = "more than 745 below the largest logit of their row: probability exactly 0"
-    if causal_pattern is not None and np.array_equal(fill, ~causal_pattern):
-        how = "they are exactly the keys a causal mask hides: pass causal=True"
+    if causal_pattern is not None and np.array_equal(fill, ~causal_pattern) and _only_causal_fills(arr, causal_pattern):
+        how = "in every head they are exactly the keys a causal mask hides: pass causal=True"
     else:
         how = "pass mask= (True = key allowed) or causal=True"
     raise ValueError(
@@ -411,7 +424,7 @@ def head_stats(
                 fill = fill_entries(s, allowed)
                 if fill.any():
                     if mask_fill == "refuse":
-                        _refuse_fills(s, fill, idx, None if (causal or m is not None) else causal_ok)
+                        _refuse_fills(arr, s, fill, idx, None if (causal or m is not None) else causal_ok)
                     allowed = ~fill if allowed is None else (allowed & ~fill)
                     out["fills"][idx] = int(fill.sum())
         row_skip = skip if allowed is None else (skip | (allowed.sum(axis=1) < 2))

@@ -10,8 +10,8 @@ float16, -3.4e38 in float32), Keras and many tutorials ``-1e9``, the original BE
 - it lies more than :data:`FILL_GAP` = 745 below the largest allowed logit of its row: its
   probability is then exactly 0 even in float64 (``exp(-745.2)`` underflows), a mask in effect;
   a trained head's logits are ``q·k/sqrt(d)`` of vectors of moderate norm and spread over tens,
-  not hundreds (the sharpest head of all-MiniLM-L6-v2 has ``sigma`` 20), while the smallest fill
-  in use (``-1e4``) leaves a gap of about ten thousand; or
+  not hundreds (the sharpest head of all-MiniLM-L6-v2, L0H2, has ``sigma`` 19.6 at ``n = 512``),
+  while the smallest fill in use (``-1e4``) leaves a gap of about ten thousand; or
 - its whole row lies at or below :data:`FILL_ROW_MAX` = -1000 (a padding query whose every key is
   filled: a constant row at the fill, which would otherwise read as a uniform softmax); no
   head's largest logit is near -1000.

@@ -289,7 +289,7 @@ def test_mask_fills_are_refused_in_one_line_or_masked_on_request(fill, added):
         ss.head_stats(logits)
     msg = str(err.value)
     assert "\n" not in msg and "causal=True" in msg and "mask_fill='mask'" in msg
-    assert "exactly the keys a causal mask hides" in msg  # it says which mask the fills form
+    assert "in every head they are exactly the keys a causal mask hides" in msg  # it says which mask the fills form
     ref = ss.head_stats(x, causal=True)
     masked = ss.head_stats(logits, mask_fill="mask")
     for f in ("n", "queries", "sigma", "entropy", "sum_p2", "kurtosis", "predicted_entropy", "predicted_entropy_empirical",
@@ -317,8 +317,10 @@ def test_padding_keys_and_padding_queries():
     allowed = real[:, None, None, :] & np.tril(np.ones((T, T), dtype=bool))  # [batch, 1, queries, keys]
     x = rng.standard_normal((B, H, T, T)).astype(np.float32) * 1.5
     logits = x + np.where(allowed, 0.0, F32_MIN).astype(np.float32)
-    with pytest.raises(ValueError, match="pass mask= .*or causal=True"):
-        ss.head_stats(logits, causal=True)  # causal alone leaves the padding keys
+    for kw in ({}, {"causal": True}):  # the first sequence alone looks causal; the padding keys need mask=
+        with pytest.raises(ValueError, match="look like a mask fill.*; pass mask= .*or causal=True") as err:
+            ss.head_stats(logits, **kw)
+        assert "causal mask hides" not in str(err.value)
     ref = ss.head_stats(x, mask=allowed)
     np.testing.assert_array_equal(ss.head_stats(logits, mask=allowed).entropy, ref.entropy)
     np.testing.assert_array_equal(ss.head_stats(logits, mask_fill="mask").entropy, ref.entropy)
