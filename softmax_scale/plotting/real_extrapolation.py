@@ -1,7 +1,7 @@
 """The real-decoder length-extrapolation figure, drawn from the CSV that the run committed.
 
 ``make figures`` redraws it from ``figures/real_extrapolation.csv`` and never recomputes it: the
-run takes about an hour (``softmax-scale extrapolate``).
+run took 85 minutes on 2 cores (``softmax-scale extrapolate``).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def extrapolation_figure(res=None, csv=None):
         if not path.exists():
             from . import FigureUnavailable
 
-            raise FigureUnavailable(f"{path} not found: it is written by `softmax-scale extrapolate` (about an hour); "
+            raise FigureUnavailable(f"{path} not found: it is written by `softmax-scale extrapolate` (85 minutes on 2 cores); "
                                     "`make figures` only redraws it")
         res = read_extrapolation_csv(path)
     fig, axes = new_figure(2, 2, width=12.5, height=9.0)
