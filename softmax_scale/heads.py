@@ -182,14 +182,14 @@ def _prepare_probs(p, allowed, idx):
         v = pa.min() if pa.min() < 0 else pa.max()
         raise ValueError(f"`probs` must lie in [0, 1] where the mask allows a key, got {v:.6g} in head {idx}")
     sums = pa.sum(axis=1)
-    off = np.abs(sums - 1.0) > PROB_SUM_TOL
+    off = (np.abs(sums - 1.0) > PROB_SUM_TOL) & (ok.sum(axis=1) >= 2)  # rows of fewer than 2 keys are skipped
     if off.any():
         r = int(np.flatnonzero(off)[0])
         raise ValueError(
             f"`probs`: every row must sum to 1 over its allowed keys (within {PROB_SUM_TOL:g}), row {idx + (r,)} sums to "
             f"{sums[r]:.6g}; masked keys must hold probability 0 (is `mask`/`causal` the one the model used?)"
         )
-    pa /= sums[:, None]
+    pa /= np.where(sums > 0, sums, 1.0)[:, None]
     zeros = ok & (pa == 0.0)
     floor = np.where(ok & (pa > 0), pa, np.inf).min(axis=1, keepdims=True)  # the smallest positive probability per row
     log_p = np.log(np.where(zeros, floor, np.where(ok, pa, 1.0)))

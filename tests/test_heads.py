@@ -389,6 +389,17 @@ def test_probabilities_give_exact_entropy_and_the_sigma_of_log_p():
     np.testing.assert_allclose(r32.entropy, ref.entropy, rtol=1e-5)
     np.testing.assert_allclose(r32.sigma, ref.sigma, rtol=1e-5)
     assert not r32.sigma_lower_bound.any()
+    # padding queries (left padding: queries 0..3 see no real key) masked out: their rows, NaN or uniform, are not read
+    real = np.arange(64) >= 4
+    allowed = real[None, :] & real[:, None] & tril
+    p = np.where(allowed, np.exp(x - x.max(-1, keepdims=True)), 0.0)
+    with np.errstate(invalid="ignore"):
+        p = p / p.sum(-1, keepdims=True)  # 0/0 = NaN in the padding rows, as softmax over -inf gives
+    rp = ss.head_stats(probs=p, mask=allowed, predict=False)
+    rl = ss.head_stats(x, mask=allowed, predict=False)
+    assert np.all(rp.queries == 59)  # 64 - 4 padding queries - the first real one (a single key)
+    np.testing.assert_allclose(rp.entropy, rl.entropy, rtol=1e-12)
+    np.testing.assert_allclose(rp.sigma, rl.sigma, rtol=1e-12)
 
 
 def test_underflowed_probabilities_make_sigma_a_lower_bound_and_say_so():
