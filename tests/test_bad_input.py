@@ -361,8 +361,18 @@ CASES = {
         {
             "logits": [[NAN, 1.0], [[1.0]], "abc", None, [], np.full((4, 4), INF)],
             "mask": [np.zeros((4, 4), dtype=bool), np.ones((3, 4), dtype=bool), np.ones((4, 4)), "x"],
+            "probs": [[[NAN, 1.0]], "abc", np.full((4, 4), 0.25)],
             "causal": BOOL_BAD,
+            "mask_fill": STRING_BAD,
             "predict": BOOL_BAD,
+        },
+    ),
+    "head_stats probs": (
+        ss.head_stats,
+        {"probs": np.exp(np.arange(32.0).reshape(2, 4, 4) % 5) / np.exp(np.arange(32.0).reshape(2, 4, 4) % 5).sum(-1, keepdims=True)},
+        {
+            "probs": [[[NAN, 1.0]], [[1.0]], "abc", [], np.full((4, 4), 0.5), -np.full((4, 4), 0.25), np.full((4, 4), INF)],
+            "mask_fill": ["mask", "keep", "nonsense"],
         },
     ),
     "temperature_table": (

@@ -140,6 +140,13 @@ def test_more_bad_input_exits_2(capsys, argv, name):
     assert code == 2 and name in err and len(err.strip().splitlines()) == 1
 
 
+def test_extrapolate_an_encoder_says_it_is_not_a_decoder(capsys, tmp_path):
+    """From the registry's kinds, before any weights or text are read (once it complained about 128,073 tokens)."""
+    code, out, err = run(capsys, "extrapolate", "--model", "minilm", "--out", str(tmp_path), "--no-progress")
+    assert code == 2 and "`model`: 'minilm' is not a decoder but an encoder" in err and "smollm2" in err
+    assert len(err.strip().splitlines()) == 1 and "tokens" not in err
+
+
 def test_unwritable_output_is_one_line_not_a_traceback(capsys, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")

@@ -73,3 +73,31 @@ def test_main_job_computes_the_objective_tables_once(monkeypatch, tmp_path):
     assert [d[0] for d in done] == ["alpha_star_by_objective"]
     assert (tmp_path / "alpha_table.md").read_text().count("alpha* under the other objectives") == 2
     assert set(table.objectives) == {"normal", "cosine(d=128)"}
+
+
+def test_real_extrapolation_figure_shows_the_small_differences_and_reads():
+    """From the committed CSV: a zoomed panel past L, markers as in real_heads_entropy, one grouped legend of size >= 8."""
+    import numpy as np
+
+    from softmax_scale.models.extrapolation import read_extrapolation_csv
+    from softmax_scale.plotting.real_extrapolation import DEFAULT_CSV, extrapolation_figure
+
+    res = read_extrapolation_csv(DEFAULT_CSV)
+    fig = extrapolation_figure(res)
+    ax_a, ax_b, ax_c, ax_d, ax_e, ax_f = fig.axes
+    lo, hi = ax_b.get_ylim()
+    assert hi - lo < 0.1 and ax_b.get_yticks()[1] - ax_b.get_yticks()[0] == pytest.approx(0.01)  # 0.01 nats readable
+    assert any("off this scale: RoPE none" in t.get_text() for t in ax_b.texts)  # computed, not typed
+    # panel (c): dots are the normal prediction, crosses the empirical one (as in real_heads_entropy)
+    last = len(res.buckets) - 1
+    dots, crosses = ax_c.collections[:2]
+    np.testing.assert_array_equal(dots.get_offsets()[:, 0], res.prediction("pred_normal", "standard")[0][..., last].ravel())
+    np.testing.assert_array_equal(crosses.get_offsets()[:, 0],
+                                  res.prediction("pred_empirical", "standard")[0][..., last].ravel())
+    # the legend: outside the data (no legend on a data panel), grouped in three, every text >= 8 pt
+    assert all(ax.get_legend() is None for ax in (ax_a, ax_b, ax_c, ax_d, ax_e))
+    legends = [a for a in ax_f.get_children() if type(a).__name__ == "Legend"]
+    assert len(legends) == 3
+    texts = [t for leg in legends for t in [*leg.get_texts(), leg.get_title()]]
+    assert len(texts) >= 12 and min(t.get_fontsize() for t in texts) >= 8
+    assert any("qwen_logn  x1.062" in t.get_text() for t in texts)

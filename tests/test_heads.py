@@ -263,3 +263,201 @@ def test_radix_sort_is_np_sort():
     for v in (rng.standard_t(2, 200_000), np.concatenate([rng.standard_normal(70_000) * 1e-300, [0.0, -0.0, 5.0, -np.inf]]),
               np.round(rng.standard_normal(100_000), 2)):
         np.testing.assert_array_equal(sort_floats(v), np.sort(v))
+
+
+# ---------------------------------------------------------------------------------------------
+# attention as frameworks hand it over: [batch, heads, queries, keys], additive mask fills, probabilities
+
+F16_MIN, F32_MIN = float(np.finfo(np.float16).min), float(np.finfo(np.float32).min)
+FILLS = [F16_MIN, F32_MIN, -1e9, -1e4]
+
+
+def _framework_logits(fill, *, added, dtype=np.float32, seed=20):
+    """Causal scores [1, 2, 48, 48] with the hidden keys set to ``fill`` (``added``: fill + score, as BERT adds it)."""
+    x = (np.random.default_rng(seed).standard_normal((1, 2, 48, 48)) * 2.0).astype(dtype)
+    hidden = ~np.tril(np.ones((48, 48), dtype=bool))
+    if added:
+        return x, (x + np.where(hidden, fill, 0.0)).astype(dtype)
+    return x, np.where(hidden, np.asarray(fill, dtype=dtype), x)
+
+
+_REFERENCE: dict = {}
+
+
+def _causal_reference(x):
+    """head_stats of the unmasked scores with causal=True, computed once for the tests below."""
+    key = x.tobytes()
+    if key not in _REFERENCE:
+        _REFERENCE[key] = ss.head_stats(x, causal=True)
+    return _REFERENCE[key]
+
+
+@pytest.mark.parametrize("added", [False, True], ids=["written", "added"])
+@pytest.mark.parametrize("fill", FILLS, ids=["float16-min", "float32-min", "-1e9", "-1e4"])
+def test_mask_fills_are_refused_in_one_line_or_masked_on_request(fill, added):
+    x, logits = _framework_logits(fill, added=added)
+    with pytest.raises(ValueError, match="`logits`.*look like a mask fill") as err:
+        ss.head_stats(logits)
+    msg = str(err.value)
+    assert "\n" not in msg and "causal=True" in msg and "mask_fill='mask'" in msg
+    assert "in every head they are exactly the keys a causal mask hides" in msg  # it says which mask the fills form
+    ref = _causal_reference(x)
+    predict = fill == F32_MIN and added  # as Hugging Face adds it; the predictions follow from the same masked rows
+    masked = ss.head_stats(logits, mask_fill="mask", predict=predict)
+    fields = ["n", "queries", "sigma", "entropy", "sum_p2", "kurtosis"]
+    for f in fields + (["predicted_entropy", "predicted_entropy_empirical", "alpha_star"] if predict else []):
+        np.testing.assert_array_equal(getattr(masked, f), getattr(ref, f), err_msg=f)
+    assert np.all(masked.fills == 48 * 47 // 2) and np.all(ref.fills == 0)
+    # with the mask stated, the fills sit on masked keys and are never read
+    np.testing.assert_array_equal(ss.head_stats(logits, causal=True, predict=False).entropy, ref.entropy)
+
+
+def test_float16_scores_with_the_float16_minimum():
+    x, logits = _framework_logits(F16_MIN, added=True, dtype=np.float16)
+    assert logits.dtype == np.float16
+    with pytest.raises(ValueError, match=r"-65504 \(the float16 minimum"):
+        ss.head_stats(logits)
+    np.testing.assert_array_equal(ss.head_stats(logits, mask_fill="mask", predict=False).entropy,
+                                  ss.head_stats(x, causal=True, predict=False).entropy)
+
+
+def test_padding_keys_and_padding_queries():
+    """A right-padded batch: the mask fills hide the padding keys (and the causal future); padding queries keep their keys."""
+    rng = np.random.default_rng(21)
+    B, H, T = 2, 2, 40
+    real = np.ones((B, T), dtype=bool)
+    real[1, 28:] = False  # the second sequence has 12 padding tokens
+    allowed = real[:, None, None, :] & np.tril(np.ones((T, T), dtype=bool))  # [batch, 1, queries, keys]
+    x = rng.standard_normal((B, H, T, T)).astype(np.float32) * 1.5
+    logits = x + np.where(allowed, 0.0, F32_MIN).astype(np.float32)
+    for kw in ({}, {"causal": True}):  # the first sequence alone looks causal; the padding keys need mask=
+        with pytest.raises(ValueError, match="look like a mask fill.*; pass mask= .*or causal=True") as err:
+            ss.head_stats(logits, **kw)
+        assert "causal mask hides" not in str(err.value)
+    ref = ss.head_stats(x, mask=allowed, predict=False)
+    np.testing.assert_array_equal(ss.head_stats(logits, mask=allowed, predict=False).entropy, ref.entropy)
+    np.testing.assert_array_equal(ss.head_stats(logits, mask_fill="mask", predict=False).entropy, ref.entropy)
+    assert ref.queries.tolist() == [[T - 1] * H, [T - 1] * H]  # query 0 (one key) skipped
+    # a padding query whose every key is filled (left padding): a row at the fill, refused or skipped
+    left = np.where(np.arange(T)[None, :] >= 4, x[0, 0], F32_MIN)  # keys 0..3 padding
+    left[:4] = F32_MIN  # queries 0..3 are padding too: every key filled
+    with pytest.raises(ValueError, match="a whole row at or below -1000, a padding query"):
+        ss.head_stats(left[None])
+    r = ss.head_stats(left[None], mask_fill="mask", predict=False)
+    assert r.queries[0] == T - 4 and r.n[0] == T - 4
+
+
+def test_fills_never_raise_a_memory_error():
+    """Kept as keys (mask_fill='keep'), fills make sigma enormous: the prediction says so in a ValueError, never a MemoryError."""
+    for fill in FILLS:
+        _, logits = _framework_logits(fill, added=False)
+        with pytest.raises(ValueError, match="`logits`.*too large for the exact prediction; pass predict=False"):
+            ss.head_stats(logits[:1, :1], mask_fill="keep")
+        r = ss.head_stats(logits[:1, :1], mask_fill="keep", predict=False)
+        assert r.n[0, 0] == 48 and r.sigma[0, 0] > 1e3 and not r.predicted
+        assert "no predictions (predict=False)" in repr(r)
+    with pytest.raises(ValueError, match="`logits` must be finite .* mask_fill='keep'"):
+        ss.head_stats(np.where(np.eye(8, dtype=bool), -np.inf, GOOD), mask_fill="keep")
+
+
+def test_engine_refuses_huge_grids_before_allocating():
+    e = ss.Empirical(np.random.default_rng(22).standard_normal(100))
+    with pytest.raises(ValueError, match="too large for the exact method"):
+        ss.softmax_stats(1e9, 512, e)
+
+
+def _float32_probs(logits):
+    e = np.exp((logits - logits.max(axis=-1, keepdims=True)).astype(np.float32))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def test_probabilities_give_exact_entropy_and_the_sigma_of_log_p():
+    rng = np.random.default_rng(23)
+    x = rng.standard_normal((1, 3, 64, 64)) * 2.0
+    tril = np.tril(np.ones((64, 64), dtype=bool))
+    ref = ss.head_stats(x, causal=True)
+    p64 = np.where(tril, np.exp(x - x.max(-1, keepdims=True)), 0.0)
+    p64 /= p64.sum(-1, keepdims=True)
+    r = ss.head_stats(probs=p64, causal=True)
+    assert r.source == "probs" and ref.source == "logits"
+    for f in ("n", "queries", "sigma", "entropy", "entropy_ratio", "sum_p2", "top1", "sink", "kurtosis", "predicted_entropy",
+              "predicted_entropy_empirical", "alpha_star"):
+        np.testing.assert_allclose(getattr(r, f), getattr(ref, f), rtol=1e-9, atol=1e-9, err_msg=f)
+    assert not r.sigma_lower_bound.any() and np.all(r.underflow == 0)
+    # float32 probabilities, as a framework returns them (masked keys exactly 0): float32 accuracy
+    r32 = ss.head_stats(probs=_float32_probs(np.where(tril, x, F32_MIN)), causal=True, predict=False)
+    np.testing.assert_allclose(r32.entropy, ref.entropy, rtol=1e-5)
+    np.testing.assert_allclose(r32.sigma, ref.sigma, rtol=1e-5)
+    assert not r32.sigma_lower_bound.any()
+    # padding queries (left padding: queries 0..3 see no real key) masked out: their rows, NaN or uniform, are not read
+    real = np.arange(64) >= 4
+    allowed = real[None, :] & real[:, None] & tril
+    p = np.where(allowed, np.exp(x - x.max(-1, keepdims=True)), 0.0)
+    with np.errstate(invalid="ignore"):
+        p = p / p.sum(-1, keepdims=True)  # 0/0 = NaN in the padding rows, as softmax over -inf gives
+    rp = ss.head_stats(probs=p, mask=allowed, predict=False)
+    rl = ss.head_stats(x, mask=allowed, predict=False)
+    assert np.all(rp.queries == 59)  # 64 - 4 padding queries - the first real one (a single key)
+    np.testing.assert_allclose(rp.entropy, rl.entropy, rtol=1e-12)
+    np.testing.assert_allclose(rp.sigma, rl.sigma, rtol=1e-12)
+
+
+def test_underflowed_probabilities_make_sigma_a_lower_bound_and_say_so():
+    """A sharp head (sigma 28.2) in float32: a quarter of its probabilities underflow; sigma from log p is a lower bound."""
+    rng = np.random.default_rng(24)
+    x = rng.standard_normal((1, 2, 128, 512)) * 28.2
+    x[0, 1] *= 2.0 / 28.2  # a diffuse head beside it: nothing underflows
+    p = _float32_probs(x)
+    assert (p[0, 0] == 0).mean() > 0.2 and (p[0, 1] == 0).sum() == 0
+    true = ss.head_stats(x, predict=False)
+    r = ss.head_stats(probs=p, predict=False)
+    assert r.sigma_lower_bound.tolist() == [[True, False]]
+    assert r.underflow[0, 0] == pytest.approx((p[0, 0] == 0).mean()) and r.underflow[0, 1] == 0
+    assert true.sigma[0, 0] == pytest.approx(28.2, rel=0.02)
+    assert 15.0 < r.sigma[0, 0] < 0.85 * true.sigma[0, 0]  # well below the truth, and below it
+    assert r.sigma[0, 1] == pytest.approx(true.sigma[0, 1], rel=1e-5)
+    np.testing.assert_allclose(r.entropy, true.entropy, rtol=1e-4)  # underflowed terms carry no entropy
+    np.testing.assert_allclose(r.sum_p2, true.sum_p2, rtol=1e-5)
+    assert "a lower bound on 1 heads" in repr(r)
+    row = r.to_rows()[0]
+    assert row["sigma_lower_bound"] is True and isinstance(row["fills"], int)
+
+
+def test_probabilities_passed_as_logits_warn_naming_the_probabilities_path():
+    p = _float32_probs(np.random.default_rng(25).standard_normal((2, 16, 16)))
+    with pytest.warns(UserWarning, match=r"head_stats\(probs=\.\.\.\)"):
+        r = ss.head_stats(p, predict=False)
+    assert np.all(r.entropy_ratio > 0.99)  # the confident nonsense the warning is about
+
+
+def test_compressed_pool_stays_sorted_with_runs_of_equal_values():
+    # the mean of 997 copies of v rounds one ulp above v, past the next bin's first value (v itself)
+    v = -1.3812797174167781
+    assert np.add.reduceat(np.full(997, v), [0])[0] / 997 > v
+    pool = np.concatenate([np.linspace(-3.0, v, 400), np.full(997 * 32, v), np.linspace(v, 3.0, 400)])
+    w = ss.WeightedSample.from_pool(pool, 130)  # 32 tail points each side, 65 bins of ~997 in the bulk
+    assert np.all(np.diff(w.x) >= 0)
+
+
+PROBS = _float32_probs(np.random.default_rng(26).standard_normal((2, 8, 8)))
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"probs": -PROBS}, "probs"),
+        ({"probs": PROBS * 2.0}, "probs"),
+        ({"probs": PROBS * 0.9}, "probs"),
+        ({"probs": np.where(np.eye(8, dtype=bool), np.nan, PROBS)}, "probs"),
+        ({"probs": PROBS, "causal": True}, "probs"),  # mass on keys a causal mask hides
+        ({"probs": PROBS[..., :1]}, "probs"),
+        ({"probs": PROBS, "logits": GOOD}, "probs"),
+        ({}, "logits"),
+        ({"probs": PROBS, "mask_fill": "mask"}, "mask_fill"),
+        ({"logits": GOOD, "mask_fill": "drop"}, "mask_fill"),
+        ({"logits": np.where(np.eye(8, dtype=bool), -1e9, GOOD)}, "logits"),
+    ],
+)
+def test_bad_framework_input_raises_naming_the_parameter(kwargs, name):
+    with pytest.raises(ValueError, match=f"`{name}`"):
+        ss.head_stats(**kwargs)

@@ -318,6 +318,11 @@ def test_registry_names():
     assert set(models.list_models()) >= {"minilm", "smollm2"}
     with pytest.raises(ValueError, match="unknown model 'gpt5'; known: minilm, smollm2"):
         models.load("gpt5")
+    assert {n: models.registry.model_kind(n) for n in ("minilm", "smollm2")} == {"minilm": "encoder", "smollm2": "decoder"}
+    with pytest.raises(ValueError, match="`model`: 'minilm' is not a decoder but an encoder, all-MiniLM.*: smollm2"):
+        models.registry.check_kind("minilm", "decoder", "length extrapolation runs decoders")
+    with pytest.raises(ValueError, match="`model` must be a registered model"):
+        models.registry.model_kind("gpt5")
 
 
 def test_core_does_not_import_models():

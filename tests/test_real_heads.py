@@ -138,7 +138,10 @@ def test_bad_input_names_the_parameter(kw, name):
 def test_cli_heads(capsys, table):
     code = main(["heads", "--n", "32", "--chunks", "1", "--layers", "0", "--json"])
     out, err = capsys.readouterr()
-    assert code == 0 and not err
+    # a progress bar on stderr (once silent for ~47 s); off a terminal, plain lines without cursor escapes
+    assert code == 0 and "minilm heads: 100%" in err and "1/1" in err and "\r" not in err and "\x1b" not in err
+    assert main(["heads", "--n", "32", "--chunks", "1", "--layers", "0", "--json", "--no-progress"]) == 0
+    assert capsys.readouterr()[1] == ""
     obj = json.loads(out)
     assert obj["n"] == 32 and len(obj["heads"]) == 12
     row = next(r for r in obj["heads"] if r["layer"] == 0 and r["head"] == 3)

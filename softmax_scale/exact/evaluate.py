@@ -55,8 +55,8 @@ def _check_work(u, dist):
 
 
 def _one(dist, alpha, n, refine):
-    u, wq = quadrature_grid(dist, alpha, n, refine)
     try:
+        u, wq = quadrature_grid(dist, alpha, n, refine)
         _check_work(u, dist)
     except TooMuchWork as err:
         raise TooMuchWork(f"`alpha` * (spread of the empirical sample) is too large for the exact method ({err}); "

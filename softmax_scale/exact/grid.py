@@ -22,6 +22,7 @@ from scipy import special
 from ..distributions import Cosine, Normal, is_sample
 
 __all__ = [
+    "MAX_U_POINTS",
     "TAIL",
     "TooMuchWork",
     "isf",
@@ -40,6 +41,10 @@ __all__ = [
 TAIL = 50.0
 #: Largest (u points) x (sample size) of an exact evaluation over a sample.
 MAX_WORK = 4 * 10**8
+#: Largest number of ``u`` nodes any grid may have (80 MB of float64), checked before the nodes are
+#: built: a scale of 1e9 on a sample's spread asks for 1e10 nodes, which must be a clear
+#: :class:`TooMuchWork`, not a MemoryError.  A sample of 40 points or more meets ``MAX_WORK`` first.
+MAX_U_POINTS = 10**7
 #: Cosine with ``d`` below this: ``u`` step 0.25 everywhere (cost grows like ``alpha``).
 SMOOTH_EDGE_D = 8
 #: ``u`` step around the images ``u = ∓alpha`` of the cosine ends (``d >= SMOOTH_EDGE_D``).
@@ -139,8 +144,10 @@ def u_grid(dist, alpha, ns, du):
     u_lo, u_hi = u_bounds(dist, alpha, n_hi)  # the largest n reaches furthest down
     if n_lo != n_hi:
         u_hi = u_bounds(dist, alpha, n_lo)[1]  # the smallest n furthest up
-    k = int(np.ceil((u_hi - u_lo) / du))
-    return u_lo + du * np.arange(k + 1)
+    k = np.ceil((u_hi - u_lo) / du)
+    if not k < MAX_U_POINTS:  # also NaN or inf
+        raise TooMuchWork(f"({k + 1:.3g} quadrature points, more than {MAX_U_POINTS:.0e})")
+    return u_lo + du * np.arange(int(k) + 1)
 
 
 def _stretch(dist, alpha, ns):

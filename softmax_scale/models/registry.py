@@ -1,7 +1,9 @@
-"""The loader registry of the real models: a name, the module and function that load it, a description.
+"""The loader registry of the real models: a name, its kind, the module and function that load it, a description.
 
 Loaders are imported on first use, so a model whose module or weights are missing fails only when
-it is loaded; each (name, path) is loaded once per process.
+it is loaded; each (name, path) is loaded once per process.  The kind (``"encoder"`` or
+``"decoder"``) is known without loading anything, so a function that needs one kind can refuse
+the other by name (:func:`check_kind`) before reading any weights or text.
 """
 
 from __future__ import annotations
@@ -9,12 +11,16 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-__all__ = ["clear_cache", "list_models", "load"]
+__all__ = ["KINDS", "check_kind", "clear_cache", "list_models", "load", "model_kind"]
 
-#: name -> (module, loader function, description); the loader takes ``path=None``.
+#: The kinds of model: a bidirectional encoder (BERT) or a causal decoder (LLaMA).
+KINDS = ("encoder", "decoder")
+
+#: name -> (kind, module, loader function, description); the loader takes ``path=None``.
 _REGISTRY = {
-    "minilm": ("softmax_scale.models.bert", "load_minilm", "all-MiniLM-L6-v2 sentence encoder (BERT, 6 layers, 12 heads of 32)"),
-    "smollm2": ("softmax_scale.models.llama", "load_smollm2", "SmolLM2-135M-Instruct decoder (LLaMA, GGUF Q4_1)"),
+    "minilm": ("encoder", "softmax_scale.models.bert", "load_minilm",
+               "all-MiniLM-L6-v2 sentence encoder (BERT, 6 layers, 12 heads of 32)"),
+    "smollm2": ("decoder", "softmax_scale.models.llama", "load_smollm2", "SmolLM2-135M-Instruct decoder (LLaMA, GGUF Q4_1)"),
 }
 
 _CACHE: dict = {}
@@ -22,7 +28,30 @@ _CACHE: dict = {}
 
 def list_models() -> dict[str, str]:
     """Registered model names with a one-line description."""
-    return {name: desc for name, (_, _, desc) in _REGISTRY.items()}
+    return {name: desc for name, (_, _, _, desc) in _REGISTRY.items()}
+
+
+def model_kind(name: str) -> str:
+    """``"encoder"`` or ``"decoder"``: the kind of the registered model ``name``, without loading it."""
+    if name not in _REGISTRY:
+        raise ValueError(f"`model` must be a registered model ({', '.join(_REGISTRY)}), got {name!r}")
+    return _REGISTRY[name][0]
+
+
+def check_kind(name: str, kind: str, what: str) -> None:
+    """Raise a ValueError naming ``model`` unless ``name`` is a registered model of ``kind``.
+
+    ``what`` says what needs that kind, e.g. ``"length extrapolation reads decoders"``.
+    """
+    have = model_kind(name)
+    if have != kind:
+        fits = ", ".join(n for n, row in _REGISTRY.items() if row[0] == kind)
+        raise ValueError(f"`model`: {name!r} is not {_article(kind)} {kind} but {_article(have)} {have}, "
+                         f"{_REGISTRY[name][3]}; {what}: {fits}")
+
+
+def _article(word: str) -> str:
+    return "an" if word[0] in "aeiou" else "a"
 
 
 def load(name: str, *, path=None):
@@ -47,7 +76,7 @@ def load(name: str, *, path=None):
         raise ValueError(f"unknown model {name!r}; known: {', '.join(_REGISTRY)}")
     key = (name, None if path is None else Path(path).expanduser().resolve())
     if key not in _CACHE:
-        module, func, _ = _REGISTRY[name]
+        _, module, func, _ = _REGISTRY[name]
         loader = getattr(importlib.import_module(module), func)
         _CACHE[key] = loader(path=key[1])
     return _CACHE[key]
