@@ -230,13 +230,13 @@ def evaluate(params, config: TrainConfig, lengths, *, scheme: str | None = None,
             f_all = np.broadcast_to(f_all, (config.layers, config.heads, n))
         nll = np.zeros(n)
         correct = np.zeros(n)
-        for lo, hi, r in _passes(config, n, rope):
-            cos, sin = rope_tables(config, hi, r, rope_length=hi if rope == "dynamic_ntk" else n)
-            f = f_all[..., :hi]
-            per = max(1, batch_tokens // hi)
+        for lo, hi, width, r in _passes(config, n, rope):
+            cos, sin = rope_tables(config, width, r, rope_length=hi if rope == "dynamic_ntk" else n)
+            f = f_all[..., :width]
+            per = max(1, batch_tokens // width)
             for i in range(0, count, per):
                 sl = slice(i, i + per)
-                a, c = _score(params, b.inputs[sl, :hi], b.targets[sl, :hi], b.weights[sl, :hi], cos, sin, f,
+                a, c = _score(params, b.inputs[sl, :width], b.targets[sl, :width], b.weights[sl, :width], cos, sin, f,
                               heads=config.heads, causal=config.causal, window=window, rerope=rerope)
                 nll[lo:hi] += np.asarray(a, dtype=np.float64)[lo:hi]
                 correct[lo:hi] += np.asarray(c, dtype=np.float64)[lo:hi]
@@ -262,14 +262,26 @@ def position_buckets(train_length: int, length: int) -> np.ndarray:
 
 
 def _passes(config, n, rope):
-    """The forward passes of one test length: ``(lo, hi, rope)``, scoring positions ``lo .. hi-1`` from the first ``hi`` bytes."""
+    """The forward passes of one test length: ``(lo, hi, width, rope)``.
+
+    Each pass runs over the first ``width >= hi`` bytes with the RoPE of a sequence of ``hi``
+    bytes and keeps the positions ``lo .. hi-1``.  For ``dynamic_ntk`` on a causal model, one
+    pass per bucket past ``L`` (and one with the trained RoPE inside ``L``); ``width`` is ``hi``
+    rounded up to ``L`` times a power of two (at most ``n``): the positions below ``hi`` do not
+    see the bytes after them, so the padding changes nothing but the number of compiled shapes
+    (4 widths at ``16L`` instead of 9) at a cost close to that of the exact prefixes.
+    """
     if rope != "dynamic_ntk" or not config.causal or n <= config.train_length:
-        return [(0, n, rope)]
-    edges = position_buckets(config.train_length, n)
-    inside = int(edges[edges <= config.train_length].max())
-    out = [(0, inside, "none")]
-    out += [(int(lo), int(hi), rope) for lo, hi in zip(edges[:-1], edges[1:]) if hi > inside]
-    return out
+        return [(0, n, n, rope)]
+    L = config.train_length
+    edges = position_buckets(L, n)
+    inside = int(edges[edges <= L].max())
+    out = []
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        if hi > inside:
+            width = min(n, L * 2 ** math.ceil(math.log2(hi / L) - 1e-12))
+            out.append((int(lo), int(hi), int(width), rope))
+    return [(0, inside, out[0][2], "none")] + out  # inside L: the trained RoPE, in the first pass's width
 
 
 def _check_factors(factors, config, longest):
