@@ -17,7 +17,8 @@ keys, no biases, the output tied to the embedding.  What the export maps:
 - RMSNorm's epsilon (1e-6 inside the square root, as both implementations add it), the RoPE base,
   the training length as ``context_length``;
 - the vocabulary: the 256 bytes as GPT-2's byte-level characters (token id = byte value) and
-  ``[MASK]``; no merges.
+  ``[MASK]``; no merges (the key is left out: the writer drops an empty array, and the reader takes
+  its absence as no merges).
 
 A model trained with SSMax (a learned ``s`` per head) or with ReLU has no LLaMA equivalent and is
 refused; the trained scale of any other scheme is not in the file: pass the same factors to the
@@ -127,7 +128,6 @@ def export_gguf(params: dict, config: TrainConfig, path, *, name: str = "softmax
     w.add_tokenizer_pre("default")
     w.add_token_list(tokens)
     w.add_token_types([1] * 256 + [3])
-    w.add_token_merges([])
     w.add_bos_token_id(VOCAB - 1)
     w.add_eos_token_id(VOCAB - 1)
     for key, a in tensors.items():
