@@ -252,6 +252,21 @@ def _exact_entropy(alpha, n, dist):
     return float(softmax_stats(float(alpha), int(n), dist, method="exact", error_estimate=False).entropy)
 
 
+def _solve(ns, target, dist):
+    """``alpha`` with ``E[H](alpha, n) = target`` at each ``n`` on ``dist`` (:func:`softmax_scale.invariant_scale`)."""
+    from ..invariant import invariant_scale
+
+    return invariant_scale(ns, target, dist=dist).alpha
+
+
+def _or_nan(f, *args):
+    """``f(*args)``, or NaN where the exact evaluator cannot answer (a head frozen far past its critical scale)."""
+    try:
+        return f(*args)
+    except (ValueError, RuntimeError):
+        return np.nan
+
+
 def head_factors(params, config: TrainConfig, *, windows: int = 16, longest: int | None = None,
                  sample_size: int = 1024) -> HeadFactors:
     """The toolkit's own per-head scale for a causal model: each head measured inside ``L``, a factor past it.
@@ -275,9 +290,11 @@ def head_factors(params, config: TrainConfig, *, windows: int = 16, longest: int
       whose entropy does not move gets 1; one whose entropy falls gets ``f < 1``.
 
     The factor is 1 at ``n <= L``; :func:`position_factors` interpolates it between grid points.
+    Where the exact evaluator cannot answer for a head (a softmax frozen far past its critical
+    scale) its factors are NaN in the result and 1 in :func:`position_factors`: that head is left
+    as trained.
     """
     from ..heads import head_pools, head_stats
-    from ..invariant import invariant_scale
     from .evaluation import attention_scores
 
     if config.scheme != "standard" or not config.causal:
@@ -311,13 +328,17 @@ def head_factors(params, config: TrainConfig, *, windows: int = 16, longest: int
         dist, a = pools[h], float(alpha[layer, head])
         if dist is None or not a > 0:
             continue
-        target = _exact_entropy(a, L, dist)
+        target = _or_nan(_exact_entropy, a, L, dist)
         pred[layer, head] = target
-        fac["toolkit_iid"][layer, head] = invariant_scale(ns, target, dist=dist).alpha / a
+        if not np.isfinite(target):
+            fac["toolkit_iid"][layer, head] = fac["toolkit_measured"][layer, head] = np.nan
+            continue
+        fac["toolkit_iid"][layer, head] = _or_nan(_solve, ns, target, dist) / a
         for j, n in enumerate(ns):
-            goal = _exact_entropy(a, n, dist) - slope[layer, head] * math.log(n / L)
-            goal = min(max(goal, 1e-3), math.log(n) - 1e-3)
-            fac["toolkit_measured"][layer, head, j] = invariant_scale([n], goal, dist=dist).alpha[0] / a
+            goal = _or_nan(_exact_entropy, a, n, dist) - slope[layer, head] * math.log(n / L)
+            goal = min(max(goal, 1e-3), math.log(n) - 1e-3) if np.isfinite(goal) else goal
+            fac["toolkit_measured"][layer, head, j] = (np.atleast_1d(_or_nan(_solve, [n], goal, dist))[0] / a
+                                                       if np.isfinite(goal) else np.nan)
     return HeadFactors(L, st.sigma, alpha, st.entropy, pred, slope, ns, fac, pools)
 
 
@@ -336,6 +357,8 @@ def position_factors(hf: HeadFactors, rule: str, length: int) -> np.ndarray:
     out = np.ones(f.shape[:2] + (length,))
     past = n > hf.train_length
     for idx in np.ndindex(*f.shape[:2]):
+        if not np.all(np.isfinite(f[idx])):  # the exact evaluator had no answer for this head: leave it as trained
+            continue
         y = np.log(np.concatenate([[1.0], f[idx]]))
         out[idx][past] = np.exp(np.interp(np.log(n[past]), x, y))
     return out.astype(np.float32)
@@ -381,8 +404,9 @@ def _entropy_rows(task, params, probe):
                 if (lo, h) not in predictions:
                     a = float(probe["alpha"][layer, head]) * grow
                     dist = probe["pools"][h]
-                    predictions[lo, h] = (_exact_entropy(a, round(n_b), dist) if dist is not None and a > 0 else np.nan,
-                                          _exact_entropy(a, round(n_b), "normal") if a > 0 else np.nan)
+                    predictions[lo, h] = (_or_nan(_exact_entropy, a, round(n_b), dist) if dist is not None and a > 0
+                                          else np.nan,
+                                          _or_nan(_exact_entropy, a, round(n_b), "normal") if a > 0 else np.nan)
                 own, normal = predictions[lo, h]
                 rows.append(_row(task, "ok", "head_entropy", rope=rope, scale="trained", length=n, lo=int(lo),
                                  hi=int(hi), layer=layer, head=head, entropy=float(st.entropy[layer, head]),
