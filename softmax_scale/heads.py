@@ -377,8 +377,11 @@ def head_pools(logits, *, mask=None, causal=False, sample_size=2048) -> list:
     Arguments as in :func:`head_stats`; returns a list over the heads (leading axes in C order)
     of :class:`~softmax_scale.WeightedSample` (``None`` for a head whose rows are all constant).
     """
-    arr = _check_logits(logits)
-    causal = _check_bool(causal, "causal")
+    arr = logits if isinstance(logits, np.ndarray) else np.asarray(logits)
+    if arr.dtype == bool or arr.dtype.kind not in "iuf" or arr.ndim < 2 or arr.shape[-1] < 2 or 0 in arr.shape:
+        raise ValueError(f"`logits` must be real scores shaped (..., n_queries, n_keys >= 2), got {arr.dtype} {arr.shape}")
+    if not isinstance(causal, (bool, np.bool_)):
+        raise TypeError(f"`causal` must be True or False, got {causal!r}")
     sample_size = check_int(sample_size, "sample_size", minimum=16, maximum=10**7)
     m = _check_mask(mask, arr.shape)
     q, k = arr.shape[-2:]
