@@ -14,7 +14,6 @@ import math
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -309,11 +308,9 @@ def test_quick_causal_end_to_end(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     cmd = [sys.executable, "-W", "error", "-m", "softmax_scale", "train", "--experiment", "causal", "--quick", "--out",
            str(tmp_path), "--no-progress"]
-    t0 = time.perf_counter()
-    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=False, cwd=ROOT)
-    seconds = time.perf_counter() - t0
+    # no wall-time assertion (timings belong to the benchmarks and the README); a hang guard only
+    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False, cwd=ROOT)
     assert res.returncode == 0, res.stderr[-3000:]
-    assert seconds < 60, seconds
     t = read_results("causal", path=tmp_path / "train_causal_quick.csv")
     assert tuple(t.rows) == CAUSAL_COLUMNS
     for key in ("command", "config", "corpus", "jax", "code", "date", "ropes", "window"):
@@ -324,9 +321,10 @@ def test_quick_causal_end_to_end(tmp_path):
     assert s["diverged"] == [] and s["lengths"].tolist() == [16, 128, 256]
     assert {k[1] for k in s["rows"]} == set(ROPES)
     assert (tmp_path / "train_causal_quick.png").read_bytes()[:4] == b"\x89PNG"
-    # a rerun trains nothing
-    t0 = time.perf_counter()
-    res = subprocess.run(cmd + ["--no-figure"], env=env, capture_output=True, text=True, timeout=120, check=False,
+    # a rerun trains nothing: the same rows, no checkpoint left behind
+    before = (tmp_path / "train_causal_quick.csv").read_bytes()
+    res = subprocess.run(cmd + ["--no-figure"], env=env, capture_output=True, text=True, timeout=600, check=False,
                          cwd=ROOT)
-    assert res.returncode == 0 and time.perf_counter() - t0 < 30
-    assert len(read_results("causal", path=tmp_path / "train_causal_quick.csv")) == len(t)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert (tmp_path / "train_causal_quick.csv").read_bytes() == before
+    assert not list((tmp_path / ".train-checkpoints").glob("*.npz"))
