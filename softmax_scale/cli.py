@@ -263,10 +263,10 @@ def _cmd_train(args):
         save_train_figure(args.experiment, table, png)
         print(f"wrote {png}")
     print()
-    print(summary_markdown(args.experiment, table))
-    if args.experiment == "mlm":
+    print(summary_markdown(args.experiment, table, metric="loss" if args.experiment == "causal" else "accuracy"))
+    if args.experiment in ("mlm", "causal"):
         print()
-        print(summary_markdown("mlm", table, metric="loss"))
+        print(summary_markdown(args.experiment, table, metric="accuracy" if args.experiment == "causal" else "loss"))
 
 
 def _cmd_table(args):
@@ -421,9 +421,10 @@ def _parser() -> argparse.ArgumentParser:
     json_opt(sp)
 
     sp = add("train", _cmd_train, "train small byte-level transformers with the scale trained in (issue 15's experiments)")
-    sp.add_argument("--experiment", required=True, help="mlm (the note's table) or alpha (the gradient-maximising alpha)")
+    sp.add_argument("--experiment", required=True, help="mlm (the note's table), alpha (the gradient-maximising alpha) or causal "
+                         "(decoders trained at L, tested at 8L and 16L under RoPE variants and test-time scales)")
     sp.add_argument("--quick", action="store_true", help="a tiny model, a few dozen steps, two seeds (< 1 min)")
-    sp.add_argument("--seeds", type=_number, default=None, help="seeds per scale (default 3 for mlm, 2 for alpha)")
+    sp.add_argument("--seeds", type=_number, default=None, help="seeds per scale (default 3 for mlm and causal, 2 for alpha)")
     sp.add_argument("--scheduler", default=None, metavar="ADDRESS", help="a Dask scheduler to run on (default: local)")
     sp.add_argument("--workers", type=_number, default=2, help="local worker processes (default 2)")
     sp.add_argument("--out", default="figures", help="folder of the CSV and figure (default figures/)")

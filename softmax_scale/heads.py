@@ -104,7 +104,7 @@ from .heads_result import HeadStats
 from .mean_field import mean_field_optimum
 from .optimize import optimize_alpha
 
-__all__ = ["HeadStats", "head_stats"]
+__all__ = ["HeadStats", "head_pools", "head_stats"]
 
 _ALPHA_OBJECTIVES = ("mean_field", "geometric")
 
@@ -502,3 +502,32 @@ def _alpha_star_geometric(n_h, pool, trials, seed):
     res = optimize_alpha(max(2, int(round(n_h))), Empirical(pool, name="logits"), objective="geometric",
                          trials=trials, rng=seed)
     return float(res.alpha), float(res.alpha_se)
+
+
+def head_pools(logits, *, mask=None, causal=False, sample_size=2048) -> list:
+    """Each head's pooled standardised scores as :func:`head_stats` builds them, compressed as it compresses them.
+
+    The distribution behind ``predicted_entropy_empirical``: every allowed score of every
+    non-constant row, standardised over its row, pooled, and compressed to at most
+    ``max(sample_size, 4 n_keys)`` weighted points (:meth:`~softmax_scale.WeightedSample.from_pool`).
+    Arguments as in :func:`head_stats`; returns a list over the heads (leading axes in C order)
+    of :class:`~softmax_scale.WeightedSample` (``None`` for a head whose rows are all constant).
+    """
+    arr = logits if isinstance(logits, np.ndarray) else np.asarray(logits)
+    if arr.dtype == bool or arr.dtype.kind not in "iuf" or arr.ndim < 2 or arr.shape[-1] < 2 or 0 in arr.shape:
+        raise ValueError(f"`logits` must be real scores shaped (..., n_queries, n_keys >= 2), got {arr.dtype} {arr.shape}")
+    if not isinstance(causal, (bool, np.bool_)):
+        raise TypeError(f"`causal` must be True or False, got {causal!r}")
+    sample_size = check_int(sample_size, "sample_size", minimum=16, maximum=10**7)
+    m = _check_mask(mask, arr.shape)
+    q, k = arr.shape[-2:]
+    causal_ok = np.arange(k)[None, :] <= np.arange(q)[:, None] + (k - q) if causal else None
+    skip = causal_ok.sum(axis=1) < 2 if causal else np.zeros(q, dtype=bool)
+    out = []
+    for idx in np.ndindex(*arr.shape[:-2]):
+        allowed = None if m is None else m[idx]
+        if causal_ok is not None:
+            allowed = causal_ok if allowed is None else (allowed & causal_ok)
+        _, pool = _measure(np.asarray(arr[idx], dtype=np.float64), allowed, skip)
+        out.append(WeightedSample.from_pool(pool, max(sample_size, 4 * k)) if pool.size else None)
+    return out

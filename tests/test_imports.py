@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent / PKG
 #: that use them (the command line and `python -m`, and the figure modules of real models and of training, which
 #: the figure runner skips with one line when the weights or the committed CSV are missing).
 ON_TOP = (f"{PKG}.models", f"{PKG}.train", f"{PKG}.cli", f"{PKG}.__main__", f"{PKG}.plotting.real",
-          f"{PKG}.plotting.real_extrapolation", f"{PKG}.plotting.train")
+          f"{PKG}.plotting.real_extrapolation", f"{PKG}.plotting.train", f"{PKG}.plotting.train_causal")
 
 
 def _module_name(path: Path) -> str:

@@ -116,12 +116,16 @@ def naive_frequencies(rope, d, base, L, n):
     """Each variant's inverse frequencies, from its paper."""
     theta = np.array([base ** (-2 * i / d) for i in range(d // 2)])
     s = max(1.0, n / L)
-    if rope == "none" or s == 1:
+    if rope in ("none", "rerope") or s == 1:  # ReRoPE keeps the frequencies and changes the attention
         return theta
     if rope == "pi":  # Chen et al. 2023: positions divided by s
         return theta / s
     if rope == "ntk":  # bloc97: base multiplied by s^(d/(d-2))
         nb = base * s ** (d / (d - 2))
+        return np.array([nb ** (-2 * i / d) for i in range(d // 2)])
+    if rope == "dynamic_ntk":  # Hugging Face _compute_dynamic_ntk_parameters, factor f = 1, seq_len n
+        f = 1.0
+        nb = base * ((f * n / L) - (f - 1)) ** (d / (d - 2))
         return np.array([nb ** (-2 * i / d) for i in range(d // 2)])
     # YaRN (Peng et al. 2023), NTK-by-parts: r = L / wavelength; gamma ramps 0 -> 1 between
     # the dimension indices where r = beta (32) and r = alpha (1) rotations happen.
@@ -186,6 +190,11 @@ def naive_forward(hf_permuted_file_weights, ids, rope, scheme, L, n_total=None):
             kh = rot_pairs(k[:, g * d:(g + 1) * d], pos)
             vh = v[:, g * d:(g + 1) * d]
             S = qh @ kh.T / math.sqrt(d)
+            if rope == "rerope":  # Su: beyond the window, q rotated at w, k not rotated (relative position w)
+                w = L // 2
+                far = rot_pairs(q[:, hd * d:(hd + 1) * d], np.full(n, w)) @ k[:, g * d:(g + 1) * d].T / math.sqrt(d)
+                rel = pos[:, None] - pos[None, :]
+                S = np.where(np.abs(rel) < w, S, far)
             for i in range(n):
                 s = S[i, :i + 1] * naive_factor(scheme, i + 1, L)
                 pr = np.exp(s - s.max())
@@ -222,7 +231,7 @@ def test_tiny_forward_matches_naive(tiny, tiny_file_weights, rope, scheme):
     n = len(ids)
     f = llama.scale_factors(scheme, np.arange(1, n + 1), TINY["head_dim"], L)
     inv = ropes.rope_frequencies(rope, TINY["head_dim"], TINY["base"], L, n)
-    st = tiny.positions(ids, factors=f, inv_freq=inv, block=16)
+    st = tiny.positions(ids, factors=f, inv_freq=inv, block=16, rerope=ropes.rerope_window(L) if rope == "rerope" else None)
     nll, ent, sig, snk = naive_forward(tiny_file_weights, ids, rope, scheme, L)
     # float32 forward against float64: the logits are O(10), so 1e-4 absolute is float32 accuracy
     np.testing.assert_allclose(st.nll[:-1], nll[:-1], atol=2e-4, rtol=0)

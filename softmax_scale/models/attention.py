@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..rope import rerope_near
+
 __all__ = ["attention"]
 
 _MASK = np.float32(-1e30)  # finite "minus infinity": exp gives 0 and 0 * _MASK stays 0, never NaN
@@ -28,12 +30,16 @@ def _pool():
     return _POOL
 
 
-def attention(q, k, v, q_pos0, *, block, stats):
+def attention(q, k, v, q_pos0, *, block, stats, far=None):
     """Grouped-query causal attention in query blocks, with per-query statistics.
 
     q : [H, m, d] float32, already multiplied by ``factor / sqrt(d)`` per query;
     k, v : [G, n, d] float32 for key positions 0..n-1; query j sits at position ``q_pos0 + j``
     and sees keys ``0 .. q_pos0 + j``.
+    far : ``(q_far [H, m, d], k_far [G, n, d], window)``, optional: ReRoPE (Su, kexue.fm 9708) --
+    the score of a key at ``i - j >= window`` from its query is ``q_far . k_far`` (the query rotated
+    at position ``window``, scaled like ``q``; the key not rotated) instead of ``q . k``; the two
+    joined by :func:`softmax_scale.rope.rerope_near`.
     Returns the output [m, H*d] and, if ``stats``, (entropy, sigma, sink), each [H, m] float64.
 
     Per block and key/value group the ``rep = H/G`` heads' queries are stacked into one product
@@ -67,6 +73,11 @@ def attention(q, k, v, q_pos0, *, block, stats):
             s = s_buf[:R * last].reshape(R, last)
             e = e_buf[:R * last].reshape(R, last)
             np.matmul(q[g * rep:(g + 1) * rep, b0:b1].reshape(R, d), k[g, :last].T, out=s)
+            if far is not None and last - far[2] > 0:  # keys 0 .. last-1-w are beyond the window of some query
+                cut = last - far[2]
+                s_far = far[0][g * rep:(g + 1) * rep, b0:b1].reshape(R, d) @ far[1][g, :cut].T
+                near = rerope_near(np.tile(qi, rep), np.arange(cut), far[2])
+                np.copyto(s[:, :cut], s_far, where=~near)
             _split(lambda r0, r1, s=s, e=e, blk=blk: _rows(r0, r1, s, e, blk), R)
             o = e @ v1[g, :last]  # [R, d+1]; last column: Z = sum e
             z = o[:, d:]

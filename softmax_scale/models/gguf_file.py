@@ -110,7 +110,7 @@ def load_gguf(path):
         weights[t.name] = a
     if "output.weight" not in weights:  # tied embeddings
         weights["output.weight"] = weights["token_embd.weight"]
-    tok = _tokenizer(tokens, _field(reader, "tokenizer.ggml.merges"),
+    tok = _tokenizer(tokens, _field(reader, "tokenizer.ggml.merges", []),  # none: every token is a byte or special
                      _field(reader, "tokenizer.ggml.token_type", [1] * len(tokens)),
                      str(_field(reader, "tokenizer.ggml.pre", "default")))
     return cfg, weights, tok

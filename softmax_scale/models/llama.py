@@ -32,7 +32,7 @@ import numpy as np
 
 from .._progress import progress_bar
 from .._validation import check_int
-from ..rope import rope_frequencies
+from ..rope import rerope_window, rope_frequencies
 from ..schemes import pinned
 from .attention import attention
 from .buckets import bucket_means, check_edges
@@ -190,11 +190,13 @@ def layer_weights(weights: dict, layer: int) -> dict:
 
 
 def block(x, attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down, *,  # [m, D] -> [m, D]
-          config, cos, sin, qscale, past=None, queries=256, stats=True):
+          config, cos, sin, qscale, past=None, queries=256, stats=True, rerope=None):
     """One LLaMA layer over ``m`` new positions, after ``past = (keys, values)`` of the earlier ones.
 
     ``cos, sin`` ``[m, d/2]`` are the RoPE tables of the new positions, ``qscale`` ``[1, m, 1]``
     the factor ``scale / sqrt(d)`` of each query; attention runs in blocks of ``queries`` rows.
+    ``rerope = (window, cos_w, sin_w)`` (``[1, d/2]`` tables of the angle at ``window``): Su's
+    ReRoPE, keys beyond the window seen at relative position ``window`` (a whole pass, no ``past``).
     Returns the new ``x`` and a :class:`LayerOut`.
     """
     c = config
@@ -204,6 +206,9 @@ def block(x, attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate,
     q = (h @ attn_q.T).reshape(m, H, d).transpose(1, 0, 2)  # [H, m, d]
     k = (h @ attn_k.T).reshape(m, G, d).transpose(1, 0, 2)  # [G, m, d]
     v = (h @ attn_v.T).reshape(m, G, d).transpose(1, 0, 2)
+    far = None
+    if rerope is not None:
+        far = (apply_rope(q, rerope[1], rerope[2]) * qscale, np.ascontiguousarray(k), rerope[0])
     q = apply_rope(q, cos, sin) * qscale
     k = apply_rope(k, cos, sin)
     start = 0 if past is None else past[0].shape[1]
@@ -212,7 +217,7 @@ def block(x, attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate,
         v = np.concatenate([past[1], v], axis=1)
     else:
         v = np.ascontiguousarray(v)
-    a, st = attention(q, k, v, start, block=queries, stats=stats)
+    a, st = attention(q, k, v, start, block=queries, stats=stats, far=far)
     x = x + a @ attn_output.T
     h = rms_norm(x, ffn_norm, c.rms_eps)
     x = x + (silu(h @ ffn_gate.T) * (h @ ffn_up.T)) @ ffn_down.T
@@ -320,10 +325,11 @@ class LlamaDecoder:
 
     # ---- forward ----------------------------------------------------------------------------
     def _forward(self, ids, *, start=0, stop=None, cache=None, factors=None, inv_freq=None, queries=256,
-                 progress=False, stats=True) -> _Pass:
+                 progress=False, stats=True, rerope=None) -> _Pass:
         """Positions ``start .. stop-1`` of ``ids`` through every layer (:func:`block`), given ``cache`` holding ``0..start-1``.
 
-        ``queries`` rows per attention block; ``stats`` gathers the attention statistics.
+        ``queries`` rows per attention block; ``stats`` gathers the attention statistics;
+        ``rerope`` ReRoPE's window (a whole pass from position 0).
         """
         c = self.config
         w = self.weights
@@ -338,6 +344,11 @@ class LlamaDecoder:
         f = np.ones(n) if factors is None else np.asarray(factors, dtype=np.float64)
         qscale = (f[start:n] / math.sqrt(c.head_dim)).astype(np.float32)[None, :, None]
         cos, sin = _rope_tables(inv_freq, np.arange(start, n))
+        far = None
+        if rerope is not None:
+            if start or cache.length:
+                raise ValueError("`rerope`: ReRoPE keeps unrotated keys, so it runs as a whole pass (start = 0, no cache)")
+            far = (check_int(rerope, "rerope", minimum=1), *_rope_tables(inv_freq, np.array([rerope])))
         x = w["token_embd.weight"][ids[start:n]]  # [m, D]
         layers = range(c.n_layers)
         if progress:
@@ -346,7 +357,7 @@ class LlamaDecoder:
         for layer in layers:
             past = (cache.keys[layer], cache.values[layer]) if start else None
             x, out = block(x, **layer_weights(w, layer), config=c, cos=cos, sin=sin, qscale=qscale, past=past,
-                           queries=queries, stats=stats)
+                           queries=queries, stats=stats, rerope=far)
             outs.append(out)
         return _Pass(rms_norm(x, w["output_norm.weight"], c.rms_eps), outs)
 
@@ -367,7 +378,7 @@ class LlamaDecoder:
         return nll
 
     def positions(self, ids, *, start=0, stop=None, cache=None, factors=None, inv_freq=None, block=256,
-                  progress=False) -> PositionStats:
+                  progress=False, rerope=None) -> PositionStats:
         """Loss and attention statistics of positions ``start .. stop-1`` of ``ids`` in one pass.
 
         Parameters
@@ -388,10 +399,13 @@ class LlamaDecoder:
             Queries per attention block.
         progress : bool
             A progress bar over layers.
+        rerope : int, optional
+            ReRoPE's window (:func:`softmax_scale.rope.rerope_window`): keys at ``i - j >= rerope``
+            seen at relative position ``rerope``; a whole pass (``start = 0``).
         """
         n = len(ids) if stop is None else stop
         p = self._forward(ids, start=start, stop=stop, cache=cache, factors=factors, inv_freq=inv_freq, queries=block,
-                          progress=progress)
+                          progress=progress, rerope=rerope)
         ent, sig, snk = (np.stack([out.stats[i] for out in p.layers]) for i in range(3))
         return PositionStats(start, self._nll(p.x, ids, start, n), ent, sig, snk)
 
@@ -453,8 +467,9 @@ class LlamaDecoder:
             Softmax scale from :mod:`softmax_scale.schemes`, applied as a factor
             ``scheme(n) / standard(n)`` to the logits of the query that sees ``n`` keys
             (see :func:`scale_factors`).
-        rope : {"none", "pi", "ntk", "yarn"}
-            RoPE variant for a sequence longer than ``train_length`` (:func:`rope_frequencies`).
+        rope : str
+            RoPE variant for a sequence longer than ``train_length`` (:data:`softmax_scale.rope.ROPES`;
+            ``rerope`` with the window :func:`~softmax_scale.rope.rerope_window`, without a ``prefix``).
         train_length : int, optional
             The length ``L`` the scale and RoPE variants are pinned at; the file's context length
             (8,192 for SmolLM2) by default.
@@ -478,7 +493,8 @@ class LlamaDecoder:
         f = scale_factors(scheme, np.arange(1, n + 1), c.head_dim, L)
         inv = rope_frequencies(rope, c.head_dim, c.rope_base, L, n)
         if prefix is None:
-            st = self.positions(ids, factors=f, inv_freq=inv, block=block, progress=progress)
+            st = self.positions(ids, factors=f, inv_freq=inv, block=block, progress=progress,
+                                rerope=rerope_window(L) if rope == "rerope" else None)
         else:
             _check_prefix(prefix, ids, rope, L, n, f)
             rest = self.positions(ids, start=L, cache=prefix.cache, factors=f, inv_freq=inv, block=block,
@@ -490,6 +506,8 @@ class LlamaDecoder:
 def _check_prefix(prefix, ids, rope, L, n, factors):
     if not isinstance(prefix, Prefix):
         raise TypeError(f"`prefix` must be a Prefix (from LlamaDecoder.prefix), got {type(prefix).__name__}")
+    if rope == "rerope":
+        raise ValueError("`prefix`: ReRoPE runs as a whole pass (its far scores need the unrotated keys)")
     if (prefix.rope, prefix.train_length, prefix.length) != (rope, L, n):
         raise ValueError(f"`prefix` was computed for rope {prefix.rope!r}, L = {prefix.train_length}, length "
                          f"{prefix.length}; this evaluation is rope {rope!r}, L = {L}, length {n}")

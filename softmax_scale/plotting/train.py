@@ -148,6 +148,11 @@ FIGURES = [("train_mlm", train_mlm_figure, {}, {}), ("train_alpha", train_alpha_
 
 
 def save_train_figure(experiment: str, table, path, dpi: int = 110) -> None:
-    """Draw the experiment's figure from ``table`` and save it as a PNG."""
+    """Draw the experiment's figure from ``table`` and save it as a PNG (``causal``: also ``<name>_heads.png``)."""
+    if experiment == "causal":
+        from .train_causal import save_causal_figures
+
+        save_causal_figures(table, path, dpi=dpi)
+        return
     fig = (train_mlm_figure if experiment == "mlm" else train_alpha_figure)(table)
     fig.savefig(path, dpi=dpi)

@@ -16,11 +16,17 @@ from .._validation import check_choice, check_int, check_positive_float
 from ..rope import ROPES
 from .scales import TRAIN_SCALES
 
-__all__ = ["OBJECTIVES", "QUICK", "TrainConfig"]
+__all__ = ["FFNS", "OBJECTIVES", "QUICK", "TrainConfig"]
 
 #: ``"mlm"``: bidirectional masked-byte prediction (15% of positions, 80/10/10 as in BERT);
 #: ``"causal"``: next-byte prediction, each query sees itself and the positions before it.
 OBJECTIVES = ("mlm", "causal")
+#: ``"relu"``: ``relu(x W1) W2`` (the default, fast on XLA's CPU backend); ``"swiglu"``:
+#: ``(silu(x W1) * x W3) W2``, LLaMA's feed-forward (a model that can be exported to GGUF).
+FFNS = ("relu", "swiglu")
+#: Fields added after results were written: left out of :meth:`TrainConfig.describe` at these
+#: values, so that the headers and checkpoints of earlier runs still match their configuration.
+_LATER_DEFAULTS = {"ffn": "relu"}
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,8 @@ class TrainConfig:
         Bytes per training sequence, ``4 <= train_length <= max_length``.
     layers, d_model, heads, d_ff : int
         Transformer sizes (``d_model`` a multiple of ``heads``, an even head dimension for RoPE).
+    ffn : {"relu", "swiglu"}
+        The feed-forward: ReLU (two matrices ``D x d_ff``) or LLaMA's SwiGLU (three).
     rope : str
         RoPE variant used at every length (``"none"``: the trained frequencies).
     rope_base : float
@@ -93,11 +101,16 @@ class TrainConfig:
     mask_rate: float = 0.15
     checkpoint_every: int = 200
     max_length: int = 16384
+    ffn: str = "relu"
 
     def __post_init__(self):
         check_choice(self.objective, "objective", OBJECTIVES)
+        check_choice(self.ffn, "ffn", FFNS)
         check_choice(self.scheme, "scheme", TRAIN_SCALES)
         check_choice(self.rope, "rope", ROPES)
+        if self.rope == "rerope":
+            raise ValueError("`rope`: 'rerope' changes the attention at test time only (evaluate(rope='rerope')); "
+                             "a model trained at its training length has the trained RoPE ('none')")
         check_int(self.max_length, "max_length", minimum=4, maximum=1 << 20)
         check_int(self.train_length, "train_length", minimum=4, maximum=self.max_length)
         if self.pin_length is not None:
@@ -130,6 +143,10 @@ class TrainConfig:
         return self.d_model // self.heads
 
     @property
+    def _ffn_matrices(self) -> int:
+        return 3 if self.ffn == "swiglu" else 2
+
+    @property
     def causal(self) -> bool:
         """Whether attention is causal (next-byte objective)."""
         return self.objective == "causal"
@@ -145,7 +162,7 @@ class TrainConfig:
         from .data import VOCAB
 
         D, F = self.d_model, self.d_ff
-        per_layer = 4 * D * D + 2 * D * F + 2 * D + (self.heads if self.scheme == "ssmax" else 0)
+        per_layer = 4 * D * D + self._ffn_matrices * D * F + 2 * D + (self.heads if self.scheme == "ssmax" else 0)
         return VOCAB * D + self.layers * per_layer + D
 
     def step_flops(self) -> float:
@@ -154,7 +171,7 @@ class TrainConfig:
 
         T, D, F, L = self.train_length, self.d_model, self.d_ff, self.layers
         tokens = self.batch * T
-        dense = 2 * tokens * L * (4 * D * D + 2 * D * F) + 2 * tokens * D * VOCAB
+        dense = 2 * tokens * L * (4 * D * D + self._ffn_matrices * D * F) + 2 * tokens * D * VOCAB
         attention = 2 * 2 * L * self.batch * T * T * D
         return 3.0 * (dense + attention)
 
@@ -167,8 +184,14 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
     def describe(self) -> str:
-        """One line of JSON with every field, sorted: the form in headers and checkpoints."""
-        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        """One line of JSON with every field, sorted: the form in headers and checkpoints.
+
+        A field added after results were first written (``ffn``) is left out at its default
+        value, so that a configuration of the earlier experiments describes itself as before and
+        their CSVs and checkpoints still resume.
+        """
+        d = {k: v for k, v in self.to_dict().items() if _LATER_DEFAULTS.get(k, object()) != v}
+        return json.dumps(d, sort_keys=True, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> TrainConfig:

@@ -22,14 +22,14 @@ import numpy as np
 from .._progress import progress_bar
 from .._validation import check_choice, check_int
 from ..heads import head_stats
-from ..rope import ROPES
+from ..rope import ROPES, rerope_window
 from .backend import jax, jnp
 from .config import TrainConfig
 from .data import EVAL_SEED, eval_batch, heldout_bytes, most_frequent_byte
 from .model import forward, rope_tables
 from .scales import model_factors
 
-__all__ = ["EvalResult", "LengthEval", "check_lengths", "evaluate", "head_sigmas"]
+__all__ = ["EvalResult", "LengthEval", "attention_scores", "bucket_sums", "check_lengths", "evaluate", "head_sigmas", "position_buckets"]
 
 #: Held-out bytes per test length by default (windows = tokens // length).
 EVAL_TOKENS = 32768
@@ -116,9 +116,10 @@ def check_lengths(lengths, config: TrainConfig) -> tuple:
     return tuple(out)
 
 
-@partial(jax.jit, static_argnames=("heads", "causal"))
-def _score(params, inputs, targets, weights, cos, sin, factors, *, heads, causal):
-    logits = forward(params, inputs, cos=cos, sin=sin, factors=factors, heads=heads, causal=causal)
+@partial(jax.jit, static_argnames=("heads", "causal", "window", "rerope"))
+def _score(params, inputs, targets, weights, cos, sin, factors, *, heads, causal, window=None, rerope=None):
+    logits = forward(params, inputs, cos=cos, sin=sin, factors=factors, heads=heads, causal=causal, window=window,
+                     rerope=rerope)
     logp = jax.nn.log_softmax(logits, axis=-1)
     nll = -jnp.take_along_axis(logp, targets[..., None], axis=-1)[..., 0]
     correct = (jnp.argmax(logits, axis=-1) == targets).astype(jnp.float32)
@@ -139,7 +140,8 @@ def _override(config, scheme, pin_length):
 
 
 def evaluate(params, config: TrainConfig, lengths, *, scheme: str | None = None, pin_length: int | None = None,
-             rope: str | None = None, tokens: int = EVAL_TOKENS, batch_tokens: int = 16384, seed: int = EVAL_SEED,
+             rope: str | None = None, factors=None, factors_label: str = "per-head", window: int | None = None,
+             tokens: int = EVAL_TOKENS, batch_tokens: int = 16384, seed: int = EVAL_SEED,
              progress: bool = False) -> EvalResult:
     """Loss and accuracy on held-out text at each test length.
 
@@ -156,7 +158,25 @@ def evaluate(params, config: TrainConfig, lengths, *, scheme: str | None = None,
         The length ``scheme`` is pinned at (default: the config's pin length).
     rope : str, optional
         A RoPE variant of :data:`softmax_scale.rope.ROPES` at test time (default: the trained one),
-        its frequencies pinned at the training length.
+        its frequencies pinned at the training length.  ``"rerope"`` uses the window
+        :func:`softmax_scale.rope.rerope_window` (causal models).  ``"dynamic_ntk"`` on a causal
+        model is read per bucket of positions (:func:`position_buckets`): the positions of the
+        bucket ``[lo, hi)`` are scored by a forward pass over the first ``hi`` bytes with the
+        base of a sequence of ``hi`` bytes (``s = max(1, hi / L)``), the length of the text so
+        far when the bucket's last byte is predicted.  A causal model's positions below ``hi``
+        do not depend on later bytes, so this is what a generation that recomputes its RoPE at
+        each bucket's end would score; inside ``L`` it is the trained RoPE, bit for bit.
+        (A masked LM sees the whole sequence: its ``dynamic_ntk`` is ``ntk`` at ``s = n / L``.)
+    factors : ndarray, optional
+        A test-time scale given as factors on ``q.k/sqrt(d_head)``, float32, ``[N]`` per position
+        or ``[layers, heads, N]`` per head and position, ``N >= max(lengths)`` (causal models: the
+        query at position ``i`` sees ``i + 1`` keys whatever the test length); replaces the
+        trained scale.  Not with ``scheme``.
+    factors_label : str
+        The name of ``factors`` in the result's ``scale``.
+    window : int, optional
+        Each query sees only the ``window`` bytes up to itself (the sliding-window baseline;
+        causal models), with the factors of a query that sees ``window`` keys past it.
     tokens : int
         Held-out bytes per test length: ``max(1, tokens // length)`` windows.
     batch_tokens : int
@@ -174,9 +194,24 @@ def evaluate(params, config: TrainConfig, lengths, *, scheme: str | None = None,
         raise TypeError(f"`config` must be a TrainConfig, got {type(config).__name__}")
     lengths = check_lengths(lengths, config)
     label = _override(config, scheme, pin_length)
+    if factors is not None:
+        if scheme is not None:
+            raise ValueError("`factors` and `scheme` are two test-time scales: give one")
+        factors = _check_factors(factors, config, max(lengths))
+        label = str(factors_label)
+    rerope = None
     if rope is not None:
         check_choice(rope, "rope", ROPES)
+        if rope == "rerope":
+            if not config.causal:
+                raise ValueError("`rope`: 'rerope' is defined here for causal models (relative position min(i - j, w))")
+            rerope = rerope_window(config.train_length)
         label += f", rope {rope}"
+    if window is not None:
+        if not config.causal:
+            raise ValueError("`window`: a sliding window is for causal models")
+        window = check_int(window, "window", minimum=1)
+        label += f", window {window}"
     tokens = check_int(tokens, "tokens", minimum=1)
     batch_tokens = check_int(batch_tokens, "batch_tokens", minimum=1)
     top = most_frequent_byte()
@@ -184,17 +219,27 @@ def evaluate(params, config: TrainConfig, lengths, *, scheme: str | None = None,
     for n in progress_bar(lengths, desc=f"evaluate ({label})", unit="length", disable=not progress):
         count = max(1, tokens // n)
         b = eval_batch(config.objective, n, count, config.mask_rate, seed)
-        cos, sin = rope_tables(config, n, rope)
-        factors = model_factors(config, n, scheme=scheme, pin_length=pin_length)
-        per = max(1, batch_tokens // n)
+        if factors is not None:
+            f_all = factors[..., :n]
+        elif window is not None:
+            f_all = model_factors(config, n, scheme=scheme, pin_length=pin_length)
+            f_all[window:] = f_all[window - 1]  # past the window every query sees `window` keys
+        else:
+            f_all = model_factors(config, n, scheme=scheme, pin_length=pin_length)
+        if config.causal and f_all.ndim == 1:  # one compiled shape for every scale of a causal model
+            f_all = np.broadcast_to(f_all, (config.layers, config.heads, n))
         nll = np.zeros(n)
         correct = np.zeros(n)
-        for i in range(0, count, per):
-            s = slice(i, i + per)
-            a, c = _score(params, b.inputs[s], b.targets[s], b.weights[s], cos, sin, factors, heads=config.heads,
-                          causal=config.causal)
-            nll += np.asarray(a, dtype=np.float64)
-            correct += np.asarray(c, dtype=np.float64)
+        for lo, hi, width, r in _passes(config, n, rope):
+            cos, sin = rope_tables(config, width, r, rope_length=hi if rope == "dynamic_ntk" else n)
+            f = f_all[..., :width]
+            per = max(1, batch_tokens // width)
+            for i in range(0, count, per):
+                sl = slice(i, i + per)
+                a, c = _score(params, b.inputs[sl, :width], b.targets[sl, :width], b.weights[sl, :width], cos, sin, f,
+                              heads=config.heads, causal=config.causal, window=window, rerope=rerope)
+                nll[lo:hi] += np.asarray(a, dtype=np.float64)[lo:hi]
+                correct[lo:hi] += np.asarray(c, dtype=np.float64)[lo:hi]
         counts = b.weights.sum(axis=0, dtype=np.float64)
         total = counts.sum()
         base = float(np.sum((b.targets == top) * b.weights, dtype=np.float64) / total)
@@ -203,9 +248,76 @@ def evaluate(params, config: TrainConfig, lengths, *, scheme: str | None = None,
     return EvalResult(label, lengths, out)
 
 
-@partial(jax.jit, static_argnames=("heads", "causal"))
-def _scores(params, inputs, cos, sin, factors, *, heads, causal):
-    return forward(params, inputs, cos=cos, sin=sin, factors=factors, heads=heads, causal=causal, return_scores=True)[1]
+def position_buckets(train_length: int, length: int) -> np.ndarray:
+    """Edges of the buckets of positions of a causal evaluation at ``length``: :func:`softmax_scale.models.bucket_edges`.
+
+    ``L x (0, 1/8, 1/4, 1/2, 1, 3/2, 2, 3, 4, 6, 8, 12, 16, ...)`` cut at ``length``.  Here a
+    bucket ``[lo, hi)`` holds the *queries* at positions ``lo .. hi - 1`` (0-based), which see
+    ``lo + 1 .. hi`` keys and predict the bytes after them; ``[0, L)`` are exactly the positions
+    of training.  (The decoder's buckets count the predicted tokens instead: one position later.)
+    """
+    from ..models.buckets import bucket_edges
+
+    return bucket_edges(check_int(train_length, "train_length", minimum=2), check_int(length, "length", minimum=1))
+
+
+def _passes(config, n, rope):
+    """The forward passes of one test length: ``(lo, hi, width, rope)``.
+
+    Each pass runs over the first ``width >= hi`` bytes with the RoPE of a sequence of ``hi``
+    bytes and keeps the positions ``lo .. hi-1``.  For ``dynamic_ntk`` on a causal model, one
+    pass per bucket past ``L`` (and one with the trained RoPE inside ``L``); ``width`` is ``hi``
+    rounded up to ``L`` times a power of two (at most ``n``): the positions below ``hi`` do not
+    see the bytes after them, so the padding changes nothing but the number of compiled shapes
+    (4 widths at ``16L`` instead of 9) at a cost close to that of the exact prefixes.
+    """
+    if rope != "dynamic_ntk" or not config.causal or n <= config.train_length:
+        return [(0, n, n, rope)]
+    L = config.train_length
+    edges = position_buckets(L, n)
+    inside = int(edges[edges <= L].max())
+    out = []
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        if hi > inside:
+            width = min(n, L * 2 ** math.ceil(math.log2(hi / L) - 1e-12))
+            out.append((int(lo), int(hi), int(width), rope))
+    return [(0, inside, out[0][2], "none")] + out  # inside L: the trained RoPE, in the first pass's width
+
+
+def _check_factors(factors, config, longest):
+    f = np.asarray(factors)
+    if f.dtype.kind != "f" or f.ndim not in (1, 3) or (f.ndim == 3 and f.shape[:2] != (config.layers, config.heads)):
+        raise ValueError(f"`factors` must be float factors shaped [N] or [layers={config.layers}, heads={config.heads}, N], "
+                         f"got {f.dtype} {f.shape}")
+    if f.shape[-1] < longest:
+        raise ValueError(f"`factors` must cover the longest test length {longest}, got {f.shape[-1]} positions")
+    if not np.all(np.isfinite(f)) or np.any(f <= 0):
+        raise ValueError("`factors` must be finite and > 0")
+    return f.astype(np.float32)
+
+
+@partial(jax.jit, static_argnames=("heads", "causal", "rerope"))
+def _scores(params, inputs, cos, sin, factors, *, heads, causal, rerope=None):
+    return forward(params, inputs, cos=cos, sin=sin, factors=factors, heads=heads, causal=causal, rerope=rerope,
+                   return_scores=True)[1]
+
+
+def attention_scores(params, config: TrainConfig, length: int, *, windows: int = 2, rope: str | None = None,
+                     seed: int = EVAL_SEED) -> np.ndarray:
+    """The scores the softmax sees (trained scale applied, before the mask) on held-out windows, float32.
+
+    ``rope`` as in :func:`evaluate` (``"dynamic_ntk"`` here is the static ``ntk`` of the whole
+    window).  Returns ``[layers, windows, heads, length, length]``.
+    """
+    n = check_lengths(length, config)[0]
+    b = eval_batch(config.objective, n, check_int(windows, "windows", minimum=1), config.mask_rate, seed)
+    rerope = None
+    if rope is not None:
+        check_choice(rope, "rope", ROPES)
+        rerope = rerope_window(config.train_length) if rope == "rerope" else None
+    cos, sin = rope_tables(config, n, rope)
+    return np.asarray(_scores(params, b.inputs, cos, sin, model_factors(config, n), heads=config.heads,
+                              causal=config.causal, rerope=rerope))
 
 
 def head_sigmas(params, config: TrainConfig, *, length: int | None = None, windows: int = 8,
@@ -234,3 +346,17 @@ def head_sigmas(params, config: TrainConfig, *, length: int | None = None, windo
         keep[::n] = False
         s, mask = s[:, :, keep], rows[keep]
     return head_stats(s, mask=mask, predict=False).sigma
+
+
+def bucket_sums(result: LengthEval, edges) -> dict:
+    """Per bucket of positions ``[lo, hi)`` (:func:`position_buckets`): loss, accuracy and count of a :class:`LengthEval`."""
+    e = np.asarray(edges, dtype=np.int64)
+    if e.ndim != 1 or e.size < 2 or np.any(np.diff(e) <= 0) or e[0] < 0 or e[-1] > result.length:
+        raise ValueError(f"`edges` must be increasing positions within 0..{result.length}, got {e.tolist()}")
+    loss, acc, cnt = [], [], []
+    for lo, hi in zip(e[:-1], e[1:]):
+        c = result.counts[lo:hi].sum()
+        cnt.append(int(c))
+        loss.append(result.nll[lo:hi].sum() / c if c else np.nan)
+        acc.append(result.correct[lo:hi].sum() / c if c else np.nan)
+    return {"lo": e[:-1], "hi": e[1:], "loss": np.array(loss), "accuracy": np.array(acc), "count": np.array(cnt)}

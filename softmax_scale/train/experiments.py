@@ -35,7 +35,7 @@ __all__ = ["ALPHA_GRID", "DEFAULT_CONFIG", "EXPERIMENTS", "MLM_LENGTHS", "MLM_SC
            "alpha_summary", "experiment_tasks", "mlm_summary", "read_results", "result_path", "run_experiment",
            "summary_markdown"]
 
-EXPERIMENTS = ("mlm", "alpha")
+EXPERIMENTS = ("mlm", "alpha", "causal")
 #: The scales trained in experiment 1: (scheme, pin length).
 MLM_SCALES = (("standard", None), ("entropy_invariant", 512), ("ssmax", None), ("alpha_star", None))
 #: Test lengths of experiment 1 (the note's).
@@ -48,7 +48,7 @@ ALPHA_GRID = (0.5, 1.0, 2.0, 4.0, 8.0)
 SHORT_BUDGET = 300
 #: The model and optimiser of both experiments (sized for about 90 minutes in all on 2 cores).
 DEFAULT_CONFIG = TrainConfig()
-DEFAULT_SEEDS = {"mlm": 3, "alpha": 2}
+DEFAULT_SEEDS = {"mlm": 3, "alpha": 2, "causal": 3}
 _QUICK = {"lengths": (16, 32, 64), "alpha_grid": (0.5, 2.0, 8.0), "curve_every": 10, "eval_tokens": 2048}
 
 
@@ -60,10 +60,14 @@ def result_path(experiment: str, out="figures", quick: bool = False) -> Path:
 
 def experiment_tasks(experiment: str, *, quick: bool = False, seeds: int | None = None, config: TrainConfig | None = None,
                      checkpoints=None, progress: bool = False) -> list:
-    """The tasks of an experiment (see the module docstring), seeds ``0 .. seeds-1``."""
+    """The tasks of an experiment (see the module docstring; ``causal``: :mod:`softmax_scale.train.ablation`), seeds ``0 .. seeds-1``."""
     from .sweep import Task
 
     check_choice(experiment, "experiment", EXPERIMENTS)
+    if experiment == "causal":
+        from .ablation import causal_tasks
+
+        return causal_tasks(quick=quick, seeds=seeds, config=config, checkpoints=checkpoints, progress=progress)
     k = DEFAULT_SEEDS[experiment] if seeds is None else check_int(seeds, "seeds", minimum=1, maximum=1000)
     if quick and seeds is None:
         k = 2
@@ -112,6 +116,7 @@ def _header(experiment, tasks, command, quick):
                                                   if t.overrides else "") for t in tasks})),
         "lengths": " ".join(str(n) for n in lengths),
         "short_budget": str(_QUICK["curve_every"] if quick else SHORT_BUDGET),
+        **({} if experiment != "causal" else _causal_header(tasks)),
         "eval": f"{tasks[0].eval_tokens} held-out bytes per length, seed {EVAL_SEED}, mask rate {base.mask_rate}",
         "baseline": f"most frequent training byte {top!r} ({chr(top)!r}) predicted everywhere: accuracy "
                     + ", ".join(base_acc),
@@ -121,6 +126,18 @@ def _header(experiment, tasks, command, quick):
         "date": datetime.date.today().isoformat(),
     }
     return header
+
+
+def _causal_header(tasks) -> dict:
+    from ..rope import rerope_window
+
+    t = tasks[0]
+    L = t.config.train_length
+    return {"ropes": " ".join(t.ropes) + f" (rerope window {rerope_window(L)}; dynamic_ntk read per bucket of positions)",
+            "scales": "; ".join(sorted({f"{x.label}: " + " ".join(x.scales) for x in tasks})),
+            "window": f"sliding window of {L} bytes, rope none, scale as trained",
+            "measure": f"heads on {t.probe_windows} windows of {L}; entropy against n on {t.entropy_windows} windows "
+                       f"of {max(t.lengths)}"}
 
 
 def run_experiment(experiment: str, *, quick: bool = False, seeds: int | None = None, scheduler: str | None = None,
@@ -166,6 +183,10 @@ def run_experiment(experiment: str, *, quick: bool = False, seeds: int | None = 
     header = _header(experiment, tasks, command, quick)
     checkpoints.mkdir(parents=True, exist_ok=True)
     kw = {"match": ("experiment", "config", "lengths", "eval"), "progress": progress, "desc": f"{experiment} runs"}
+    if experiment == "causal":
+        from .ablation import CAUSAL_COLUMNS, expected_causal_rows, read_causal, run_causal_task
+
+        kw.update(columns=CAUSAL_COLUMNS, run=run_causal_task, expected=expected_causal_rows, read=read_causal)
     if scheduler is not None:
         with dask_executor(scheduler) as ex:
             return run_sweep(tasks, path, header, executor=ex, **kw)
@@ -177,7 +198,13 @@ def read_results(experiment: str, out="figures", quick: bool = False, path=None)
     from .sweep import read_sweep
 
     p = Path(path) if path is not None else result_path(experiment, out, quick)
-    return read_sweep(p) if p.exists() else None
+    if not p.exists():
+        return None
+    if experiment == "causal":
+        from .ablation import read_causal
+
+        return read_causal(p)
+    return read_sweep(p)
 
 
 #: The note's table (kexue.fm 8823): RoFormer-small, masked LM trained at 64, masked-token accuracy (%).
@@ -258,6 +285,10 @@ def summary_markdown(experiment: str, table, metric: str = "accuracy") -> str:
     """
     check_choice(experiment, "experiment", EXPERIMENTS)
     check_choice(metric, "metric", ("accuracy", "loss"))
+    if experiment == "causal":
+        from .ablation import causal_markdown
+
+        return causal_markdown(table, metric)
     if experiment == "mlm":
         s = mlm_summary(table)
         order = {k: i for i, k in enumerate(["standard", "entropy_invariant@512", "ssmax", "alpha_star"])}

@@ -43,51 +43,84 @@ def rotate(x, cos, sin):  # [B, H, T, dh], [T, dh/2], [T, dh/2] -> [B, H, T, dh]
     return jnp.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)
 
 
-def attention(x, wq, wk, wv, wo, *, cos, sin, factors, s=None, heads, causal):  # [B, T, D] -> [B, T, D], [B, H, T, T]
-    """Multi-head self-attention; returns the output and the pre-softmax scores (scale applied, before the mask)."""
+def attention(x, wq, wk, wv, wo, *, cos, sin, factors, s=None, heads, causal, window=None,
+              rerope=None):  # [B, T, D] -> [B, T, D], [B, H, T, T]
+    """Multi-head self-attention; returns the output and the pre-softmax scores (scale applied, before the mask).
+
+    ``factors`` is ``[T]`` (one factor per query, every head) or ``[H, T]`` (per head and query).
+    ``window``: each query sees only the ``window`` keys up to itself (the sliding-window
+    baseline; causal only).  ``rerope``: ReRoPE's window ``w`` (Su, kexue.fm 9708): keys at
+    ``|i - j| >= w`` are scored with ``q`` rotated at position ``w`` and ``k`` not rotated, the
+    two score matrices joined by :func:`softmax_scale.rope.rerope_near`, so every pair within
+    the window keeps the trained RoPE score bit for bit.
+    """
     b, t, d = x.shape
     dh = d // heads
 
     def split(w):  # [B, T, D] @ [D, D] -> [B, H, T, dh]
         return (x @ w).reshape(b, t, heads, dh).transpose(0, 2, 1, 3)
 
-    q, k, v = rotate(split(wq), cos, sin), rotate(split(wk), cos, sin), split(wv)
-    scale = factors[:, None] * jnp.float32(1.0 / math.sqrt(dh))  # [T, 1]: one factor per query
+    qh, kh, v = split(wq), split(wk), split(wv)
+    q, k = rotate(qh, cos, sin), rotate(kh, cos, sin)
+    scale = factors[..., None] * jnp.float32(1.0 / math.sqrt(dh))  # [T, 1] or [H, T, 1]: one factor per query
     if s is not None:
         scale = scale * s[:, None, None]  # [H, T, 1]
     scores = (q @ k.transpose(0, 1, 3, 2)) * scale  # [B, H, T, T]
-    masked = jnp.where(jnp.tril(jnp.ones((t, t), dtype=bool)), scores, -jnp.inf) if causal else scores
+    pos = np.arange(t)
+    if rerope is not None and t > rerope:
+        from ..rope import rerope_near
+
+        far = (rotate(qh, cos[rerope], sin[rerope]) @ kh.transpose(0, 1, 3, 2)) * scale  # relative position w
+        scores = jnp.where(rerope_near(pos, pos, rerope), scores, far)
+    if causal:
+        allowed = np.tril(np.ones((t, t), dtype=bool)) if window is None else \
+            (pos[:, None] >= pos[None, :]) & (pos[:, None] - pos[None, :] < window)
+        masked = jnp.where(allowed, scores, -jnp.inf)
+    else:
+        masked = scores
     p = jax.nn.softmax(masked, axis=-1)
     out = (p @ v).transpose(0, 2, 1, 3).reshape(b, t, d)
     return out @ wo, scores
 
 
-def ffn(x, w1, w2):  # [B, T, D] -> [B, T, D]
-    """ReLU feed-forward.
+def ffn(x, w1, w2, w3=None):  # [B, T, D] -> [B, T, D]
+    """ReLU feed-forward, or LLaMA's SwiGLU ``(silu(x w1) * x w3) w2`` when the layer has ``w3``.
 
-    ReLU rather than GELU for speed: on XLA's CPU backend the backward pass of any transcendental
+    ReLU by default for speed: on XLA's CPU backend the backward pass of any transcendental
     activation (GELU, SiLU) costs as much as the layer's matrix products (measured: a block's step
     53 ms with GELU, 32 ms with ReLU, at the experiments' size); the scale question does not
-    depend on the activation.
+    depend on the activation.  SwiGLU (``TrainConfig(ffn="swiglu")``) makes a model the numpy
+    LLaMA decoder can run (:func:`softmax_scale.train.export.export_gguf`).
     """
-    return jax.nn.relu(x @ w1) @ w2
+    if w3 is None:
+        return jax.nn.relu(x @ w1) @ w2
+    return (jax.nn.silu(x @ w1) * (x @ w3)) @ w2
 
 
-def block(x, layer, *, cos, sin, factors, heads, causal):  # [B, T, D] -> [B, T, D], [B, H, T, T]
+def block(x, layer, *, cos, sin, factors, heads, causal, window=None,
+          rerope=None):  # [B, T, D] -> [B, T, D], [B, H, T, T]
     """One pre-norm block: ``x + attention(norm(x))``, then ``x + ffn(norm(x))``."""
     a, scores = attention(rms_norm(x, layer["norm1"]), layer["wq"], layer["wk"], layer["wv"], layer["wo"], cos=cos,
-                          sin=sin, factors=factors, s=layer.get("s"), heads=heads, causal=causal)
+                          sin=sin, factors=factors, s=layer.get("s"), heads=heads, causal=causal, window=window,
+                          rerope=rerope)
     x = x + a
-    return x + ffn(rms_norm(x, layer["norm2"]), layer["w1"], layer["w2"]), scores
+    return x + ffn(rms_norm(x, layer["norm2"]), layer["w1"], layer["w2"], layer.get("w3")), scores
 
 
-def forward(params, ids, *, cos, sin, factors, heads, causal, return_scores=False):  # [B, T] -> [B, T, V]
-    """Logits over the vocabulary at every position (and each layer's scores ``[L, B, H, T, T]`` if asked)."""
+def forward(params, ids, *, cos, sin, factors, heads, causal, window=None, rerope=None,
+            return_scores=False):  # [B, T] -> [B, T, V]
+    """Logits over the vocabulary at every position (and each layer's scores ``[L, B, H, T, T]`` if asked).
+
+    ``factors``: ``[T]`` for every layer and head, or ``[layers, H, T]`` per head (a test-time
+    per-head scale).  ``window`` and ``rerope`` (static ints or None): see :func:`attention`.
+    """
     emb = params["embed"]
     x = emb[ids] * jnp.float32(math.sqrt(emb.shape[1]))
     all_scores = []
-    for layer in params["layers"]:
-        x, scores = block(x, layer, cos=cos, sin=sin, factors=factors, heads=heads, causal=causal)
+    for i, layer in enumerate(params["layers"]):
+        f = factors if factors.ndim == 1 else factors[i]
+        x, scores = block(x, layer, cos=cos, sin=sin, factors=f, heads=heads, causal=causal, window=window,
+                          rerope=rerope)
         if return_scores:
             all_scores.append(scores)
     logits = rms_norm(x, params["norm"]) @ emb.T
@@ -104,16 +137,18 @@ def loss_and_accuracy(params, inputs, targets, weights, *, cos, sin, factors, he
     return jnp.sum(nll * weights) / total, jnp.sum(correct * weights) / total
 
 
-def rope_tables(config, length: int, rope: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+def rope_tables(config, length: int, rope: str | None = None, *,
+                rope_length: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``cos`` and ``sin`` of the RoPE angles ``t theta_i`` for positions ``0..length-1`` (float64 angles, float32 out).
 
     The frequencies come from :func:`softmax_scale.rope.rope_frequencies` with the config's
-    variant (or ``rope``), pinned at its training length.
+    variant (or ``rope``), pinned at its training length, for a sequence of ``rope_length``
+    (default ``length``) bytes.
     """
     from ..rope import rope_frequencies
 
     theta = rope_frequencies(config.rope if rope is None else rope, config.d_head, config.rope_base,
-                             config.train_length, length)
+                             config.train_length, length if rope_length is None else rope_length)
     angles = np.arange(length, dtype=np.float64)[:, None] * theta[None, :]
     return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
 
@@ -122,7 +157,7 @@ def init_params(config, rng=None) -> dict:
     """Initial parameters (numpy float32), seeded by ``rng`` (SciPy SPEC 7).
 
     Embedding ``N(0, 1/D)`` (scaled by ``sqrt(D)`` on input, so the residual stream starts at unit
-    RMS; the output layer is its transpose); ``wq, wk, wv, w1``: ``N(0, 1/fan_in)``; ``wo, w2``:
+    RMS; the output layer is its transpose); ``wq, wk, wv, w1`` (and SwiGLU's ``w3``): ``N(0, 1/fan_in)``; ``wo, w2``:
     ``N(0, 1/fan_in) / (2 layers)`` (GPT-2's residual scaling); RMSNorm gains 1; SSMax's ``s``
     at :func:`~softmax_scale.train.scales.ssmax_init`.
     """
@@ -143,5 +178,7 @@ def init_params(config, rng=None) -> dict:
         }
         if config.scheme == "ssmax":
             layer["s"] = np.full(config.heads, ssmax_init(config.pin), np.float32)
+        if config.ffn == "swiglu":  # drawn last: a ReLU model's draws are unchanged
+            layer["w3"] = normal((D, F), D ** -0.5)
         layers.append(layer)
     return {"embed": normal((VOCAB, D), D ** -0.5), "layers": layers, "norm": np.ones(D, np.float32)}

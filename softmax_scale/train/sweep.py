@@ -31,8 +31,8 @@ from .._progress import progress_bar
 from ..store import ResultStore, read_table
 from .config import TrainConfig
 
-__all__ = ["COLUMNS", "KEY", "Task", "dask_executor", "expected_rows", "local_executor", "read_sweep", "run_sweep",
-           "run_task"]
+__all__ = ["COLUMNS", "KEY", "Task", "dask_executor", "expected_rows", "limit_threads", "local_executor", "read_sweep",
+           "run_sweep", "run_task"]
 
 #: Columns of a sweep's result file.  ``kind``: ``run`` (x = steps; final training loss and
 #: accuracy, mean over the last 5% of steps; seconds), ``curve`` (x = step; mean training loss and
@@ -93,8 +93,8 @@ def expected_rows(task: Task) -> int:
             + (2 * c.layers * c.heads if task.sigma else 0))
 
 
-def _limit_threads() -> None:
-    """One XLA thread in this process, if JAX is not running yet (a pool or a Dask worker)."""
+def limit_threads() -> None:
+    """One XLA thread in this process, if JAX is not running yet (a pool or a Dask worker); every task runner calls it."""
     if "jax" not in sys.modules:
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + WORKER_XLA_FLAGS).strip()
 
@@ -106,7 +106,7 @@ def _row(task, status, kind, scale="trained", x=0, layer=-1, head=-1, loss=np.na
 
 def run_task(task: Task) -> list[tuple]:
     """Train, evaluate and measure one task; its rows (see :data:`COLUMNS`).  Runs in a worker."""
-    _limit_threads()
+    limit_threads()
     from .evaluation import evaluate, head_sigmas
     from .loop import initial_params, train_model
 
@@ -142,7 +142,7 @@ def run_task(task: Task) -> list[tuple]:
 
 def _init_worker(counter, pin: bool) -> None:
     """Pool initialiser: one XLA thread, and (``pin``) a core of its own."""
-    _limit_threads()
+    limit_threads()
     with counter.get_lock():
         index = counter.value
         counter.value += 1
@@ -184,7 +184,8 @@ def _done(store, task, n_ok) -> bool:
 
 
 def run_sweep(tasks, out, header: dict, *, executor: cf.Executor | None = None, workers: int = 2,
-              match=("experiment", "config"), overwrite: bool = False, progress: bool = True, desc: str = "runs"):
+              match=("experiment", "config"), overwrite: bool = False, progress: bool = True, desc: str = "runs",
+              columns=COLUMNS, run=None, expected=None, read=None):
     """Run every task not yet in ``out`` on ``executor`` (a local pool of ``workers`` by default); append as they finish.
 
     Parameters
@@ -207,25 +208,33 @@ def run_sweep(tasks, out, header: dict, *, executor: cf.Executor | None = None, 
         A progress bar over the runs.
     desc : str
         Its label.
+    columns, run, expected, read
+        Another experiment's layout: its columns (the first three ``KEY``), the function that runs
+        a task in a worker (a picklable module-level function), the rows a finished task writes,
+        and the reader of the file (defaults: :data:`COLUMNS`, :func:`run_task`,
+        :func:`expected_rows`, :func:`read_sweep`).
 
     Returns
     -------
     softmax_scale.store.Table
         The file read back.
     """
+    run = run_task if run is None else run
+    expected = expected_rows if expected is None else expected
+    read = read_sweep if read is None else read
     tasks = list(tasks)
-    n_ok = {(t.label, str(t.seed)): expected_rows(t) for t in tasks}
+    n_ok = {(t.label, str(t.seed)): expected(t) for t in tasks}
     if len(n_ok) != len(tasks):
         raise ValueError("`tasks` must have distinct (label, seed) pairs")
-    store = ResultStore(out, header, COLUMNS, key=KEY, match=match, overwrite=overwrite, float_format=".9g")
+    store = ResultStore(out, header, columns, key=KEY, match=match, overwrite=overwrite, float_format=".9g")
     store.drop_partial(lambda k: 1 if k[2] == "diverged" else n_ok.get(k[:2], -1))
-    todo = [t for t in tasks if not _done(store, t, expected_rows(t))]
+    todo = [t for t in tasks if not _done(store, t, expected(t))]
     bar = progress_bar(total=len(tasks), initial=len(tasks) - len(todo), desc=desc, unit="run", disable=not progress)
     own = executor is None and bool(todo)
     futures = {}
     ex = local_executor(workers) if own else executor
     try:
-        futures = {ex.submit(run_task, t): t for t in todo}
+        futures = {ex.submit(run, t): t for t in todo}
         for fut in cf.as_completed(futures):
             t = futures[fut]
             store.append(fut.result())
@@ -240,7 +249,7 @@ def run_sweep(tasks, out, header: dict, *, executor: cf.Executor | None = None, 
         bar.close()
         if own:
             ex.shutdown(wait=True, cancel_futures=True)
-    return read_sweep(out)
+    return read(out)
 
 
 def read_sweep(path):
