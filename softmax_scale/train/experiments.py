@@ -8,7 +8,7 @@ held-out text (the same masked positions for every model), and each ``standard``
 
 **alpha** (the gradient-maximising alpha in training): masked LM at 64 with a constant factor
 ``alpha`` on unit-variance scores over a doubling grid bracketing ``optimal_alpha(64)`` (mean-field,
-1.55) and ``optimal_alpha(64, objective="geometric")`` (2.98), plus ``alpha_star`` per query; the
+1.55) and ``optimal_alpha(64, objective="geometric")`` (3.00 at rng=0), plus ``alpha_star`` per query; the
 training loss after a short budget (the curve point at :data:`SHORT_BUDGET` steps) and at the end,
 the held-out loss at 64, and each head's ``sigma`` at initialisation and at the end.
 
