@@ -15,7 +15,7 @@ jax = pytest.importorskip("jax")
 from softmax_scale.cli import main  # noqa: E402
 from softmax_scale.train import QUICK, TrainConfig  # noqa: E402
 from softmax_scale.train.experiments import experiment_tasks, mlm_summary, read_results, run_experiment  # noqa: E402
-from softmax_scale.train.sweep import COLUMNS, Task, dask_executor, read_sweep, run_sweep  # noqa: E402
+from softmax_scale.train.sweep import COLUMNS, Task, dask_executor, read_sweep, run_summary, run_sweep  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -191,3 +191,25 @@ def test_reading_results_needs_no_jax(quick_mlm):
     got = json.loads(res.stdout.strip().splitlines()[-1])
     assert got["rows"] > 0 and not got["jax"]
     assert "train" in got["err"] and "pip install" in got["err"]
+
+
+def test_run_summary_is_the_tail_mean_and_the_curve_means():
+    """The one rule both experiments record a run by, against a loop written out by hand."""
+    from types import SimpleNamespace
+
+    steps, k = 60, 20
+    rng = np.random.default_rng(3)
+    hist = {"loss": rng.random(steps), "accuracy": rng.random(steps)}
+    cfg = SimpleNamespace(steps=steps, tokens_per_step=lambda: 7)
+    res = SimpleNamespace(history=hist, steps=steps, seconds=1.5)
+    out = run_summary(res, cfg, k)
+    kind, step, loss, acc, count, sec = out[0]
+    assert (kind, step, count, sec) == ("run", steps, steps * 7, 1.5)
+    assert loss == pytest.approx(sum(hist["loss"][57:]) / 3) and acc == pytest.approx(sum(hist["accuracy"][57:]) / 3)
+    assert [r[:2] for r in out[1:]] == [("curve", 20), ("curve", 40), ("curve", 60)]
+    for (_, end, loss, acc, count, sec) in out[1:]:
+        assert count == k and np.isnan(sec)
+        assert loss == pytest.approx(sum(hist["loss"][end - k:end]) / k)
+        assert acc == pytest.approx(sum(hist["accuracy"][end - k:end]) / k)
+    one = run_summary(SimpleNamespace(history=hist, steps=steps, seconds=0.0), SimpleNamespace(steps=10, tokens_per_step=lambda: 1), 5)
+    assert one[0][2] == hist["loss"][-1]  # fewer than 20 steps: the last step alone

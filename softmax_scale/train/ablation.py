@@ -433,7 +433,7 @@ def run_causal_task(task: CausalTask) -> list[tuple]:
     """Train, evaluate and measure one causal task; its rows (see :data:`CAUSAL_COLUMNS`).  Runs in a worker."""
     from .evaluation import bucket_sums, evaluate
     from .loop import train_model
-    from .sweep import limit_threads
+    from .sweep import limit_threads, run_summary
 
     limit_threads()
     c = task.config
@@ -442,15 +442,8 @@ def run_causal_task(task: CausalTask) -> list[tuple]:
                       desc=f"{task.label} seed {task.seed}")
     if res.diverged:
         return [_row(task, "diverged", "diverged", hi=res.steps, seconds=res.seconds, note=res.message)]
-    h = res.history
-    tail = max(1, c.steps // 20)
-    rows = [_row(task, "ok", "run", length=L, hi=res.steps, loss=float(np.mean(h["loss"][-tail:])),
-                 accuracy=float(np.mean(h["accuracy"][-tail:])), count=res.steps * c.tokens_per_step(),
-                 seconds=res.seconds)]
-    k = task.curve_every
-    for end in range(k, c.steps + 1, k):
-        rows.append(_row(task, "ok", "curve", length=L, hi=end, loss=float(np.mean(h["loss"][end - k:end])),
-                         accuracy=float(np.mean(h["accuracy"][end - k:end])), count=k))
+    rows = [_row(task, "ok", kind, length=L, hi=step, loss=loss, accuracy=acc, count=count, seconds=sec)
+            for kind, step, loss, acc, count, sec in run_summary(res, c, task.curve_every)]
     p = res.params
     hf = head_factors(p, c, windows=task.probe_windows, longest=max(task.lengths)) if task.toolkit else None
     longest = max(task.lengths)

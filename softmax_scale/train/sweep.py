@@ -32,7 +32,7 @@ from ..store import ResultStore, read_table
 from .config import TrainConfig
 
 __all__ = ["COLUMNS", "KEY", "Task", "dask_executor", "expected_rows", "limit_threads", "local_executor", "read_sweep",
-           "run_sweep", "run_task"]
+           "run_summary", "run_sweep", "run_task"]
 
 #: Columns of a sweep's result file.  ``kind``: ``run`` (x = steps; final training loss and
 #: accuracy, mean over the last 5% of steps; seconds), ``curve`` (x = step; mean training loss and
@@ -104,6 +104,25 @@ def _row(task, status, kind, scale="trained", x=0, layer=-1, head=-1, loss=np.na
     return (task.label, task.seed, status, kind, scale, x, layer, head, loss, accuracy, sigma, count, seconds, note)
 
 
+def run_summary(res, config, curve_every: int) -> list[tuple]:
+    """What every experiment records of a finished training run, one rule for all of them.
+
+    Returns ``(kind, step, loss, accuracy, count, seconds)`` tuples: first ``"run"``, the loss and
+    accuracy averaged over the last 5% of the steps (at least one), with the bytes trained on and the
+    run's seconds; then one ``"curve"`` tuple per ``curve_every`` steps, the mean over those steps
+    (seconds NaN).  ``res`` is a :class:`~softmax_scale.train.loop.TrainResult` that did not diverge.
+    """
+    h = res.history
+    tail = max(1, config.steps // 20)
+    out = [("run", res.steps, float(np.mean(h["loss"][-tail:])), float(np.mean(h["accuracy"][-tail:])),
+            res.steps * config.tokens_per_step(), res.seconds)]
+    k = curve_every
+    for end in range(k, config.steps + 1, k):
+        out.append(("curve", end, float(np.mean(h["loss"][end - k:end])), float(np.mean(h["accuracy"][end - k:end])),
+                    k, np.nan))
+    return out
+
+
 def run_task(task: Task) -> list[tuple]:
     """Train, evaluate and measure one task; its rows (see :data:`COLUMNS`).  Runs in a worker."""
     limit_threads()
@@ -115,15 +134,8 @@ def run_task(task: Task) -> list[tuple]:
                       desc=f"{task.label} seed {task.seed}")
     if res.diverged:
         return [_row(task, "diverged", "diverged", x=res.steps, seconds=res.seconds, note=res.message)]
-    h = res.history
-    tail = max(1, c.steps // 20)
-    rows = [_row(task, "ok", "run", x=res.steps, loss=float(np.mean(h["loss"][-tail:])),
-                 accuracy=float(np.mean(h["accuracy"][-tail:])), count=res.steps * c.tokens_per_step(),
-                 seconds=res.seconds)]
-    k = task.curve_every
-    for end in range(k, c.steps + 1, k):
-        rows.append(_row(task, "ok", "curve", x=end, loss=float(np.mean(h["loss"][end - k:end])),
-                         accuracy=float(np.mean(h["accuracy"][end - k:end])), count=k))
+    rows = [_row(task, "ok", kind, x=step, loss=loss, accuracy=acc, count=count, seconds=sec)
+            for kind, step, loss, acc, count, sec in run_summary(res, c, task.curve_every)]
     scales = [(None, None), *task.overrides]
     for scheme, pin in scales:
         ev = evaluate(res.params, c, task.lengths, scheme=scheme, pin_length=pin, tokens=task.eval_tokens)
