@@ -90,8 +90,11 @@ def train_causal_figure(table=None, csv=None):
                 ax.set_title(f"RoPE {rope}", fontsize=10)
             if row == 1:
                 ax.set_xlabel(f"position / L (test length {n} = {n // L}L)")
+            # every panel has its own y range, so each says what it shows (the first in full)
             if col == 0:
                 ax.set_ylabel("loss (nats per byte)" if what == "loss" else "next-byte accuracy (%)")
+            else:
+                ax.set_ylabel("loss" if what == "loss" else "accuracy (%)", fontsize=8)
     axes[0, 0].legend(fontsize=7, loc="upper left")
     seeds = len(np.unique(r["seed"][test]))
     fig.suptitle(f"Causal byte models trained at L = {L}, tested at {n // L}L: mean over {seeds} seeds, "
