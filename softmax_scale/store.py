@@ -133,7 +133,10 @@ class ResultStore:
     path : str or PathLike
         The file; its folder is created.
     header : dict
-        Provenance written as ``# key: value`` lines when the file is new.
+        Provenance written as ``# key: value`` lines when the file is new.  When resuming, the
+        lines outside ``match`` that differ (the code revision, the date, the list of runs) are
+        updated on the first :meth:`append`, their old values kept in a ``resumed`` line; a
+        resume that appends nothing leaves the file as it was.
     columns : sequence of str
         Column names.
     key : sequence of str
@@ -163,6 +166,7 @@ class ResultStore:
             raise ValueError(f"`key` must be the leading columns, got {self.key} for columns {self.columns}")
         self.float_format = float_format
         self.done: dict = {}
+        self._stale: dict = {}
         if os.path.exists(self.path) and not overwrite:
             old_header, lines = _split(self.path)
             if not lines or next(csv.reader(lines[:1])) != list(self.columns):
@@ -178,6 +182,9 @@ class ResultStore:
                     k = tuple(row[: len(self.key)])
                     self.done[k] = self.done.get(k, 0) + 1
             self.header = old_header
+            # Provenance that may change between sessions (the code, the list of runs, the date):
+            # brought up to date on the first append, the old values kept in a `resumed` line.
+            self._stale = {k: str(v) for k, v in header.items() if k not in match and old_header.get(k) != str(v)}
         else:
             os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
             tmp = self.path + ".tmp"
@@ -233,6 +240,28 @@ class ResultStore:
             del self.done[k]
         return sorted(bad)
 
+    def _refresh_header(self) -> None:
+        """Write the new values of the header lines that changed since the file was made (once, atomically).
+
+        The rows already in the file came from the old values, so these are kept: each change is
+        added to a ``resumed`` line as ``key was old value``.
+        """
+        with open(self.path, encoding="utf-8") as f:
+            lines = f.readlines()
+        body = [line for line in lines if not line.startswith("#")]
+        was = "; ".join(f"{k} was {self.header.get(k, '(absent)')}" for k in self._stale)
+        header = dict(self.header)
+        header.update(self._stale)
+        header["resumed"] = f"{header['resumed']} | {was}" if header.get("resumed") else was
+        tmp = self.path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.writelines(f"# {k}: {v}\n" for k, v in header.items())
+            f.writelines(body)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        self.header, self._stale = header, {}
+
     def append(self, rows: Iterable[Sequence]) -> int:
         """Append whole rows (each starting with its key) in one write, flushed to disk.
 
@@ -250,6 +279,8 @@ class ResultStore:
             k = tuple(cells[: len(self.key)])
             counts[k] = counts.get(k, 0) + 1
         text = buf.getvalue()
+        if text and self._stale:
+            self._refresh_header()
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(text)
             f.flush()

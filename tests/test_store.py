@@ -27,6 +27,25 @@ def test_round_trip_and_resume(tmp_path):
     assert again.has(("a", 0), 2) and again.has(("b", 1)) and not again.has(("a", 0), 3) and not again.has(("c", 0))
 
 
+def test_a_resume_that_appends_updates_the_provenance_and_keeps_the_old(tmp_path):
+    p = tmp_path / "r.csv"
+    ResultStore(p, {"command": "run 1", "code": "aaa", "version": 1}, COLS, key=("task", "seed"),
+                match=("version",)).append([("a", 0, 1, 0.5)])
+    before = p.read_bytes()
+    # a resume with nothing to append leaves the file byte for byte
+    ResultStore(p, {"command": "run 1", "code": "bbb", "version": 1}, COLS, key=("task", "seed"), match=("version",))
+    assert p.read_bytes() == before
+    s = ResultStore(p, {"command": "run 2", "code": "bbb", "version": 1}, COLS, key=("task", "seed"), match=("version",))
+    s.append([("b", 0, 1, 0.25)])
+    s.append([("c", 0, 1, 0.125)])  # the header is refreshed once
+    t = read_table(p, COLS, text=("task",), ints=("seed", "x"))
+    assert t.header == {"command": "run 2", "code": "bbb", "version": "1", "resumed": "command was run 1; code was aaa"}
+    assert list(t.rows["task"]) == ["a", "b", "c"]
+    s = ResultStore(p, {"command": "run 3", "code": "bbb", "version": 1}, COLS, key=("task", "seed"), match=("version",))
+    s.append([("d", 0, 1, 0.0)])
+    assert read_table(p, COLS, text=("task",)).header["resumed"] == "command was run 1; code was aaa | command was run 2"
+
+
 def test_partial_and_torn_blocks_are_dropped(tmp_path):
     p = tmp_path / "r.csv"
     s = _store(p)
