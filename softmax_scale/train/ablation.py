@@ -16,7 +16,8 @@ RoPE variant of :data:`softmax_scale.rope.ROPES` x every test-time scale:
 - ``trained``: the scale the model was trained with;
 - ``qwen_logn@L`` (``max(1, log_L n)``, added to a ``standard`` model) and ``yarn@L`` (YaRN's
   temperature ``(0.1 ln s + 1)^2``, ``s = max(1, n/L)``), both through ``schemes.pinned``;
-- ``toolkit_iid`` and ``toolkit_measured``: the toolkit's own per-head scale (:func:`head_factors`);
+- ``toolkit_iid`` and ``toolkit_measured``: the toolkit's own per-head scale
+  (:mod:`softmax_scale.train.head_scales`);
 - and the baseline: a sliding window of ``L`` bytes with the trained RoPE and scale (kind ``window``).
 
 **Per-head entropy against n** (kind ``head_entropy``): each head's measured entropy and
@@ -30,7 +31,6 @@ time through :func:`softmax_scale.train.sweep.run_sweep`, so the experiment resu
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,6 +38,7 @@ import numpy as np
 from .._validation import check_int
 from ..rope import ROPES
 from .config import QUICK, TrainConfig
+from .head_scales import TOOLKIT_RULES, HeadFactors, exact_entropy, factor_grid, head_factors, position_factors, probe_heads, query_rows
 
 __all__ = ["CAUSAL_COLUMNS", "CAUSAL_SCALES", "DEFAULT_CAUSAL", "ENTROPY_ROPES", "PUBLISHED_CAUSAL", "QUICK_CAUSAL",
            "TEST_SCALES", "TOOLKIT_RULES", "CausalTask", "HeadFactors", "causal_markdown", "causal_summary",
@@ -59,8 +60,6 @@ _INTS = ("seed", "length", "lo", "hi", "layer", "head", "count")
 CAUSAL_SCALES = (("standard", None), ("entropy_invariant", None))
 #: Published scales added at test time to a ``standard`` model, pinned at ``L``.
 TEST_SCALES = ("qwen_logn", "yarn")
-#: The toolkit's two per-head rules (:func:`head_factors`).
-TOOLKIT_RULES = ("toolkit_iid", "toolkit_measured")
 #: RoPE variants under which each head's entropy is followed to ``16L``.
 ENTROPY_ROPES = ("none", "rerope")
 #: Test lengths as multiples of ``L``.
@@ -158,7 +157,7 @@ def expected_causal_rows(task: CausalTask) -> int:
     rows += sum(nb[n] for n in task.lengths if n > L)  # the window baseline
     heads = c.layers * c.heads
     if task.toolkit:
-        rows += heads + heads * len(TOOLKIT_RULES) * len(_factor_grid(L, max(task.lengths)))
+        rows += heads + heads * len(TOOLKIT_RULES) * len(factor_grid(L, max(task.lengths)))
     rows += len(ENTROPY_ROPES) * nb[max(task.lengths)] * heads
     return rows
 
@@ -184,184 +183,6 @@ def causal_tasks(*, quick: bool = False, seeds: int | None = None, config: Train
             tasks.append(CausalTask(label, seed, c, lengths, ROPES, tuple((s, L) for s in TEST_SCALES) if std else (),
                                     std, checkpoint=ckpt, progress=progress, **extra))
     return tasks
-
-
-# ---------------------------------------------------------------------------------------------
-# The toolkit's per-head scale
-
-
-@dataclass(frozen=True)
-class HeadFactors:
-    """Each head of a causal model measured just below ``L``, and the toolkit's factors past it.
-
-    Attributes
-    ----------
-    train_length : int
-    sigma : ndarray [layers, heads]
-        Mean ``sigma`` of the queries at positions ``L/2 .. L-1`` (:func:`softmax_scale.head_stats`).
-    alpha : ndarray [layers, heads]
-        The head's scale on unit-variance scores there, ``sigma sqrt(n/(n-1))`` at their mean ``n``.
-    entropy : ndarray [layers, heads]
-        Their mean measured entropy (nats).
-    predicted : ndarray [layers, heads]
-        The exact evaluator's ``E[H]`` at ``n = L`` and ``alpha`` on the head's pooled standardised
-        scores: the entropy ``toolkit_iid`` holds.
-    slope : ndarray [layers, heads]
-        ``dH/d ln n`` of the head's measured entropy, fitted over the buckets of queries
-        ``[L/8, L/4), [L/4, L/2), [L/2, L)``.
-    ns : ndarray
-        Numbers of keys past ``L`` at which the factors are solved.
-    factors : dict of str -> ndarray [layers, heads, len(ns)]
-        ``toolkit_iid`` and ``toolkit_measured`` (see :func:`head_factors`).
-    pools : list
-        Per head (layer-major) its pooled standardised scores (:func:`softmax_scale.heads.head_pools`).
-    """
-
-    train_length: int
-    sigma: np.ndarray
-    alpha: np.ndarray
-    entropy: np.ndarray
-    predicted: np.ndarray
-    slope: np.ndarray
-    ns: np.ndarray
-    factors: dict
-    pools: list
-
-
-def _factor_grid(L, longest):
-    """``n = L 2^(k/2)``, ``k = 1, 2, ...`` up to ``longest``: where the per-head factors are solved."""
-    k = math.floor(2 * math.log2(longest / L) + 1e-9)
-    return np.array([round(L * 2 ** (j / 2)) for j in range(1, k + 1)], dtype=np.float64)
-
-
-def _rows_of(s, lo, hi, windows):
-    """Scores ``[layers, windows, heads, T, T]`` -> the rows of queries ``lo .. hi-1`` of every window, with their mask.
-
-    Returns ``(logits [layers, heads, windows * (hi - lo), hi], mask [windows * (hi - lo), hi])``;
-    ``lo >= 1`` (query 0 sees one key).
-    """
-    part = s[:, :, :, lo:hi, :hi].transpose(0, 2, 1, 3, 4)
-    logits = part.reshape(part.shape[0], part.shape[1], windows * (hi - lo), hi)
-    rows = np.arange(lo, hi)[:, None] >= np.arange(hi)[None, :]
-    return logits, np.tile(rows, (windows, 1))
-
-
-def _exact_entropy(alpha, n, dist):
-    from ..stats import softmax_stats
-
-    return float(softmax_stats(float(alpha), int(n), dist, method="exact", error_estimate=False).entropy)
-
-
-def _solve(ns, target, dist):
-    """``alpha`` with ``E[H](alpha, n) = target`` at each ``n`` on ``dist`` (:func:`softmax_scale.invariant_scale`)."""
-    from ..invariant import invariant_scale
-
-    return invariant_scale(ns, target, dist=dist).alpha
-
-
-def _or_nan(f, *args):
-    """``f(*args)``, or NaN where the exact evaluator cannot answer (a head frozen far past its critical scale)."""
-    try:
-        return f(*args)
-    except (ValueError, RuntimeError):
-        return np.nan
-
-
-def head_factors(params, config: TrainConfig, *, windows: int = 16, longest: int | None = None,
-                 sample_size: int = 1024) -> HeadFactors:
-    """The toolkit's own per-head scale for a causal model: each head measured inside ``L``, a factor past it.
-
-    Each head is measured on ``windows`` held-out windows of ``L`` bytes (RoPE and scale as
-    trained) with :func:`softmax_scale.head_stats`: its ``sigma`` and entropy over the queries at
-    positions ``L/2 .. L-1``, its pooled standardised scores there
-    (:func:`softmax_scale.heads.head_pools`), and its entropy per bucket of queries inside ``L``.
-    At each ``n`` of a grid past ``L`` (``L sqrt(2)^k`` up to ``longest``, default ``16L``) two
-    rules give the factor ``f`` on the head's scores:
-
-    - ``toolkit_iid``: hold the head's i.i.d. ``E[H]`` at its value at ``L``:
-      ``E[H](f alpha, n) = E[H](alpha, L)`` on the head's own pooled scores
-      (:func:`softmax_scale.invariant_scale`);
-    - ``toolkit_measured``: cancel the drift the head *shows*, not the one the i.i.d. model
-      predicts: its measured entropy rises by ``b ln(n / L)`` (``b`` the slope of its entropy
-      against ``ln n`` over the buckets ``[L/8, L/4), [L/4, L/2), [L/2, L)``, extrapolated), and
-      the i.i.d. model only says how the entropy at ``n`` answers the factor:
-      ``E[H](f alpha, n) = E[H](alpha, n) - b ln(n / L)`` (``invariant_scale`` at that target).
-      A head whose entropy rises as the i.i.d. theory says gets the ``toolkit_iid`` factor; one
-      whose entropy does not move gets 1; one whose entropy falls gets ``f < 1``.
-
-    The factor is 1 at ``n <= L``; :func:`position_factors` interpolates it between grid points.
-    Where the exact evaluator cannot answer for a head (a softmax frozen far past its critical
-    scale) its factors are NaN in the result and 1 in :func:`position_factors`: that head is left
-    as trained.
-    """
-    from ..heads import head_pools, head_stats
-    from .evaluation import attention_scores
-
-    if config.scheme != "standard" or not config.causal:
-        raise ValueError(f"`config`: the per-head scale is measured on causal `standard` models, got "
-                         f"{config.objective} {config.scheme}")
-    L = config.train_length
-    longest = 16 * L if longest is None else check_int(longest, "longest", minimum=L + 1)
-    windows = check_int(windows, "windows", minimum=1)
-    s = attention_scores(params, config, L, windows=windows, rope="none")  # [layers, windows, heads, L, L]
-    logits, mask = _rows_of(s, L // 2, L, windows)
-    st = head_stats(logits, mask=mask, predict=False)
-    pools = head_pools(logits, mask=mask, sample_size=sample_size)
-    n_ref = float(np.mean(np.arange(L // 2, L) + 1))
-    alpha = st.sigma * math.sqrt(n_ref / (n_ref - 1.0))
-    ents, logn = [], []
-    for lo, hi in ((L // 8, L // 4), (L // 4, L // 2), (L // 2, L)):
-        lo = max(lo, 1)
-        if hi - lo < 1:
-            continue
-        lg, mk = _rows_of(s, lo, hi, windows)
-        ents.append(head_stats(lg, mask=mk, predict=False).entropy)
-        logn.append(math.log(np.mean(np.arange(lo, hi) + 1)))
-    ents = np.array(ents)  # [buckets, layers, heads]
-    x = np.array(logn)
-    slope = np.tensordot(x - x.mean(), ents - ents.mean(axis=0), axes=(0, 0)) / np.sum((x - x.mean()) ** 2)
-    ns = _factor_grid(L, longest)
-    nl, nh = st.sigma.shape
-    pred = np.full((nl, nh), np.nan)
-    fac = {r: np.ones((nl, nh, ns.size)) for r in TOOLKIT_RULES}
-    for h, (layer, head) in enumerate(np.ndindex(nl, nh)):
-        dist, a = pools[h], float(alpha[layer, head])
-        if dist is None or not a > 0:
-            continue
-        target = _or_nan(_exact_entropy, a, L, dist)
-        pred[layer, head] = target
-        if not np.isfinite(target):
-            fac["toolkit_iid"][layer, head] = fac["toolkit_measured"][layer, head] = np.nan
-            continue
-        fac["toolkit_iid"][layer, head] = _or_nan(_solve, ns, target, dist) / a
-        for j, n in enumerate(ns):
-            goal = _or_nan(_exact_entropy, a, n, dist) - slope[layer, head] * math.log(n / L)
-            goal = min(max(goal, 1e-3), math.log(n) - 1e-3) if np.isfinite(goal) else goal
-            fac["toolkit_measured"][layer, head, j] = (np.atleast_1d(_or_nan(_solve, [n], goal, dist))[0] / a
-                                                       if np.isfinite(goal) else np.nan)
-    return HeadFactors(L, st.sigma, alpha, st.entropy, pred, slope, ns, fac, pools)
-
-
-def position_factors(hf: HeadFactors, rule: str, length: int) -> np.ndarray:
-    """``[layers, heads, length]`` float32: the factor of ``rule`` for the query at each position (``i + 1`` keys).
-
-    1 for ``n <= L``; past ``L``, ``ln f`` linear in ``ln n`` between the grid points (from
-    ``f = 1`` at ``n = L``), held at the last grid value beyond it.
-    """
-    if rule not in hf.factors:
-        raise ValueError(f"`rule` must be one of {tuple(hf.factors)}, got {rule!r}")
-    length = check_int(length, "length", minimum=1)
-    n = np.arange(1, length + 1, dtype=np.float64)
-    x = np.log(np.concatenate([[hf.train_length], hf.ns]))
-    f = hf.factors[rule]
-    out = np.ones(f.shape[:2] + (length,))
-    past = n > hf.train_length
-    for idx in np.ndindex(*f.shape[:2]):
-        if not np.all(np.isfinite(f[idx])):  # the exact evaluator had no answer for this head: leave it as trained
-            continue
-        y = np.log(np.concatenate([[1.0], f[idx]]))
-        out[idx][past] = np.exp(np.interp(np.log(n[past]), x, y))
-    return out.astype(np.float32)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -396,7 +217,7 @@ def _entropy_rows(task, params, probe):
     for rope in ENTROPY_ROPES:
         s = attention_scores(params, c, n, windows=task.entropy_windows, rope=rope)
         for lo, hi in zip(edges[:-1], edges[1:]):
-            lg, mk = _rows_of(s, max(int(lo), 1), int(hi), task.entropy_windows)
+            lg, mk = query_rows(s, max(int(lo), 1), int(hi), task.entropy_windows)
             st = head_stats(lg, mask=mk, predict=False)
             n_b = float(np.mean(np.arange(max(int(lo), 1), int(hi)) + 1))
             grow = _trained_factor(c, n_b) / ref
@@ -404,29 +225,14 @@ def _entropy_rows(task, params, probe):
                 if (lo, h) not in predictions:
                     a = float(probe["alpha"][layer, head]) * grow
                     dist = probe["pools"][h]
-                    predictions[lo, h] = (_or_nan(_exact_entropy, a, round(n_b), dist) if dist is not None and a > 0
-                                          else np.nan,
-                                          _or_nan(_exact_entropy, a, round(n_b), "normal") if a > 0 else np.nan)
+                    predictions[lo, h] = (exact_entropy(a, round(n_b), dist) if dist is not None and a > 0 else np.nan,
+                                          exact_entropy(a, round(n_b), "normal") if a > 0 else np.nan)
                 own, normal = predictions[lo, h]
                 rows.append(_row(task, "ok", "head_entropy", rope=rope, scale="trained", length=n, lo=int(lo),
                                  hi=int(hi), layer=layer, head=head, entropy=float(st.entropy[layer, head]),
                                  sigma=float(st.sigma[layer, head]), predicted=own, value=normal,
                                  count=int(st.queries[layer, head])))
     return rows
-
-
-def _probe(params, c, windows, sample_size=1024):
-    """Each head's ``alpha`` and pooled scores just below ``L`` (any trained scale), for the i.i.d. prediction."""
-    from ..heads import head_pools, head_stats
-    from .evaluation import attention_scores
-
-    L = c.train_length
-    s = attention_scores(params, c, L, windows=windows, rope="none")
-    logits, mask = _rows_of(s, L // 2, L, windows)
-    st = head_stats(logits, mask=mask, predict=False)
-    n_ref = float(np.mean(np.arange(L // 2, L) + 1))
-    return {"alpha": st.sigma * math.sqrt(n_ref / (n_ref - 1.0)),
-            "pools": head_pools(logits, mask=mask, sample_size=sample_size)}
 
 
 def run_causal_task(task: CausalTask) -> list[tuple]:
@@ -479,7 +285,7 @@ def run_causal_task(task: CausalTask) -> list[tuple]:
                                      value=float(hf.factors[r][layer, head, j])))
         probe = {"alpha": hf.alpha, "pools": hf.pools}
     else:
-        probe = _probe(p, c, task.probe_windows)
+        probe = probe_heads(p, c, task.probe_windows)
     rows += _entropy_rows(task, p, probe)
     return rows
 
