@@ -42,9 +42,9 @@ MLM_SCALES = (("standard", None), ("entropy_invariant", 512), ("ssmax", None), (
 MLM_LENGTHS = (64, 128, 256, 512, 1024)
 #: The test-time scale applied to each standard model: max(1, log_64 n).
 LOGN_AT_TEST = ("qwen_logn", 64)
-#: The constant factors of experiment 2: doubling from 0.5 to 8 (1 is ``standard``).
-#: Doubling grid: 0.5 .. 8 brackets both alpha*(64); 0.125 and 0.25 were added after the first full
-#: run found the loss still falling at 0.5 (a resumed run appends them; the CSV header says so).
+#: The constant factors of experiment 2, doubling from 0.125 to 8 (1 is ``standard``): 0.5 .. 8 brackets
+#: both alpha*(64); 0.125 and 0.25 were added after the first full run found the loss still falling at
+#: 0.5 (the resumed run appended them; the CSV header's ``resumed`` line says so).
 ALPHA_GRID = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 #: The short budget of experiment 2 (steps).
 SHORT_BUDGET = 300
