@@ -24,16 +24,11 @@ jax = pytest.importorskip("jax")
 from softmax_scale import models  # noqa: E402
 from softmax_scale.rope import ROPES, rerope_window, rope_frequencies  # noqa: E402
 from softmax_scale.train import TrainConfig, model_factors  # noqa: E402
-from softmax_scale.train.ablation import (  # noqa: E402
-    CAUSAL_COLUMNS,
-    causal_summary,
-    expected_causal_rows,
-    head_factors,
-    position_factors,
-)
+from softmax_scale.train.ablation import CAUSAL_COLUMNS, causal_summary, expected_causal_rows  # noqa: E402
 from softmax_scale.train.evaluation import attention_scores, evaluate, position_buckets  # noqa: E402
 from softmax_scale.train.experiments import experiment_tasks, read_results  # noqa: E402
 from softmax_scale.train.export import export_gguf  # noqa: E402
+from softmax_scale.train.head_scales import head_factors, position_factors  # noqa: E402
 from softmax_scale.train.loop import train_model  # noqa: E402
 from softmax_scale.train.model import forward, init_params, rope_tables  # noqa: E402
 

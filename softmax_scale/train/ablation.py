@@ -38,12 +38,11 @@ import numpy as np
 from .._validation import check_int
 from ..rope import ROPES
 from .config import QUICK, TrainConfig
-from .head_scales import TOOLKIT_RULES, HeadFactors, exact_entropy, factor_grid, head_factors, position_factors, probe_heads, query_rows
+from .head_scales import TOOLKIT_RULES, exact_entropy, factor_grid, head_factors, position_factors, probe_heads, query_rows
 
 __all__ = ["CAUSAL_COLUMNS", "CAUSAL_SCALES", "DEFAULT_CAUSAL", "ENTROPY_ROPES", "PUBLISHED_CAUSAL", "QUICK_CAUSAL",
-           "TEST_SCALES", "TOOLKIT_RULES", "CausalTask", "HeadFactors", "causal_markdown", "causal_summary",
-           "causal_tasks", "expected_causal_rows", "head_factors", "position_factors", "read_causal",
-           "run_causal_task"]
+           "TEST_SCALES", "CausalTask", "causal_markdown", "causal_summary", "causal_tasks", "expected_causal_rows",
+           "read_causal", "run_causal_task"]
 
 #: Columns of ``train_causal.csv``.  ``kind``: ``run`` (hi = steps; final training loss and accuracy,
 #: seconds), ``curve`` (hi = step), ``test`` and ``window`` (one bucket ``[lo, hi)`` of positions of

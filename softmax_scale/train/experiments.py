@@ -7,10 +7,11 @@ held-out text (the same masked positions for every model), and each ``standard``
 ``max(1, log_64 n)`` applied at test time only (``qwen_logn`` pinned at 64).
 
 **alpha** (the gradient-maximising alpha in training): masked LM at 64 with a constant factor
-``alpha`` on unit-variance scores over a doubling grid (:data:`ALPHA_GRID`, 0.125 to 8) bracketing ``optimal_alpha(64)`` (mean-field,
-1.55) and ``optimal_alpha(64, objective="geometric")`` (3.00 at rng=0), plus ``alpha_star`` per query; the
-training loss after a short budget (the curve point at :data:`SHORT_BUDGET` steps) and at the end,
-the held-out loss at 64, and each head's ``sigma`` at initialisation and at the end.
+``alpha`` on unit-variance scores over a doubling grid (:data:`ALPHA_GRID`, 0.125 to 8) bracketing
+``optimal_alpha(64)`` (mean-field, 1.55) and ``optimal_alpha(64, objective="geometric")`` (3.00 at
+rng=0), plus ``alpha_star`` per query; the training loss after a short budget (the curve point at
+:data:`SHORT_BUDGET` steps) and at the end, the held-out loss at 64, and each head's ``sigma`` at
+initialisation and at the end.
 
 The defaults are sized so that both experiments together take about 90 minutes on 2 cores (see
 the README); ``quick=True`` runs the same pipeline on a tiny model in seconds.  This module needs
