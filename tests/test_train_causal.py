@@ -28,7 +28,7 @@ from softmax_scale.train.ablation import CAUSAL_COLUMNS, causal_summary, expecte
 from softmax_scale.train.evaluation import attention_scores, evaluate, position_buckets  # noqa: E402
 from softmax_scale.train.experiments import experiment_tasks, read_results  # noqa: E402
 from softmax_scale.train.export import export_gguf  # noqa: E402
-from softmax_scale.train.head_scales import head_factors, position_factors  # noqa: E402
+from softmax_scale.train.head_scales import exact_entropy, head_factors, position_factors  # noqa: E402
 from softmax_scale.train.loop import train_model  # noqa: E402
 from softmax_scale.train.model import forward, init_params, rope_tables  # noqa: E402
 
@@ -323,3 +323,18 @@ def test_quick_causal_end_to_end(tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     assert (tmp_path / "train_causal_quick.csv").read_bytes() == before
     assert not list((tmp_path / ".train-checkpoints").glob("*.npz"))
+
+
+def test_exact_entropy_refuses_bad_arguments_and_turns_only_the_evaluators_refusal_into_nan():
+    from softmax_scale import exact_stats
+    from softmax_scale.distributions import get_distribution
+
+    assert exact_entropy(1.0, 100, "normal") == float(exact_stats(1.0, 100, "normal", error_estimate=False).entropy)
+    for args, name in (((-1.0, 100, "normal"), "alpha"), ((1.0, 1, "normal"), "n"), ((1.0, 100, "nope"), "dist")):
+        with pytest.raises(ValueError, match=f"`{name}`"):
+            exact_entropy(*args)
+    # a sample with a huge spread at a huge scale: the quadrature refuses (too much work), the head gets NaN
+    wide = get_distribution(np.array([-1e6, 0.0, 1e6]))
+    with pytest.raises(ValueError):
+        exact_stats(1e6, 100, wide, error_estimate=False)
+    assert np.isnan(exact_entropy(1e6, 100, wide))

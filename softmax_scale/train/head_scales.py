@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import check_int
+from .._validation import check_int, check_positive_float
+from ..distributions import get_distribution
 from ..exact import exact_stats
 from .config import TrainConfig
 
@@ -84,8 +85,15 @@ def query_rows(s, lo, hi, windows):
 
 
 def exact_entropy(alpha, n, dist) -> float:
-    """The exact evaluator's ``E[H]`` at one ``alpha`` and ``n`` on ``dist``; NaN where it cannot answer."""
-    return _or_nan(lambda: float(exact_stats(float(alpha), int(n), dist, error_estimate=False).entropy))
+    """The exact evaluator's ``E[H]`` at one ``alpha`` and ``n`` on ``dist``; NaN where it cannot answer.
+
+    Bad arguments are still errors (``ValueError`` naming the parameter); only the evaluator's own
+    refusal (a head frozen far past its critical scale) becomes NaN.
+    """
+    alpha = check_positive_float(alpha, "alpha", allow_zero=True)
+    n = check_int(n, "n", minimum=2)
+    dist = get_distribution(dist)
+    return _or_nan(lambda: float(exact_stats(alpha, n, dist, error_estimate=False).entropy))
 
 
 def _solve(ns, target, dist):
