@@ -6,7 +6,7 @@ import numba
 import numpy as np
 
 from softmax_scale import _kernels
-from softmax_scale._random import seed_sequence
+from softmax_scale._util.rng import seed_sequence
 from softmax_scale.montecarlo import mc_trials
 
 from ._harness import best_of, settings

@@ -19,7 +19,7 @@ import json, time
 import numpy as np
 import softmax_scale as ss
 from softmax_scale import _kernels
-from softmax_scale._random import seed_sequence
+from softmax_scale._util.rng import seed_sequence
 out = {}
 def timed(name, f):
     t0 = time.perf_counter(); f(); out[name] = time.perf_counter() - t0

@@ -9,8 +9,7 @@ The public API is re-exported here::
     ss.fit_alpha_law(ns, alphas, form="sqrt_log")
 """
 
-from . import exact, moments, typical  # re-exported as modules: ss.exact, ss.moments, ss.typical
-from .causal import CausalOptimum, causal_objective, optimal_alpha_causal
+from . import exact, moments
 from .contrastive import PUBLISHED_COSINE_SCALES, TemperatureTable, temperature_table
 from .distributions import (
     Cosine,
@@ -29,9 +28,10 @@ from .entropy import (
     extrapolation_table,
     phase_diagram,
 )
+from .entropy.invariant import InvariantScale, invariant_scale
+from .entropy.signal import SignalStats, signal_stats
 from .exact import MeanFieldError, exact_stats, gap_density_at_zero, mean_field_error
 from .heads import HeadStats, head_stats
-from .invariant import InvariantScale, invariant_scale
 from .laws import LawFit, compare_alpha_laws, fit_alpha_law
 from .moments import (
     depth_second_moments,
@@ -44,14 +44,18 @@ from .moments import (
     t5_score_variance,
 )
 from .montecarlo import MCTrials, mc_trials
-from .objectives import OBJECTIVES, gradient_objective
+from .objectives import OBJECTIVES, gradient_objective, typical
+from .objectives.causal import CausalOptimum, causal_objective, optimal_alpha_causal
+from .objectives.typical import ObjectiveTable, mc_objective, objective_table
 from .optimize import AlphaOptimum, optimal_alpha, optimize_alpha
 from .schemes import SCHEMES, PinnedScheme, SchemeInfo, attention_scale, list_schemes, pinned, scheme_alpha
-from .signal import SignalStats, signal_stats
 from .stats import SoftmaxStats, softmax_stats
-from .typical import ObjectiveTable, mc_objective, objective_table
 
 __version__ = "0.1.0"
+
+#: Names of the real-model studies, imported from :mod:`.experiments` on first access.
+_EXPERIMENT_NAMES = {"real_head_table": "real_heads", "RealHeadTable": "real_heads",
+                     "length_extrapolation": "real_extrapolation"}
 
 
 def __getattr__(name):
@@ -60,11 +64,12 @@ def __getattr__(name):
     ``ss.models``, and ``ss.real_head_table`` / ``ss.RealHeadTable`` / ``ss.length_extrapolation``
     which live there.
     """
-    if name in ("models", "real_head_table", "RealHeadTable", "length_extrapolation"):
-        import importlib
+    import importlib
 
-        models = importlib.import_module(".models", __name__)
-        return models if name == "models" else getattr(models, name)
+    if name == "models":
+        return importlib.import_module(".models", __name__)
+    if name in _EXPERIMENT_NAMES:
+        return getattr(importlib.import_module(f".experiments.{_EXPERIMENT_NAMES[name]}", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

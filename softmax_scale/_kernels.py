@@ -70,7 +70,7 @@ from llvmlite import ir
 from numba import prange, types
 from numba.extending import intrinsic
 
-from ._jit import jit
+from ._util.jit import jit
 
 _U53 = 1.0 / 9007199254740992.0  # 2**-53
 _TWO_PI = 2.0 * np.pi

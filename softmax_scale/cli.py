@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 
-from ._validation import check_output_dir
+from ._util.validation import check_output_dir
 
 __all__ = ["main"]
 
@@ -82,9 +82,9 @@ def _cmd_alpha(args):
 
 
 def _cmd_fit(args):
+    from .experiments.alpha_table import NOTE_GRID
     from .laws import compare_alpha_laws
     from .optimize import optimal_alpha
-    from .report import NOTE_GRID
 
     ns = np.asarray(args.ns if args.ns else NOTE_GRID)
     alphas = optimal_alpha(ns, args.dist, d=args.d, objective=args.objective)
@@ -219,7 +219,7 @@ def _cmd_figures(args):
 
 
 def _cmd_extrapolate(args):
-    from .models.extrapolation import DEFAULT_ROPES, DEFAULT_SCHEMES, QUICK, length_extrapolation, loss_markdown
+    from .experiments.real_extrapolation import DEFAULT_ROPES, DEFAULT_SCHEMES, QUICK, length_extrapolation, loss_markdown
 
     if args.no_progress:
         os.environ["TQDM_DISABLE"] = "1"
@@ -247,7 +247,7 @@ def _cmd_extrapolate(args):
 
 
 def _cmd_train(args):
-    from .train.experiments import result_path, run_experiment, summary_markdown
+    from .experiments.training import result_path, run_experiment, summary_markdown
 
     if args.no_progress:
         os.environ["TQDM_DISABLE"] = "1"
@@ -270,7 +270,7 @@ def _cmd_train(args):
 
 
 def _cmd_table(args):
-    from .report import NOTE_GRID, alpha_table
+    from .experiments.alpha_table import NOTE_GRID, alpha_table
 
     table = alpha_table(NOTE_GRID[::10] if args.quick else NOTE_GRID, cosine_d=args.d)
     obj = {

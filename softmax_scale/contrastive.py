@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import check_int, check_n_array
+from ._util.validation import check_int, check_n_array
 from .distributions import Cosine
 from .objectives import mean_field_objective
 from .optimize import optimal_alpha

@@ -18,7 +18,7 @@ import numpy as np
 from scipy import special
 
 from ._kernels import log_mgf_weighted, sort_floats
-from ._validation import check_float_array, check_int
+from ._util.validation import check_float_array, check_int
 
 __all__ = [
     "DIST_NAMES",

@@ -9,33 +9,17 @@ plots them (any figure function with a parameter named like a key of
 from __future__ import annotations
 
 import inspect
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from ._progress import progress_bar
-from ._validation import check_output_dir
+from ._util.files import atomic_write, atomic_write_text
+from ._util.progress import progress_bar
+from ._util.validation import check_output_dir
+from .experiments.alpha_table import NOTE_GRID, QUICK_OBJECTIVE_NS, QUICK_OBJECTIVE_TRIALS, alpha_table
 from .plotting import FigureUnavailable, all_figures
-from .report import NOTE_GRID, QUICK_OBJECTIVE_NS, QUICK_OBJECTIVE_TRIALS, alpha_table
 
-__all__ = ["atomic_write", "compute_table", "main_job", "make_figures", "write_table"]
-
-
-def atomic_write(path: Path, write) -> None:
-    """Call ``write(tmp_path)`` then rename onto ``path``: an interrupted run leaves no half-written file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=path.suffix, dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+__all__ = ["compute_table", "main_job", "make_figures", "write_table"]
 
 
 def compute_table(*, quick: bool = False):
@@ -51,8 +35,8 @@ def write_table(out="figures", *, quick: bool = False, table=None):
         table = compute_table(quick=quick)
     out = Path(out)
     md = table.to_markdown()
-    atomic_write(out / "alpha_table.md", lambda p: Path(p).write_text(md))
-    atomic_write(out / "alpha_table.csv", lambda p: Path(p).write_text(table.to_csv()))
+    atomic_write_text(out / "alpha_table.md", md)
+    atomic_write_text(out / "alpha_table.csv", table.to_csv())
     return table
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import least_squares
 
-from ._validation import check_choice, check_choices, check_float_array, check_n_array
+from ._util.validation import check_choice, check_choices, check_float_array, check_n_array
 
 __all__ = ["LAW_FORMS", "LawFit", "compare_alpha_laws", "fit_alpha_law", "law_value"]
 

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _kernels
-from ._progress import progress_bar
-from ._random import mean_stderr, seed_sequence
-from ._validation import N_MAX, check_alpha_array, check_int
+from ._stats_result import SoftmaxStats, as_output
+from ._util.progress import progress_bar
+from ._util.rng import mean_stderr, seed_sequence
+from ._util.validation import N_MAX, check_alpha_array, check_int
 from .distributions import get_distribution
-from .stats_result import SoftmaxStats, as_output
 
 __all__ = ["MAX_SCORES", "MCTrials", "mc_stats", "mc_trials"]
 

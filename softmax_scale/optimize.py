@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import check_choice, check_n_array
+from ._util.validation import check_choice, check_n_array
 from .distributions import get_distribution
 from .objectives import OBJECTIVES, REGISTRY
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ._validation import check_choice
-from .stats_result import SoftmaxStats
+from ._stats_result import SoftmaxStats
+from ._util.validation import check_choice
 
 __all__ = ["METHODS", "SoftmaxStats", "softmax_stats"]
 

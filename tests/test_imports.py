@@ -122,7 +122,7 @@ def test_graph_is_read():
     graph = import_graph()
     # a few edges known to exist, so an empty graph cannot pass
     assert f"{PKG}.distributions" in graph[f"{PKG}.exact.grid"]
-    assert f"{PKG}.stats_result" in graph[f"{PKG}.montecarlo"]
+    assert f"{PKG}._stats_result" in graph[f"{PKG}.montecarlo"]
     assert f"{PKG}.moments.normalization" in graph[f"{PKG}.moments.residual"]
     assert f"{PKG}.moments" in graph[f"{PKG}.plotting.moments"]
     assert f"{PKG}.schemes" in graph[f"{PKG}.train.scales"]  # the harness sits on the core
@@ -149,7 +149,7 @@ def test_core_never_imports_the_models_subpackage():
 
 #: The shared private helpers of the whole package: private *modules* whose names every module may
 #: import (argument checks, rng handling, progress bars, the numba options, the numba kernels).
-SHARED = tuple(f"{PKG}.{m}" for m in ("_validation", "_random", "_progress", "_jit", "_kernels"))
+SHARED = tuple(f"{PKG}.{m}" for m in ("_util.validation", "_util.rng", "_util.progress", "_util.jit", "_kernels"))
 
 
 def _is_private(name: str) -> bool:

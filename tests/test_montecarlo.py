@@ -6,7 +6,7 @@ from scipy import integrate
 
 import softmax_scale as ss
 from softmax_scale import _kernels
-from softmax_scale._random import seed_sequence
+from softmax_scale._util.rng import seed_sequence
 from softmax_scale.distributions import get_distribution
 
 

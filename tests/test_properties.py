@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import softmax_scale as ss
 from softmax_scale import _kernels
-from softmax_scale._random import seed_sequence
+from softmax_scale._util.rng import seed_sequence
 from softmax_scale.distributions import get_distribution
 
 FAST = settings(

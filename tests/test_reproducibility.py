@@ -11,7 +11,7 @@ from helpers import run_python_json
 
 import softmax_scale as ss
 from softmax_scale import _kernels
-from softmax_scale._random import seed_sequence
+from softmax_scale._util.rng import seed_sequence
 from softmax_scale.distributions import get_distribution
 
 FIELDS = ("sum_p2", "entropy", "grad", "log_z")

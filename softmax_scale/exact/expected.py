@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import N_MAX, check_int
+from .._util.validation import N_MAX, check_int
 from ..distributions import Cosine, get_distribution, is_sample
 from .grid import isf, max_width, sf, spread
 from .stats import exact_stats

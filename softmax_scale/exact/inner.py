@@ -26,7 +26,7 @@ import numba
 import numpy as np
 from scipy import special
 
-from .._jit import jit
+from .._util.jit import jit
 from ..distributions import Cosine, Empirical, Normal, WeightedSample
 from .grid import GL_W, GL_X, jacobi_end_rules, sf, spread, tilted_window
 

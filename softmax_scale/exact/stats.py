@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import N_MAX, check_alpha_array, check_int, check_positive_float
+from .._stats_result import SoftmaxStats, as_output
+from .._util.validation import N_MAX, check_alpha_array, check_int, check_positive_float
 from ..distributions import get_distribution
-from ..stats_result import SoftmaxStats, as_output
 from .evaluate import stats_at
 
 __all__ = ["exact_stats", "exact_sum_p_s"]

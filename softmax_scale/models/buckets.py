@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_int
+from .._util.validation import check_int
 
 __all__ = ["DEFAULT_BUCKETS", "bucket_edges", "bucket_keys", "bucket_means", "check_edges"]
 

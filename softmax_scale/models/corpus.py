@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._random import seed_sequence
+from .._util.rng import seed_sequence
 
 __all__ = ["STDLIB_MODULES", "chunk_offsets", "corpus", "corpus_names", "token_chunks"]
 

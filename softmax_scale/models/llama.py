@@ -30,10 +30,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._progress import progress_bar
-from .._validation import check_int
-from ..rope import rerope_window, rope_frequencies
+from .._util.progress import progress_bar
+from .._util.validation import check_int
 from ..schemes import pinned
+from ..schemes.rope import rerope_window, rope_frequencies
 from .attention import attention
 from .buckets import bucket_means, check_edges
 from .gguf_file import LlamaConfig, load_gguf
@@ -400,7 +400,7 @@ class LlamaDecoder:
         progress : bool
             A progress bar over layers.
         rerope : int, optional
-            ReRoPE's window (:func:`softmax_scale.rope.rerope_window`): keys at ``i - j >= rerope``
+            ReRoPE's window (:func:`softmax_scale.schemes.rope.rerope_window`): keys at ``i - j >= rerope``
             seen at relative position ``rerope``; a whole pass (``start = 0``).
         """
         n = len(ids) if stop is None else stop
@@ -468,8 +468,8 @@ class LlamaDecoder:
             ``scheme(n) / standard(n)`` to the logits of the query that sees ``n`` keys
             (see :func:`scale_factors`).
         rope : str
-            RoPE variant for a sequence longer than ``train_length`` (:data:`softmax_scale.rope.ROPES`;
-            ``rerope`` with the window :func:`~softmax_scale.rope.rerope_window`, without a ``prefix``).
+            RoPE variant for a sequence longer than ``train_length`` (:data:`softmax_scale.schemes.rope.ROPES`;
+            ``rerope`` with the window :func:`~softmax_scale.schemes.rope.rerope_window`, without a ``prefix``).
         train_length : int, optional
             The length ``L`` the scale and RoPE variants are pinned at; the file's context length
             (8,192 for SmolLM2) by default.

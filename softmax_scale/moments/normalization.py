@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._random import generator, mean_stderr
-from .._validation import check_choice, check_int, check_positive_float
+from .._util.rng import generator, mean_stderr
+from .._util.validation import check_choice, check_int, check_positive_float
 
 __all__ = [
     "NORMS",

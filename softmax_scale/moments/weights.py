@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from .._random import generator, mean_stderr
-from .._validation import check_bool, check_choice, check_int, check_positive_float
+from .._util.rng import generator, mean_stderr
+from .._util.validation import check_bool, check_choice, check_int, check_positive_float
 
 __all__ = [
     "DISTRIBUTIONS",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..experiments.alpha_table import NOTE_GRID
 from ..laws import compare_alpha_laws
 from ..optimize import optimal_alpha
-from ..report import NOTE_GRID
 from ._style import new_figure
 
 _STYLES = {"sqrt_log": ":", "log": "--", "power": "-.", "affine_log": (0, (1, 1))}

@@ -10,10 +10,10 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from .. import entropy as E
-from ..causal import optimal_alpha_causal
 from ..contrastive import temperature_table
-from ..invariant import invariant_scale
+from ..entropy.invariant import invariant_scale
 from ..laws import law_value
+from ..objectives.causal import optimal_alpha_causal
 from ..schemes import pinned
 
 __all__ = ["FIGURES", "plot_causal_optimum", "plot_entropy_vs_n", "plot_extrapolation_drift",

@@ -6,9 +6,9 @@ import numpy as np
 
 from ..distributions import get_distribution
 from ..exact import exact_stats, gap_density_at_zero, mean_field_error
+from ..experiments.alpha_table import OBJECTIVE_TRIALS, QUICK_OBJECTIVE_NS, QUICK_OBJECTIVE_TRIALS, TABLE_ROWS, objective_tables
 from ..objectives import mean_field_objective
 from ..optimize import optimal_alpha
-from ..report import OBJECTIVE_TRIALS, QUICK_OBJECTIVE_NS, QUICK_OBJECTIVE_TRIALS, TABLE_ROWS, objective_tables
 from ._style import new_figure
 
 #: Default grids (module-level so that they are built once).
@@ -76,7 +76,7 @@ def alpha_star_by_objective(ns=TABLE_ROWS, trials=OBJECTIVE_TRIALS, cosine_d=128
         Seed.
     tables : dict, optional
         The objective tables already computed by
-        :func:`softmax_scale.report.objective_tables` (the main job passes those of
+        :func:`softmax_scale.experiments.alpha_table.objective_tables` (the main job passes those of
         the alpha* table); then ``ns``, ``trials`` and ``rng`` are theirs.
     """
     from ..laws import fit_alpha_law

@@ -121,7 +121,7 @@ def _panel_past(ax, res, table, edges, base):
 
 
 def extrapolation_figure(res=None, csv=None):
-    """Five panels and a legend from an :class:`~softmax_scale.models.extrapolation.ExtrapolationResult`.
+    """Five panels and a legend from an :class:`~softmax_scale.experiments.real_extrapolation.ExtrapolationResult`.
 
     (a) loss per bucket minus the baseline of the same bucket (the sliding window past ``L``,
     the model itself below); (b) past ``L`` only, each (RoPE, scale) pair's difference from the
@@ -135,7 +135,7 @@ def extrapolation_figure(res=None, csv=None):
     = prediction.
     """
     if res is None:
-        from ..models.extrapolation import read_extrapolation_csv
+        from ..experiments.real_extrapolation import read_extrapolation_csv
 
         path = Path(csv) if csv is not None else DEFAULT_CSV
         if not path.exists():

@@ -21,7 +21,7 @@ _COLORS = {"standard": "C0", "entropy_invariant@512": "C3", "ssmax": "C2", "alph
 def _table(experiment, table, csv):
     if table is not None:
         return table
-    from ..train.experiments import read_results, result_path
+    from ..experiments.training import read_results, result_path
 
     path = Path(csv) if csv is not None else result_path(experiment, FIGURE_DIR)
     if not path.exists():
@@ -44,7 +44,7 @@ def train_mlm_figure(table=None, csv=None):
     Per trained scale the mean and the seed spread (each seed a dot), the note's two rows in
     their own panel, and the training curves.
     """
-    from ..train.experiments import PUBLISHED, mlm_summary
+    from ..experiments.training import PUBLISHED, mlm_summary
 
     table = _table("mlm", table, csv)
     s = mlm_summary(table)
@@ -106,8 +106,8 @@ def train_alpha_figure(table=None, csv=None):
     ``optimal_alpha(L)`` (mean-field and geometric) marked; each head's ``sigma`` at the end
     against its value at initialisation.
     """
+    from ..experiments.training import alpha_summary
     from ..optimize import optimal_alpha
-    from ..train.experiments import alpha_summary
 
     table = _table("alpha", table, csv)
     s = alpha_summary(table)

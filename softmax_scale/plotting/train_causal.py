@@ -26,7 +26,7 @@ _CURVES = (("standard", "trained", "no log n", "C0", "-"),
 def _table(table, csv):
     if table is not None:
         return table
-    from ..train.experiments import read_results, result_path
+    from ..experiments.training import read_results, result_path
 
     path = Path(csv) if csv is not None else result_path("causal", FIGURE_DIR)
     if not path.exists():
@@ -54,7 +54,7 @@ def train_causal_figure(table=None, csv=None):
 
     One column per RoPE variant; each curve the mean over seeds with the spread (min to max) shaded.
     """
-    from ..rope import ROPES
+    from ..schemes.rope import ROPES
 
     table = _table(table, csv)
     r = table.rows

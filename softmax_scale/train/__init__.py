@@ -25,7 +25,6 @@ _LAZY = {
     "DIVERGENCE_LOSS": "loop", "evaluate": "evaluation", "EvalResult": "evaluation", "LengthEval": "evaluation",
     "head_sigmas": "evaluation", "forward": "model", "init_params": "model", "model": "model",
     "run_sweep": "sweep", "Task": "sweep", "run_task": "sweep", "run_summary": "sweep", "local_executor": "sweep",
-    "run_experiment": "experiments", "read_results": "experiments", "EXPERIMENTS": "experiments",
 }
 
 

@@ -12,8 +12,8 @@ import dataclasses
 import json
 from dataclasses import dataclass
 
-from .._validation import check_choice, check_int, check_positive_float
-from ..rope import ROPES
+from .._util.validation import check_choice, check_int, check_positive_float
+from ..schemes.rope import ROPES
 from .scales import TRAIN_SCALES
 
 __all__ = ["FFNS", "OBJECTIVES", "QUICK", "TrainConfig"]

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._validation import check_choice, check_int, check_positive_float
+from .._util.validation import check_choice, check_int, check_positive_float
 
 __all__ = [
     "EVAL_SEED",

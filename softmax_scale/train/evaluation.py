@@ -19,10 +19,10 @@ from functools import partial
 
 import numpy as np
 
-from .._progress import progress_bar
-from .._validation import check_choice, check_int
+from .._util.progress import progress_bar
+from .._util.validation import check_choice, check_int
 from ..heads import head_stats
-from ..rope import ROPES, rerope_window
+from ..schemes.rope import ROPES, rerope_window
 from .backend import jax, jnp
 from .config import TrainConfig
 from .data import EVAL_SEED, eval_batch, heldout_bytes, most_frequent_byte
@@ -157,9 +157,9 @@ def evaluate(params, config: TrainConfig, lengths, *, scheme: str | None = None,
     pin_length : int, optional
         The length ``scheme`` is pinned at (default: the config's pin length).
     rope : str, optional
-        A RoPE variant of :data:`softmax_scale.rope.ROPES` at test time (default: the trained one),
+        A RoPE variant of :data:`softmax_scale.schemes.rope.ROPES` at test time (default: the trained one),
         its frequencies pinned at the training length.  ``"rerope"`` uses the window
-        :func:`softmax_scale.rope.rerope_window` (causal models).  ``"dynamic_ntk"`` on a causal
+        :func:`softmax_scale.schemes.rope.rerope_window` (causal models).  ``"dynamic_ntk"`` on a causal
         model is read per bucket of positions (:func:`position_buckets`): the positions of the
         bucket ``[lo, hi)`` are scored by a forward pass over the first ``hi`` bytes with the
         base of a sequence of ``hi`` bytes (``s = max(1, hi / L)``), the length of the text so

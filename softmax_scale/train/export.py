@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._util.files import atomic_write
 from .config import TrainConfig
 from .data import VOCAB
 
@@ -83,8 +84,6 @@ def export_gguf(params: dict, config: TrainConfig, path, *, name: str = "softmax
     -------
     Path
     """
-    import gguf
-
     if not isinstance(config, TrainConfig):
         raise TypeError(f"`config` must be a TrainConfig, got {type(config).__name__}")
     if not config.causal or config.ffn != "swiglu":
@@ -110,8 +109,13 @@ def export_gguf(params: dict, config: TrainConfig, path, *, name: str = "softmax
             p + "attn_v.weight": t["wv"].T, p + "attn_output.weight": t["wo"].T,
             p + "ffn_gate.weight": t["w1"].T, p + "ffn_up.weight": t["w3"].T, p + "ffn_down.weight": t["w2"].T,
         })
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
+    return atomic_write(path, lambda tmp: _write_gguf(tmp, tensors, config, name))
+
+
+def _write_gguf(tmp, tensors, config, name):
+    import gguf
+
+    D, H = config.d_model, config.heads
     tokens = byte_tokens()
     w = gguf.GGUFWriter(os.fspath(tmp), "llama")
     w.add_name(name)
@@ -136,5 +140,3 @@ def export_gguf(params: dict, config: TrainConfig, path, *, name: str = "softmax
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    os.replace(tmp, path)
-    return path

@@ -6,7 +6,7 @@ reads them), and two rules turn that into a factor per head at each ``n > L``
 (:func:`head_factors`): hold the head's i.i.d. ``E[H]`` (``toolkit_iid``), or cancel the entropy
 drift the head shows inside ``L`` (``toolkit_measured``).  :func:`position_factors` gives the factor
 per query position, which :func:`softmax_scale.train.evaluate` applies at test time.  The causal
-experiment (:mod:`softmax_scale.train.ablation`) runs them.
+experiment (:mod:`softmax_scale.experiments.causal`) runs them.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import check_int, check_positive_float
+from .._util.validation import check_int, check_positive_float
 from ..distributions import get_distribution
 from ..exact import exact_stats
 from .config import TrainConfig
@@ -98,7 +98,7 @@ def exact_entropy(alpha, n, dist) -> float:
 
 def _solve(ns, target, dist):
     """``alpha`` with ``E[H](alpha, n) = target`` at each ``n`` on ``dist`` (:func:`softmax_scale.invariant_scale`)."""
-    from ..invariant import invariant_scale
+    from ..entropy.invariant import invariant_scale
 
     return invariant_scale(ns, target, dist=dist).alpha
 

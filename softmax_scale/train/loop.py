@@ -27,8 +27,9 @@ from functools import partial
 
 import numpy as np
 
-from .._progress import progress_bar
-from .._random import seed_sequence
+from .._util.files import atomic_write
+from .._util.progress import progress_bar
+from .._util.rng import seed_sequence
 from .backend import jax, optax
 from .config import TrainConfig
 from .data import VOCAB, train_batch
@@ -114,12 +115,13 @@ def _save(path, params, opt_state, step, config, ss, history):
     meta = {"config": config.describe(), "step": step, "seed": _seed_text(ss), "format": "softmax_scale.train/1"}
     arrays = {f"leaf{i}": np.asarray(x) for i, x in enumerate(leaves)}
     arrays.update({f"history_{k}": np.asarray(v[:step]) for k, v in history.items()})
-    tmp = f"{path}.tmp"
-    with open(tmp, "wb") as f:
-        np.savez(f, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **arrays)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    meta_bytes = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+
+    def write(tmp):
+        with open(tmp, "wb") as f:
+            np.savez(f, meta=meta_bytes, **arrays)
+
+    atomic_write(path, write)
 
 
 def load_checkpoint(path, config: TrainConfig, template, ss) -> tuple:

@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from .._random import seed_sequence
+from .._util.rng import seed_sequence
 from .backend import jax, jnp
 from .data import VOCAB
 
@@ -51,7 +51,7 @@ def attention(x, wq, wk, wv, wo, *, cos, sin, factors, s=None, heads, causal, wi
     ``window``: each query sees only the ``window`` keys up to itself (the sliding-window
     baseline; causal only).  ``rerope``: ReRoPE's window ``w`` (Su, kexue.fm 9708): keys at
     ``|i - j| >= w`` are scored with ``q`` rotated at position ``w`` and ``k`` not rotated, the
-    two score matrices joined by :func:`softmax_scale.rope.rerope_near`, so every pair within
+    two score matrices joined by :func:`softmax_scale.schemes.rope.rerope_near`, so every pair within
     the window keeps the trained RoPE score bit for bit.
     """
     b, t, d = x.shape
@@ -68,7 +68,7 @@ def attention(x, wq, wk, wv, wo, *, cos, sin, factors, s=None, heads, causal, wi
     scores = (q @ k.transpose(0, 1, 3, 2)) * scale  # [B, H, T, T]
     pos = np.arange(t)
     if rerope is not None and t > rerope:
-        from ..rope import rerope_near
+        from ..schemes.rope import rerope_near
 
         far = (rotate(qh, cos[rerope], sin[rerope]) @ kh.transpose(0, 1, 3, 2)) * scale  # relative position w
         scores = jnp.where(rerope_near(pos, pos, rerope), scores, far)
@@ -141,11 +141,11 @@ def rope_tables(config, length: int, rope: str | None = None, *,
                 rope_length: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``cos`` and ``sin`` of the RoPE angles ``t theta_i`` for positions ``0..length-1`` (float64 angles, float32 out).
 
-    The frequencies come from :func:`softmax_scale.rope.rope_frequencies` with the config's
+    The frequencies come from :func:`softmax_scale.schemes.rope.rope_frequencies` with the config's
     variant (or ``rope``), pinned at its training length, for a sequence of ``rope_length``
     (default ``length``) bytes.
     """
-    from ..rope import rope_frequencies
+    from ..schemes.rope import rope_frequencies
 
     theta = rope_frequencies(config.rope if rope is None else rope, config.d_head, config.rope_base,
                              config.train_length, length if rope_length is None else rope_length)

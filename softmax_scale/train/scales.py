@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_choice, check_int
+from .._util.validation import check_choice, check_int
 from ..schemes import QK_SCHEMES, pinned
 
 __all__ = ["TRAIN_SCALES", "keys_seen", "model_factors", "query_factors", "ssmax_init"]

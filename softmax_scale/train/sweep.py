@@ -2,7 +2,7 @@
 
 Each :class:`Task` (a scale, a seed, a configuration, what to measure) runs :func:`run_task` in a
 worker and returns its rows; the main process appends them to the result file at once
-(:class:`softmax_scale.store.ResultStore`), so a sweep that is stopped loses only the runs in
+(:class:`softmax_scale._util.store.ResultStore`), so a sweep that is stopped loses only the runs in
 flight (and those resume from their checkpoints), and a rerun skips every run already written.
 
 - Locally (:func:`local_executor`): a process pool with the ``spawn`` start method, one XLA
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._progress import progress_bar
-from ..store import ResultStore, read_table
+from .._util.progress import progress_bar
+from .._util.store import ResultStore, read_table
 from .config import TrainConfig
 
 __all__ = ["COLUMNS", "KEY", "Task", "dask_executor", "expected_rows", "limit_threads", "local_executor", "read_sweep",
@@ -228,7 +228,7 @@ def run_sweep(tasks, out, header: dict, *, executor: cf.Executor | None = None, 
 
     Returns
     -------
-    softmax_scale.store.Table
+    softmax_scale._util.store.Table
         The file read back.
     """
     run = run_task if run is None else run
@@ -265,6 +265,6 @@ def run_sweep(tasks, out, header: dict, *, executor: cf.Executor | None = None, 
 
 
 def read_sweep(path):
-    """A sweep's result file read back (:func:`softmax_scale.store.read_table` with the column types)."""
+    """A sweep's result file read back (:func:`softmax_scale._util.store.read_table` with the column types)."""
     return read_table(path, COLUMNS, text=("scheme", "status", "kind", "scale", "note"),
                       ints=("seed", "x", "layer", "head", "count"))

@@ -1,0 +1,38 @@
+"""Atomic file writes: a result is either the old file or the whole new one, never half of either."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+__all__ = ["atomic_write", "atomic_write_text"]
+
+
+def atomic_write(path, write: Callable[[str], object]) -> Path:
+    """Call ``write(tmp)`` for a temporary file beside ``path``, flush it to disk, then rename it onto ``path``.
+
+    The temporary file has the suffix of ``path`` (so that writers which read the format from the
+    name, such as matplotlib's, write the same bytes) and is removed if ``write`` fails or the
+    process is interrupted.  Returns ``path`` as a :class:`~pathlib.Path`.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp" + path.suffix, dir=path.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def atomic_write_text(path, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically (see :func:`atomic_write`)."""
+    return atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))

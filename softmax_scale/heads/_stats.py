@@ -1,0 +1,533 @@
+"""Per-head diagnostics on any model's attention, pre-softmax scores or probabilities: :func:`head_stats`.
+
+The scores of one head form a matrix ``(n_queries, n_keys)``; each query row
+is one softmax.  For every row ``r`` with ``n_r`` allowed keys and scores
+``s_rj``:
+
+- ``sigma_r`` is the standard deviation of the row's allowed scores (``ddof=0``)
+  and ``z_rj = (s_rj - mean_r) / sigma_r`` its standardised scores, so that
+  ``s_r = const + sigma_r z_r``: in the toolkit's unit-variance language the
+  row is a softmax of ``z_r`` at scale ``alpha = sigma_r``;
+- ``p_r = softmax(s_r)`` in float64 (max-shifted), ``H_r = log Z_r - sum_j p_rj (s_rj - max_r)``,
+  ``sum p^2``, ``G_r = sigma_r (1 - sum p^2)``, the largest probability and the
+  probability on key 0 (the attention-sink token; 0 where key 0 is masked).
+
+**As frameworks hand it over** (:mod:`softmax_scale.heads._input`): ``logits``
+of shape ``(batch, heads, queries, keys)`` with the mask already added as a
+large negative number (the float16 or float32 minimum, ``-1e9``, ``-1e4``) are
+recognised (an allowed entry more than 745 below its row's largest logit, whose
+probability is exactly 0, or a whole row at or below -1000) and refused in one
+line that says how to pass ``mask=``/``causal=True``, or treated as masked with
+``mask_fill="mask"``; ``probs`` (attention probabilities) give the entropy and
+``sum p^2`` exactly and ``sigma`` from ``log p``, flagged as a lower bound where
+a probability underflowed to 0 (``sigma_lower_bound``, ``underflow``).
+
+A head's statistic is the plain average over its rows (queries), each row
+with its own ``n_r``: with a causal mask row ``i`` has ``i + 1`` keys, and
+nothing is taken at the maximum ``n``.  The excess kurtosis is that of the
+head's pooled standardised scores (every allowed entry of every row), which
+is also the sample behind the empirical prediction.
+
+**i.i.d. predictions, one per row, exact in ``n_r``.**  The prediction for a
+row is the exact evaluator's ``E[H](alpha_r, n_r)`` for ``n_r`` i.i.d.
+unit-variance scores at scale ``alpha_r = sigma_r sqrt(n_r / (n_r - 1))``;
+the head's prediction is the average over its rows.  The factor
+``sqrt(n/(n-1))`` makes the prediction unbiased under its own null: ``n``
+i.i.d. scores of scale ``alpha`` have a ``ddof=0`` sample variance of mean
+``alpha^2 (n-1)/n``, and ``E[H] ~ log n - alpha^2 (n-1)/(2n)`` is linear in
+``alpha^2`` while the softmax is far from frozen (at ``n = 512``, ``alpha = 2``
+the correction is 0.004 nats, a hundred times the Monte Carlo error of a
+``(6, 12, 512, 512)`` tensor of i.i.d. scores).  Two score distributions:
+the standard normal, and the head's own pooled standardised scores as an
+:class:`~softmax_scale.Empirical` sample (mean 0, variance 1 by
+construction).  ``delta_entropy = entropy - predicted_entropy`` then says how
+much of the head's focus comes from structure (which key, not how many)
+rather than from the scale and shape of its score distribution.
+
+*How it is computed.*  The exact evaluator's inner expectations over the
+score distribution at a given ``alpha`` (the costly part) do not depend on
+``n``; only the outer integral over ``u = log t`` does, through
+``phi(t)^(n-1)``.  So for each scale the engine of :mod:`softmax_scale.exact`
+evaluates them once on a ``u`` grid that serves every ``n`` of the head, and
+``E[H]`` follows for all the head's distinct ``n`` as one matrix product
+(:class:`softmax_scale.exact.EntropyForNs`: exact in ``n``, no interpolation,
+only the nodes and sample points that can matter evaluated, ~1e-13 nats from
+the whole-grid reference).  In ``alpha`` the rows' scales are interpolated
+(:func:`softmax_scale.heads._predict.row_average`), and the bound on that
+interpolation error is reported as ``predict_error``.  The evaluator is
+checked against :func:`softmax_scale.exact_stats` in ``tests/test_heads.py``.
+
+*The empirical sample.*  A head's pooled standardised scores (up to
+``n_queries * n_keys`` values, mean 0 and variance 1 by construction) are
+compressed deterministically, without randomness, to at most
+``size = max(sample_size, 4 max_r n_r)`` weighted points: the ``size/4``
+largest and ``size/4`` smallest values exactly, the bulk as the means of
+``size/2`` equal-count bins (a :class:`~softmax_scale.WeightedSample`, see
+:func:`~softmax_scale.distributions.compress_pool`; a pool of at most ``size``
+values is used whole), re-standardised to mean 0 and variance 1.  Against
+the whole pool of 262144 normal scores, the compression to 2048 points
+changes ``E[H]`` at ``n = 512`` by 5e-5, 5e-4, 2e-3 nats at ``alpha = 1, 2, 4``
+(4096 points: 4e-6, 4e-5, 1e-4), well below the spread of ``E[H]`` between
+two such pools (~0.015 nats at ``alpha = 2``: the extreme tail decides it).  The
+expectations over it are exact weighted sums.  The geometric ``alpha_star`` resamples the whole pool.
+Rows whose scores are all equal
+(``sigma_r = 0``, an exactly uniform softmax whose prediction ``log n_r`` is
+exact for any distribution) contribute nothing to the pool.
+
+**alpha_star.**  The mean-field objective averaged over the rows,
+``mean_r a (1 - R(a)/n_r)`` with ``R(a) = M(2a)/M(a)^2`` (``M`` the empirical
+sample's moment-generating function), is linear in ``1/n_r``: it equals the
+single-``n`` objective at the harmonic mean ``n_h = 1 / mean_r(1/n_r)``.  So
+``alpha_star`` is the exact maximiser of the row-averaged objective, the
+mean-field ``alpha*`` at ``n_h`` (``n_h = n`` when every row has the same
+``n``).  ``alpha_objective="geometric"`` maximises ``exp E[log G]`` by Monte
+Carlo (:mod:`softmax_scale.objectives.typical`) at the integer nearest to ``n_h``,
+with its standard error in ``alpha_star_se``.  Compare ``alpha_star`` with the
+row scale ``alpha_r`` above (``sigma`` times ``sqrt(n/(n-1))``, 0.1 % more at
+``n = 512``): a head whose ``sigma`` exceeds it is past the
+gradient-maximising scale.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from .._util.rng import seed_sequence
+from .._util.validation import check_bool, check_choice, check_int
+from ..distributions import Empirical, Normal, WeightedSample
+from ..exact import EntropyForNs, TooMuchWork
+from ..objectives.mean_field import mean_field_optimum
+from ..optimize import optimize_alpha
+from ._input import FILL_ROW_MAX, MASK_FILLS, PROB_SUM_TOL, check_scores, describe_fill, fill_entries, looks_like_probabilities
+from ._predict import row_average
+from ._result import HeadStats
+
+__all__ = ["HeadStats", "head_pools", "head_stats"]
+
+_ALPHA_OBJECTIVES = ("mean_field", "geometric")
+
+
+# ---------------------------------------------------------------------------------------------
+# validation
+
+
+def _check_mask(mask, shape) -> np.ndarray | None:
+    if mask is None:
+        return None
+    m = mask if isinstance(mask, np.ndarray) else np.asarray(mask)
+    if m.dtype != bool:
+        raise TypeError(f"`mask` must be a boolean array (True = key allowed), got dtype {m.dtype}")
+    try:
+        return np.broadcast_to(m, shape)
+    except ValueError:
+        raise ValueError(f"`mask` of shape {m.shape} does not broadcast to the shape of the scores {shape}") from None
+
+
+def _only_causal_fills(arr, causal_pattern):
+    """Whether, in every head of ``arr``, the entries that look like a fill are exactly those a causal mask hides."""
+    for idx in np.ndindex(*arr.shape[:-2]):
+        fill = fill_entries(np.asarray(arr[idx], dtype=np.float64), None)
+        if fill.any() and not np.array_equal(fill, ~causal_pattern):
+            return False
+    return True
+
+
+def _refuse_fills(arr, s, fill, idx, causal_pattern):
+    """The one-line refusal of entries that look like a mask fill, with what they look like and what to pass.
+
+    ``causal_pattern``: the causal mask, when neither ``mask`` nor ``causal`` was given (then a
+    tensor whose fills are exactly the causal mask's hidden keys is told to pass ``causal=True``).
+    """
+    where = tuple(int(i) for i in np.argwhere(fill)[0])
+    row = s[where[0]][fill[where[0]]]
+    if np.all(row <= FILL_ROW_MAX) and fill[where[0]].sum() == s.shape[1]:
+        what = "a whole row at or below -1000, a padding query"
+    else:
+        what = "more than 745 below the largest logit of their row: probability exactly 0"
+    if causal_pattern is not None and np.array_equal(fill, ~causal_pattern) and _only_causal_fills(arr, causal_pattern):
+        how = "in every head they are exactly the keys a causal mask hides: pass causal=True"
+    else:
+        how = "pass mask= (True = key allowed) or causal=True"
+    raise ValueError(
+        f"`logits`: {int(fill.sum())} entries of head {idx} look like a mask fill ({describe_fill(float(s[where]))} at "
+        f"{idx + where}; {what}); {how}, or mask_fill='mask' to treat them as masked"
+    )
+
+
+def _check_logit_row_values(s, allowed, idx):
+    bad = np.isnan(s) | (s == np.inf)
+    if allowed is not None:
+        bad &= allowed
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"`logits` must not be NaN or +inf where the mask allows a key: {s[where]} at {idx + where}")
+
+
+def _prepare_probs(p, allowed, idx):
+    """Validate one head's float64 probabilities; return them renormalised over the allowed keys, and ``log p``.
+
+    Zeros at allowed keys (underflow) get, in ``log p``, the log of the smallest positive
+    probability of their row: the true value lies below it, so ``sigma`` is a lower bound.
+    Returns ``(p, log_p, zeros)`` with ``zeros`` the boolean ``(Q, K)`` of allowed zeros.
+    """
+    ok = np.ones(p.shape, dtype=bool) if allowed is None else allowed
+    bad = ok & ~np.isfinite(p)
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"`probs` must be finite where the mask allows a key: {p[where]} at {idx + where}")
+    pa = np.where(ok, p, 0.0)
+    if pa.min() < 0 or pa.max() > 1.0 + PROB_SUM_TOL:
+        v = pa.min() if pa.min() < 0 else pa.max()
+        raise ValueError(f"`probs` must lie in [0, 1] where the mask allows a key, got {v:.6g} in head {idx}")
+    sums = pa.sum(axis=1)
+    off = (np.abs(sums - 1.0) > PROB_SUM_TOL) & (ok.sum(axis=1) >= 2)  # rows of fewer than 2 keys are skipped
+    if off.any():
+        r = int(np.flatnonzero(off)[0])
+        raise ValueError(
+            f"`probs`: every row must sum to 1 over its allowed keys (within {PROB_SUM_TOL:g}), row {idx + (r,)} sums to "
+            f"{sums[r]:.6g}; masked keys must hold probability 0 (is `mask`/`causal` the one the model used?)"
+        )
+    pa /= np.where(sums > 0, sums, 1.0)[:, None]
+    zeros = ok & (pa == 0.0)
+    floor = np.where(ok & (pa > 0), pa, np.inf).min(axis=1, keepdims=True)  # the smallest positive probability per row
+    log_p = np.log(np.where(zeros, floor, np.where(ok, pa, 1.0)))
+    return pa, log_p, zeros
+
+
+# ---------------------------------------------------------------------------------------------
+# one head: the measured statistics
+
+
+def _measure(s, allowed, skip, probs=None):
+    """Row statistics of one head: ``s`` float64 ``(Q, K)``, ``allowed`` bool ``(Q, K)`` or None.
+
+    With ``probs`` (the head's probabilities, 0 where not allowed, rows summing to 1) the
+    softmax is not recomputed: ``p = probs`` and ``s = log p`` (clamped where ``p`` underflowed).
+    Returns ``(rows, pool)``: ``rows`` a dict of per-row arrays over the kept
+    rows (not in ``skip``), ``pool`` the standardised scores of the kept
+    non-constant rows (1-D).
+    """
+    keep = ~skip
+    s = s[keep]
+    if allowed is not None:
+        allowed = allowed[keep]
+        n = allowed.sum(axis=1).astype(np.float64)
+        s_masked = np.where(allowed, s, -np.inf)
+    else:
+        n = np.full(s.shape[0], float(s.shape[1]))
+        s_masked = s
+    if probs is None:
+        top = s_masked.max(axis=1, keepdims=True)
+        x = s_masked - top  # <= 0, -inf where masked
+        e = np.exp(x)
+    else:
+        e = probs[keep]
+        x = np.log(np.where(e > 0, e, 1.0))  # log p, 0 where p = 0 (those terms vanish below)
+    z_sum = e.sum(axis=1)
+    p = e / z_sum[:, None]
+    x0 = np.where(p > 0, x, 0.0)  # p log p with 0 log 0 = 0 (masked keys)
+    entropy = np.log(z_sum) - np.sum(p * x0, axis=1)
+    entropy = np.clip(entropy, 0.0, np.log(n))  # rounding only: H lies in [0, log n]
+    sum_p2 = np.einsum("ij,ij->i", p, p)
+    if allowed is not None:
+        mean = np.where(allowed, s, 0.0).sum(axis=1) / n
+        dev = np.where(allowed, s - mean[:, None], 0.0)
+    else:
+        mean = s.mean(axis=1)
+        dev = s - mean[:, None]
+    sigma = np.sqrt(np.einsum("ij,ij->i", dev, dev) / n)
+    flat = sigma <= 0.0  # constant rows: sigma 0, uniform softmax
+    rows = {
+        "n": n,
+        "sigma": sigma,
+        "entropy": entropy,
+        "ratio": entropy / np.log(n),
+        "sum_p2": sum_p2,
+        "gradient": sigma * (1.0 - sum_p2),
+        "top1": p.max(axis=1),
+        "sink": p[:, 0],
+    }
+    live = ~flat
+    zs = dev[live] / sigma[live, None]
+    pool = zs[allowed[live]] if allowed is not None else zs.ravel()
+    return rows, pool
+
+
+# ---------------------------------------------------------------------------------------------
+# the public entry point
+
+
+def head_stats(
+    logits=None,
+    *,
+    probs=None,
+    mask=None,
+    causal=False,
+    mask_fill="refuse",
+    predict=True,
+    alpha_objective="mean_field",
+    sample_size=2048,
+    trials=2000,
+    rng=None,
+) -> HeadStats:
+    """Softmax diagnostics per attention head, beside the i.i.d. predictions for the same ``n`` and scale.
+
+    Pass the pre-softmax scores (``logits``, e.g. from a forward hook) or the attention
+    probabilities (``probs``, e.g. ``output_attentions=True``), shaped as frameworks return them:
+    ``(batch, heads, n_queries, n_keys)`` or any ``(..., n_queries, n_keys)``.
+
+    Parameters
+    ----------
+    logits : array_like, optional
+        Pre-softmax scores, shape ``(..., n_queries, n_keys)``, e.g.
+        ``(layers, heads, n, n)`` (any real dtype; float32 is read one head
+        at a time and computed in float64, the whole tensor is never copied).
+        Must not be NaN or ``+inf`` where the mask allows a key.  Entries that look
+        like a framework's mask fill (``-inf``, or finite: the float16 or float32
+        minimum, ``-1e9``, ``-1e4`` plus the score) are handled by ``mask_fill``.
+    probs : array_like, optional
+        Attention probabilities instead of ``logits``, same shape; each row
+        non-negative and summing to 1 over its allowed keys (within 1e-2; renormalised
+        in float64), 0 on masked keys.  Entropy and ``sum p^2`` are exact.  ``sigma``
+        is the standard deviation of ``log p`` (the logits up to a constant per row);
+        where an allowed probability underflowed to 0 (float32: below 1.4e-45, i.e.
+        a logit more than 103 below its row's largest) its ``log p`` is unknown and
+        is taken as the log of the row's smallest positive probability, which is
+        above the truth, so ``sigma`` is then a *lower bound*: see
+        ``sigma_lower_bound`` and ``underflow`` in the result.
+    mask : array_like of bool, optional
+        ``True`` where a key is allowed; broadcast to the shape of the scores
+        (e.g. ``(batch, 1, n_queries, n_keys)`` for all heads).  Rows it leaves with
+        fewer than 2 keys (the scale of one score is undefined: padding queries,
+        the first query of a causal mask) are skipped; ``queries`` counts the rows kept.
+    causal : bool
+        Allow key ``j`` for query ``i`` only if ``j <= i + n_keys - n_queries``
+        (queries are the last positions); combined with ``mask`` by "and".
+        Rows whose causal mask allows a single key (query 0 when
+        ``n_queries == n_keys``) are skipped.
+    mask_fill : {"refuse", "mask", "keep"}
+        What to do with allowed ``logits`` entries that look like a mask fill
+        (more than 745 below their row's largest logit, where the probability is
+        exactly 0 even in float64, or in a row whose every entry is at or below
+        -1000; see :mod:`softmax_scale.heads._input`).  ``"refuse"`` (default):
+        a ValueError in one line saying what they look like and how to pass
+        ``mask=`` or ``causal=True``.  Refusing is the default because such a key
+        silently counted would inflate ``n`` and ``sigma`` (the prediction would
+        need 1e10 quadrature nodes), and because the mask that produced the fill is
+        the reliable statement of which keys a query sees.  ``"mask"``: treat them
+        as masked keys (counted in ``fills``).  ``"keep"``: count them as keys
+        (logits that really spread that wide).
+    predict : bool
+        Also compute the i.i.d. predictions and ``alpha_star`` (otherwise
+        those fields are NaN, ``predicted`` is False, and only the cheap statistics are computed).
+    alpha_objective : {"mean_field", "geometric"}
+        Objective of ``alpha_star``: the row-averaged mean-field objective
+        (deterministic, cheap) or ``exp E[log G]`` by Monte Carlo.
+    sample_size : int
+        Largest number of weighted points the pooled standardised scores of
+        a head are compressed to (at least 4 times the largest ``n``; ``>= 16``).
+    trials : int
+        Monte Carlo trials of the geometric objective (ignored otherwise).
+    rng : None, int, SeedSequence or Generator
+        Seed of the geometric objective's draws (one spawned stream per head).
+
+    Returns
+    -------
+    HeadStats
+
+    Raises
+    ------
+    ValueError
+        Neither or both of ``logits`` and ``probs``; NaN or ``+inf`` logits where
+        allowed; entries that look like a mask fill (``logits``, with
+        ``mask_fill="refuse"``); probabilities outside ``[0, 1]`` or rows not
+        summing to 1 (``probs``); fewer than 2 keys; a mask that does not broadcast
+        or leaves no row of a head with 2 keys (``mask``).
+
+    Warns
+    -----
+    UserWarning
+        ``logits`` whose every row is non-negative and sums to 1: probabilities
+        passed as logits (use ``probs=``).
+
+    Examples
+    --------
+    >>> import numpy as np, softmax_scale as ss
+    >>> x = np.random.default_rng(0).standard_normal((2, 3, 64, 64)) * 2.0
+    >>> r = ss.head_stats(x, causal=True)
+    >>> r.entropy.shape
+    (2, 3)
+    """
+    if logits is None and probs is None:
+        raise ValueError("`logits`: pass the pre-softmax scores as `logits` or the attention probabilities as `probs`")
+    if logits is not None and probs is not None:
+        raise ValueError("`probs`: pass either `logits` or `probs`, not both")
+    source = "logits" if probs is None else "probs"
+    arr = check_scores(logits if probs is None else probs, source)
+    causal = check_bool(causal, "causal")
+    predict = check_bool(predict, "predict")
+    check_choice(mask_fill, "mask_fill", MASK_FILLS)
+    if source == "probs" and mask_fill != "refuse":
+        raise ValueError(f"`mask_fill` applies to logits; probabilities hold 0 on masked keys, got mask_fill={mask_fill!r}")
+    check_choice(alpha_objective, "alpha_objective", _ALPHA_OBJECTIVES)
+    sample_size = check_int(sample_size, "sample_size", minimum=16, maximum=10**7)
+    if alpha_objective == "geometric":
+        trials = check_int(trials, "trials", minimum=100)
+        seeds = seed_sequence(rng)
+    m = _check_mask(mask, arr.shape)
+    if source == "logits" and looks_like_probabilities(arr):
+        warnings.warn("`logits`: every row is non-negative and sums to 1, as attention probabilities do; "
+                      "pass them as head_stats(probs=...)", UserWarning, stacklevel=2)
+    q, k = arr.shape[-2:]
+    lead = arr.shape[:-2]
+    causal_ok = np.arange(k)[None, :] <= np.arange(q)[:, None] + (k - q)
+    skip = np.zeros(q, dtype=bool)
+    if causal:
+        skip = causal_ok.sum(axis=1) < 2
+        if skip.all():
+            raise ValueError(f"`{source}`: with causal=True no query of shape {arr.shape} has 2 or more keys")
+    n_heads = int(np.prod(lead, dtype=np.int64))
+    if alpha_objective == "geometric":
+        head_seeds = seeds.spawn(n_heads)
+
+    names = ["queries", "n", "n_harmonic", "sigma", "entropy", "entropy_ratio", "sum_p2", "gradient", "top1", "sink",
+             "kurtosis", "predicted_entropy", "predicted_entropy_empirical", "predict_error", "alpha_star",
+             "alpha_star_se"]
+    out = {name: np.full(lead, np.nan) for name in names}
+    out["queries"] = np.zeros(lead, dtype=np.int64)
+    out["fills"] = np.zeros(lead, dtype=np.int64)
+    out["underflow"] = np.zeros(lead)
+    out["sigma_lower_bound"] = np.zeros(lead, dtype=bool)
+    normal = Normal()
+    evaluators: dict = {}  # the normal evaluator depends only on the set of n: share it across heads
+    for h, idx in enumerate(np.ndindex(*lead)):
+        s = np.asarray(arr[idx], dtype=np.float64)
+        allowed = None if m is None else m[idx]
+        if causal:
+            allowed = causal_ok if allowed is None else (allowed & causal_ok)
+        p = None
+        if source == "probs":
+            p, s, zeros = _prepare_probs(s, allowed, idx)
+            n_allowed = allowed.sum() if allowed is not None else s.size
+            out["underflow"][idx] = zeros.sum() / n_allowed
+            out["sigma_lower_bound"][idx] = bool(zeros.any())
+        else:
+            _check_logit_row_values(s, allowed, idx)
+            if mask_fill == "keep":
+                bad = (s == -np.inf) if allowed is None else (s == -np.inf) & allowed
+                if bad.any():
+                    raise ValueError("`logits` must be finite where the mask allows a key with mask_fill='keep': -inf at "
+                                     f"{idx + tuple(int(i) for i in np.argwhere(bad)[0])}")
+            else:
+                fill = fill_entries(s, allowed)
+                if fill.any():
+                    if mask_fill == "refuse":
+                        _refuse_fills(arr, s, fill, idx, None if (causal or m is not None) else causal_ok)
+                    allowed = ~fill if allowed is None else (allowed & ~fill)
+                    out["fills"][idx] = int(fill.sum())
+        row_skip = skip if allowed is None else (skip | (allowed.sum(axis=1) < 2))
+        if row_skip.all():
+            raise ValueError(f"`mask` leaves no query row of head {idx} with 2 or more keys"
+                             + (" (after the mask fills)" if out["fills"][idx] else ""))
+        rows, pool = _measure(s, allowed, row_skip, probs=p)
+        n_r = rows["n"]
+        out["queries"][idx] = n_r.size
+        out["n"][idx] = n_r.mean()
+        n_h = 1.0 / np.mean(1.0 / n_r)
+        out["n_harmonic"][idx] = n_h
+        for name, key in (("sigma", "sigma"), ("entropy", "entropy"), ("entropy_ratio", "ratio"),
+                          ("sum_p2", "sum_p2"), ("gradient", "gradient"), ("top1", "top1"), ("sink", "sink")):
+            out[name][idx] = rows[key].mean()
+        if pool.size:
+            sq = pool * pool  # pool**4 goes through pow(), ~60 ns a value: 0.1 s for a head of 8 x 512 x 512 scores
+            out["kurtosis"][idx] = np.dot(sq, sq) / pool.size - 3.0  # the pool has mean 0 and variance 1
+        if not predict:
+            continue
+        ns, cols = np.unique(n_r, return_inverse=True)
+        alpha_r = rows["sigma"] * np.sqrt(n_r / (n_r - 1.0))
+        key = ns.tobytes()
+        if key not in evaluators:
+            evaluators = {key: EntropyForNs(normal, ns)}
+        pred, err = _predict(evaluators[key], alpha_r, cols)
+        out["predicted_entropy"][idx] = pred
+        if pool.size == 0:  # every row constant: alpha_r = 0, where E[H] = log n for any distribution
+            out["predicted_entropy_empirical"][idx] = pred
+            out["predict_error"][idx] = err
+            out["alpha_star"][idx] = np.nan
+            out["alpha_star_se"][idx] = np.nan
+            continue
+        emp = WeightedSample.from_pool(pool, max(sample_size, 4 * int(ns[-1])))
+        pred_e, err_e = _predict(EntropyForNs(emp, ns), alpha_r, cols)
+        out["predicted_entropy_empirical"][idx] = pred_e
+        out["predict_error"][idx] = max(err, err_e)
+        if alpha_objective == "mean_field":
+            a_star, a_se = _alpha_star_mean_field(n_h, emp), 0.0
+        else:
+            a_star, a_se = _alpha_star_geometric(n_h, pool, trials, head_seeds[h])
+        out["alpha_star"][idx] = a_star
+        out["alpha_star_se"][idx] = a_se
+    return HeadStats(
+        shape=tuple(lead),
+        n_keys=int(k),
+        **out,
+        source=source,
+        predicted=predict,
+        alpha_objective=alpha_objective,
+        sample_size=sample_size,
+    )
+
+
+def _predict(evaluator, alpha_r, cols):
+    """:func:`~softmax_scale.heads._predict.row_average`, with the prediction's limit said in the head's terms."""
+    try:
+        return row_average(evaluator, alpha_r, cols)
+    except TooMuchWork:
+        raise ValueError(
+            f"`logits`: a row scale of {float(alpha_r.max()):g} times the spread of the head's standardised scores is too "
+            f"large for the exact prediction; pass predict=False"
+        ) from None
+
+
+def _alpha_star_mean_field(n_h, dist):
+    """``alpha*`` of the row-averaged mean-field objective: the single-``n`` one at the harmonic mean ``n_h``."""
+    if dist.sup_ratio <= n_h:  # R(a) < n_h for every a: the objective grows without bound
+        return np.inf
+    return float(mean_field_optimum(np.array([n_h]), dist)["alpha"][0])
+
+
+def _alpha_star_geometric(n_h, pool, trials, seed):
+    """``alpha*`` of ``exp E[log G]`` by Monte Carlo, resampling the whole pool, at the integer nearest ``n_h``."""
+    res = optimize_alpha(max(2, int(round(n_h))), Empirical(pool, name="logits"), objective="geometric",
+                         trials=trials, rng=seed)
+    return float(res.alpha), float(res.alpha_se)
+
+
+def head_pools(logits, *, mask=None, causal=False, sample_size=2048) -> list:
+    """Each head's pooled standardised scores as :func:`head_stats` builds them, compressed as it compresses them.
+
+    The distribution behind ``predicted_entropy_empirical``: every allowed score of every
+    non-constant row, standardised over its row, pooled, and compressed to at most
+    ``max(sample_size, 4 n_keys)`` weighted points (:meth:`~softmax_scale.WeightedSample.from_pool`).
+    Arguments as in :func:`head_stats`; returns a list over the heads (leading axes in C order)
+    of :class:`~softmax_scale.WeightedSample` (``None`` for a head whose rows are all constant).
+    """
+    arr = logits if isinstance(logits, np.ndarray) else np.asarray(logits)
+    if arr.dtype == bool or arr.dtype.kind not in "iuf" or arr.ndim < 2 or arr.shape[-1] < 2 or 0 in arr.shape:
+        raise ValueError(f"`logits` must be real scores shaped (..., n_queries, n_keys >= 2), got {arr.dtype} {arr.shape}")
+    if not isinstance(causal, (bool, np.bool_)):
+        raise TypeError(f"`causal` must be True or False, got {causal!r}")
+    sample_size = check_int(sample_size, "sample_size", minimum=16, maximum=10**7)
+    m = _check_mask(mask, arr.shape)
+    q, k = arr.shape[-2:]
+    causal_ok = np.arange(k)[None, :] <= np.arange(q)[:, None] + (k - q) if causal else None
+    skip = causal_ok.sum(axis=1) < 2 if causal else np.zeros(q, dtype=bool)
+    out = []
+    for idx in np.ndindex(*arr.shape[:-2]):
+        allowed = None if m is None else m[idx]
+        if causal_ok is not None:
+            allowed = causal_ok if allowed is None else (allowed & causal_ok)
+        _, pool = _measure(np.asarray(arr[idx], dtype=np.float64), allowed, skip)
+        out.append(WeightedSample.from_pool(pool, max(sample_size, 4 * k)) if pool.size else None)
+    return out

@@ -1,0 +1,5 @@
+"""Gradient objectives ``G(alpha; n)``: mean-field, expected, typical and geometric, and a decoder's average."""
+
+from .gradient import OBJECTIVES, REGISTRY, Objective, gradient_objective, mean_field_objective, mean_field_sum_p2
+
+__all__ = ["OBJECTIVES", "REGISTRY", "Objective", "gradient_objective", "mean_field_objective", "mean_field_sum_p2"]

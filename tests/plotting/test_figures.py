@@ -1,0 +1,104 @@
+"""The main job: every figure renders in quick mode, files are written atomically."""
+
+from pathlib import Path
+
+import pytest
+from matplotlib.figure import Figure
+
+from softmax_scale import figures
+from softmax_scale.plotting import FigureUnavailable, all_figures
+
+FIGS = all_figures()
+
+
+def test_figure_names_are_unique():
+    names = [f[0] for f in FIGS]
+    assert len(names) == len(set(names)) and "alpha_star_vs_n" in names
+
+
+@pytest.mark.parametrize("name, func, full, quick", FIGS, ids=[f[0] for f in FIGS])
+def test_each_figure_renders_labelled(name, func, full, quick):
+    try:
+        fig = func(**quick)
+    except FigureUnavailable as exc:  # a figure redrawn from a result file not committed yet
+        pytest.skip(str(exc))
+    assert isinstance(fig, Figure)
+    axes = [ax for ax in fig.axes if ax.get_visible() and ax.has_data()]
+    assert axes, f"{name} has no data"
+    for ax in axes:
+        assert ax.get_xlabel() or ax.get_ylabel() or not ax.axison, f"{name}: unlabelled axes"
+
+
+def test_make_figures_writes_pngs_and_table(tmp_path):
+    done = figures.make_figures(tmp_path, quick=True, only=["alpha_star_vs_n"], progress=False)
+    assert [d[0] for d in done] == ["alpha_star_vs_n"]
+    png = tmp_path / "alpha_star_vs_n.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    table = figures.write_table(tmp_path, quick=True)
+    md = (tmp_path / "alpha_table.md").read_text()
+    assert "alpha* normal" in md
+    csv_lines = (tmp_path / "alpha_table.csv").read_text().splitlines()
+    assert len(csv_lines) == table.ns.size + 1
+    assert not list(tmp_path.glob(".tmp-*"))
+
+
+def test_interrupted_write_leaves_no_half_written_file(tmp_path):
+    target = tmp_path / "figure.png"
+
+    def write(p):
+        Path(p).write_bytes(b"partial")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        figures.atomic_write(target, write)
+    assert not target.exists()
+    assert not list(tmp_path.iterdir())
+
+
+def test_main_job_computes_the_objective_tables_once(monkeypatch, tmp_path):
+    """The alpha* table and the figure of alpha* per objective share one computation (issue 12)."""
+    from softmax_scale import plotting
+from softmax_scale.objectives import typical
+
+    calls = []
+    real = typical.objective_table
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs.get("d"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(typical, "objective_table", counted)
+    monkeypatch.setattr(figures, "all_figures", lambda: [f for f in plotting.all_figures() if f[0] == "alpha_star_by_objective"])
+    done, table, _ = figures.main_job(tmp_path, quick=True, progress=False)
+    assert calls == [None, 128]  # normal and cosine(d=128), once each
+    assert [d[0] for d in done] == ["alpha_star_by_objective"]
+    assert (tmp_path / "alpha_table.md").read_text().count("alpha* under the other objectives") == 2
+    assert set(table.objectives) == {"normal", "cosine(d=128)"}
+
+
+def test_real_extrapolation_figure_shows_the_small_differences_and_reads():
+    """From the committed CSV: a zoomed panel past L, markers as in real_heads_entropy, one grouped legend of size >= 8."""
+    import numpy as np
+
+    from softmax_scale.experiments.real_extrapolation import read_extrapolation_csv
+    from softmax_scale.plotting.real_extrapolation import DEFAULT_CSV, extrapolation_figure
+
+    res = read_extrapolation_csv(DEFAULT_CSV)
+    fig = extrapolation_figure(res)
+    ax_a, ax_b, ax_c, ax_d, ax_e, ax_f = fig.axes
+    lo, hi = ax_b.get_ylim()
+    assert hi - lo < 0.1 and ax_b.get_yticks()[1] - ax_b.get_yticks()[0] == pytest.approx(0.01)  # 0.01 nats readable
+    assert any("off this scale: RoPE none" in t.get_text() for t in ax_b.texts)  # computed, not typed
+    # panel (c): dots are the normal prediction, crosses the empirical one (as in real_heads_entropy)
+    last = len(res.buckets) - 1
+    dots, crosses = ax_c.collections[:2]
+    np.testing.assert_array_equal(dots.get_offsets()[:, 0], res.prediction("pred_normal", "standard")[0][..., last].ravel())
+    np.testing.assert_array_equal(crosses.get_offsets()[:, 0],
+                                  res.prediction("pred_empirical", "standard")[0][..., last].ravel())
+    # the legend: outside the data (no legend on a data panel), grouped in three, every text >= 8 pt
+    assert all(ax.get_legend() is None for ax in (ax_a, ax_b, ax_c, ax_d, ax_e))
+    legends = [a for a in ax_f.get_children() if type(a).__name__ == "Legend"]
+    assert len(legends) == 3
+    texts = [t for leg in legends for t in [*leg.get_texts(), leg.get_title()]]
+    assert len(texts) >= 12 and min(t.get_fontsize() for t in texts) >= 8
+    assert any("qwen_logn  x1.062" in t.get_text() for t in texts)

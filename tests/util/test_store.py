@@ -1,0 +1,88 @@
+"""The resumable result store: round trip, resume, torn and partial blocks, foreign files."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from softmax_scale._util.store import ResultStore, format_value, read_table
+
+COLS = ("task", "seed", "x", "y")
+
+
+def _store(path, **kw):
+    return ResultStore(path, {"command": "test", "version": 1}, COLS, key=("task", "seed"), match=("version",), **kw)
+
+
+def test_round_trip_and_resume(tmp_path):
+    p = tmp_path / "sub" / "r.csv"
+    s = _store(p)
+    assert s.append([("a", 0, 1, 0.5), ("a", 0, 2, float("nan"))]) == 2
+    s.append([("b", 1, 1, 1 / 3)])
+    t = read_table(p, COLS, text=("task",), ints=("seed", "x"))
+    assert t.header == {"command": "test", "version": "1"}
+    assert list(t.rows["task"]) == ["a", "a", "b"] and t.rows["seed"].dtype == np.int64
+    assert np.isnan(t.rows["y"][1]) and t.rows["y"][2] == pytest.approx(1 / 3, rel=1e-6)
+    again = _store(p)
+    assert again.has(("a", 0), 2) and again.has(("b", 1)) and not again.has(("a", 0), 3) and not again.has(("c", 0))
+
+
+def test_a_resume_that_appends_updates_the_provenance_and_keeps_the_old(tmp_path):
+    p = tmp_path / "r.csv"
+    ResultStore(p, {"command": "run 1", "code": "aaa", "version": 1}, COLS, key=("task", "seed"),
+                match=("version",)).append([("a", 0, 1, 0.5)])
+    before = p.read_bytes()
+    # a resume with nothing to append leaves the file byte for byte
+    ResultStore(p, {"command": "run 1", "code": "bbb", "version": 1}, COLS, key=("task", "seed"), match=("version",))
+    assert p.read_bytes() == before
+    s = ResultStore(p, {"command": "run 2", "code": "bbb", "version": 1}, COLS, key=("task", "seed"), match=("version",))
+    s.append([("b", 0, 1, 0.25)])
+    s.append([("c", 0, 1, 0.125)])  # the header is refreshed once
+    t = read_table(p, COLS, text=("task",), ints=("seed", "x"))
+    assert t.header == {"command": "run 2", "code": "bbb", "version": "1", "resumed": "command was run 1; code was aaa"}
+    assert list(t.rows["task"]) == ["a", "b", "c"]
+    s = ResultStore(p, {"command": "run 3", "code": "bbb", "version": 1}, COLS, key=("task", "seed"), match=("version",))
+    s.append([("d", 0, 1, 0.0)])
+    assert read_table(p, COLS, text=("task",)).header["resumed"] == "command was run 1; code was aaa | command was run 2"
+
+
+def test_partial_and_torn_blocks_are_dropped(tmp_path):
+    p = tmp_path / "r.csv"
+    s = _store(p)
+    s.append([("a", 0, 1, 0.5), ("a", 0, 2, 0.25)])
+    s.append([("b", 0, 1, 0.5)])  # should have had two rows
+    with open(p, "a") as f:
+        f.write("c,0,1")  # a write cut short
+    again = _store(p)
+    assert again.drop_partial(lambda k: 2) == [("b", "0")]
+    t = read_table(p, COLS, text=("task",))
+    assert list(t.rows["task"]) == ["a", "a"] and not again.has(("b", 0))
+    assert p.read_text().endswith("\n")
+
+
+def test_foreign_files_are_refused(tmp_path):
+    p = tmp_path / "r.csv"
+    _store(p).append([("a", 0, 1, 0.5)])
+    with pytest.raises(ValueError, match="version"):
+        ResultStore(p, {"version": 2}, COLS, key=("task", "seed"), match=("version",))
+    with pytest.raises(ValueError, match="columns"):
+        ResultStore(p, {"version": 1}, ("task", "seed", "z"), key=("task", "seed"))
+    with pytest.raises(ValueError, match="columns"):
+        read_table(p, ("other",))
+    with pytest.raises(ValueError, match="cells"):
+        _store(p).append([("a", 1, 2)])
+    fresh = _store(p, overwrite=True)
+    assert fresh.done == {} and len(read_table(p)) == 0
+
+
+def test_format_value():
+    assert [format_value(v) for v in ("x", 3, np.int64(4), True, 0.1 + 0.2, float("inf"))] == \
+        ["x", "3", "4", "1", "0.3", ""]
+    assert float(format_value(1 / 3, ".17g")) == 1 / 3  # round trip, bit for bit
+
+
+def test_source_revision_names_a_commit():
+    from softmax_scale._util.store import source_revision
+
+    rev = source_revision()
+    assert rev == "unknown" or (len(rev.split("+")[0]) == 40 and rev.split("+")[0].isalnum())
