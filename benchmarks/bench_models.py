@@ -1,6 +1,6 @@
 """Benchmark: the numpy all-MiniLM-L6-v2 forward pass and the time to load its weights.
 
-Target (issue 10): one forward pass at n = 512 under 1 s on 2 cores. Prints the load time
+Target: one forward pass at n = 512 under 1 s on 2 cores. Prints the load time
 (safetensors + tokenizer, in a fresh interpreter so nothing is cached, apart from the imports), the best and
 median time of ``attention_logits`` on a 512-token window of the pydoc topics corpus, and the
 corpus' word-piece count. It is a benchmark, not a test: timings depend on the machine and on

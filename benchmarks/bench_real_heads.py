@@ -1,6 +1,6 @@
-"""Benchmark: issue 10, part 4 — one MiniLM forward pass at n = 512 and ``real_head_table`` with its defaults.
+"""Benchmark: one MiniLM forward pass at n = 512 and ``real_head_table`` with its defaults.
 
-Targets (issue 10): one forward pass at n = 512 under 1 s on 2 cores; ``real_head_table("minilm",
+Targets: one forward pass at n = 512 under 1 s on 2 cores; ``real_head_table("minilm",
 ns=(32, 64, 128, 256, 512), chunks=8, rng=0)`` under 60 s; weights read once per process.
 
 Prints: the first and second ``models.load("minilm")`` in this process (the second is the

@@ -46,8 +46,6 @@ def softmax_stats(alpha, n, dist="normal", *, d=None, method="exact", trials=Non
     if trials is not None or rng is not None:
         raise ValueError("`trials` and `rng` are Monte Carlo options: pass method='mc' with them "
                          "(the default method='exact' is deterministic)")
-    try:
-        from .exact import exact_stats
-    except ImportError as exc:  # pragma: no cover - until the exact evaluator lands
-        raise NotImplementedError("method='exact' is not available in this build") from exc
+    from .exact import exact_stats
+
     return exact_stats(alpha, n, dist, d=d, **kwargs)

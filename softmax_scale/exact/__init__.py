@@ -1,7 +1,7 @@
 """Exact finite-``n`` softmax statistics by Laplace-transform quadrature: one engine, every caller.
 
 With ``X = exp(alpha s)``, ``phi(t) = E[exp(-t X)]`` and ``u = log t``, ``y = t X
-= exp(u + alpha s)``, independence of the ``n`` scores gives (DESIGN.md)::
+= exp(u + alpha s)``, independence of the ``n`` scores gives::
 
     E[sum p^2]      = n      ∫ E[y^2 e^-y]            phi^(n-1) du
     1 - E[sum p^2]  = n(n-1) ∫ E[y e^-y]^2            phi^(n-2) du

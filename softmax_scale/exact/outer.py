@@ -1,7 +1,7 @@
 """The outer integral over ``u = log t``: from the inner expectations to the statistics.
 
 With ``phi = 1 + a`` from :mod:`~softmax_scale.exact.inner` and trapezoid weights ``wq``
-(DESIGN.md; ``γ`` Euler's constant)::
+(``γ`` Euler's constant)::
 
     E[sum p^2]      = n      ∫ p2 phi^(n-1) du
     1 - E[sum p^2]  = n(n-1) ∫ p1^2 phi^(n-2) du
