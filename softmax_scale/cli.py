@@ -282,7 +282,7 @@ def _cmd_table(args):
 
 
 def _cmd_heads(args):
-    from .models import real_head_table
+    from .experiments.real_heads import real_head_table
 
     if not isinstance(args.n, int) or not 4 <= args.n <= 512:
         raise ValueError(f"`n` must be an integer between 4 and 512 (tokens per window, [CLS] and [SEP] included), got {args.n!r}")

@@ -27,7 +27,8 @@ import pytest
 from helpers import run_python_json
 
 import softmax_scale as ss
-from softmax_scale import _jit, _kernels
+from softmax_scale import _kernels
+from softmax_scale._util import jit as _jit
 from softmax_scale._util.rng import seed_sequence
 
 PKG = Path(ss.__file__).resolve().parent
@@ -37,7 +38,8 @@ PROBE = """
 import json, os, numba
 import numpy as np
 import softmax_scale as ss
-from softmax_scale import _kernels, _jit
+from softmax_scale import _kernels
+from softmax_scale._util import jit as _jit
 from softmax_scale._util.rng import seed_sequence
 tr = ss.mc_trials([0.5, 1.0, 1.5, 3.0], 70, "normal", trials=6, rng=3, parallel=False)
 cos = ss.mc_trials(2.0, 40, "cosine", d=8, trials=4, rng=4, parallel=False)

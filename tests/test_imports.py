@@ -1,10 +1,11 @@
-"""The import graph of the core package, read from the source: no cycles, and the core never imports ``models``.
+"""The import graph of the package, read from the source: no cycles; the core never imports ``models``, ``train``
+or ``experiments``; ``models`` and ``train`` never import ``experiments``.
 
 Every ``import`` counts, including those inside functions (a lazy import that closes a
 cycle is still a cycle for a reader).  The graph is built from the files, not by importing
-them.  ``softmax_scale.models`` (real pretrained models) sits on top of the core: it is left
-out of the graph (it imports the core; its own layout is its business) and no core module
-may import it.  Importing ``a.b.c`` implicitly runs the packages ``a`` and ``a.b`` first; those
+them.  ``softmax_scale.models`` (real pretrained models), ``softmax_scale.train`` (the JAX harness) and
+``softmax_scale.experiments`` (the studies that use them) sit on top of the core, and no core module may
+import them.  Importing ``a.b.c`` implicitly runs the packages ``a`` and ``a.b`` first; those
 implicit edges are not counted, only the imports written in the code.
 """
 
@@ -13,13 +14,14 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 PKG = "softmax_scale"
 ROOT = Path(__file__).resolve().parent.parent / PKG
-#: On top of the core, left out of the graph: the real models, the training harness (JAX), and the front ends
-#: that use them (the command line and `python -m`, and the figure modules of real models and of training, which
-#: the figure runner skips with one line when the weights or the committed CSV are missing).
-ON_TOP = (f"{PKG}.models", f"{PKG}.train", f"{PKG}.cli", f"{PKG}.__main__", f"{PKG}.plotting.real",
-          f"{PKG}.plotting.real_extrapolation", f"{PKG}.plotting.train", f"{PKG}.plotting.train_causal")
+#: On top of the core, left out of the graph: the real models, the training harness (JAX), the studies that use
+#: them, and the front ends (the figures, the main job, the command line and `python -m`).
+ON_TOP = (f"{PKG}.models", f"{PKG}.train", f"{PKG}.experiments", f"{PKG}.plotting", f"{PKG}.figures", f"{PKG}.cli",
+          f"{PKG}.__main__")
 
 
 def _module_name(path: Path) -> str:
@@ -141,6 +143,17 @@ def test_cycle_detector_finds_a_cycle():
 
 def test_core_never_imports_the_models_subpackage():
     bad = {k: sorted(v for v in deps if _on_top(v)) for k, deps in import_graph().items() if not _on_top(k)}
+    assert {k: v for k, v in bad.items() if v} == {}
+
+
+def _inside(name: str, package: str) -> bool:
+    return name == f"{PKG}.{package}" or name.startswith(f"{PKG}.{package}.")
+
+
+@pytest.mark.parametrize("package", ["models", "train"])
+def test_models_and_train_never_import_the_experiments(package):
+    graph = import_graph()
+    bad = {k: sorted(v for v in deps if _inside(v, "experiments")) for k, deps in graph.items() if _inside(k, package)}
     assert {k: v for k, v in bad.items() if v} == {}
 
 
