@@ -5,9 +5,9 @@ import pytest
 from scipy import special
 
 import softmax_scale as ss
-from softmax_scale.heads import _stats as heads
 from softmax_scale._kernels import sort_floats
 from softmax_scale.exact import EntropyForNs
+from softmax_scale.heads import _stats as heads
 
 
 def naive(s, allowed):
