@@ -129,6 +129,14 @@ def _show_params(params) -> str:
     return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items()) or "no parameters"
 
 
+def _pinned_defaults() -> str:
+    """What each scheme with a training length uses without ``--train-length``: its published defaults."""
+    from .schemes import list_schemes
+
+    return ", ".join(f"{i.key} {_show_params({k: i.defaults[k] for k in i.pin(2)})}"
+                     for i in list_schemes() if i.pin is not None)
+
+
 def _schemes_epilog() -> str:
     lines = ["schemes (published defaults; what --train-length L sets):"]
     for key, r in _scheme_rows().items():
@@ -312,6 +320,8 @@ def _cmd_heads(args):
 
 
 def _parser() -> argparse.ArgumentParser:
+    from .schemes import ENTROPY_INVARIANT, STANDARD
+
     p = argparse.ArgumentParser(
         prog="softmax-scale",
         description="The scale in front of a softmax: gradient-optimal alpha*, exact statistics, "
@@ -328,8 +338,7 @@ def _parser() -> argparse.ArgumentParser:
     def train_length_opt(sp):
         sp.add_argument("--train-length", type=_number, default=None, metavar="L",
                         help="pin every scheme that has a training length at L (schemes.pinned); "
-                        "default: each scheme's published default (entropy_invariant 512, qwen_logn 8192, "
-                        "yarn and longrope 4096, llama4 8192, ssmax s = 0.43)")
+                        f"default: each scheme's published default ({_pinned_defaults()})")
 
     def dist_opts(sp):
         sp.add_argument("--dist", default="normal", choices=["normal", "cosine"], help="score distribution (default normal)")
@@ -364,7 +373,7 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("n", type=_number, nargs="?", help="number of keys (or 1-indexed position)")
     sp.add_argument("d", type=_number, nargs="?", help="head dimension")
     sp.add_argument("--list", action="store_true", help="list every scheme with its formula, defaults and source")
-    sp.add_argument("--scheme", default="standard", help="scheme key (see `softmax-scale scale --list`)")
+    sp.add_argument("--scheme", default=STANDARD, help="scheme key (see `softmax-scale scale --list`)")
     train_length_opt(sp)
     sp.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                     help="scheme parameter (after --train-length), repeatable; 'none' for None")
@@ -372,7 +381,8 @@ def _parser() -> argparse.ArgumentParser:
 
     sp = add("entropy", _cmd_entropy, "expected attention entropy against n under published scales",
              epilog=_schemes_epilog)
-    sp.add_argument("--schemes", nargs="+", default=["standard", "entropy_invariant"], help="scheme keys")
+    sp.add_argument("--schemes", nargs="+", default=[STANDARD, ENTROPY_INVARIANT],
+                    help=f"scheme keys (default {STANDARD} {ENTROPY_INVARIANT})")
     train_length_opt(sp)
     sp.add_argument("--param", action="append", default=[], metavar="SCHEME.KEY=VALUE",
                     help="a parameter of one scheme (after --train-length), repeatable")

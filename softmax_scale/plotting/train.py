@@ -11,11 +11,17 @@ from pathlib import Path
 
 import numpy as np
 
+from ..schemes import ENTROPY_INVARIANT, SCHEMES, STANDARD, TRAIN_NAMES, train_scheme
 from ._style import new_figure
 
 #: The committed results (inside a source checkout).
 FIGURE_DIR = Path(__file__).resolve().parents[2] / "figures"
-_COLORS = {"standard": "C0", "entropy_invariant@512": "C3", "ssmax": "C2", "alpha_star": "C1"}
+
+
+def _color(label):
+    """A trained scale's colour: its scheme's ``train_color`` (``entropy_invariant@512`` is ``entropy_invariant``)."""
+    name = label.partition("@")[0]
+    return train_scheme(name)[0].style.train_color if name in TRAIN_NAMES else "C4"
 
 
 def _table(experiment, table, csv):
@@ -54,7 +60,7 @@ def train_mlm_figure(table=None, csv=None):
         if key == "diverged":
             continue
         label, scale = key
-        color = _COLORS.get(label, "C4")
+        color = _color(label)
         style = "-" if scale == "trained" else "--"
         name = label if scale == "trained" else f"{label}, {scale} at test only"
         ax.errorbar(v["lengths"], 100 * v["accuracy"], yerr=100 * np.nan_to_num(v["accuracy_std"]), fmt=style,
@@ -75,7 +81,8 @@ def train_mlm_figure(table=None, csv=None):
                  f"{c.get('steps')} steps (mean ± std over seeds, each seed a dot)", fontsize=9)
     ax.set_ylim(0, None)
     ax.legend(fontsize=7, loc="lower left")
-    for name, color in zip(list(PUBLISHED)[1:], ("C0", "C3")):
+    for name, scheme in zip(list(PUBLISHED)[1:], (STANDARD, ENTROPY_INVARIANT)):  # Attention-O and -E
+        color = SCHEMES[scheme].style.train_color
         ax_p.plot(PUBLISHED["lengths"], PUBLISHED[name], "-s", color=color, ms=4, label=name)
     ax_p.set_title("(b) published numbers from a larger model\n(RoFormer-small on Chinese text, kexue.fm 8823)", fontsize=9)
     ax_p.set_ylim(0, None)
@@ -86,7 +93,7 @@ def train_mlm_figure(table=None, csv=None):
         m = curve & (r["scheme"] == label)
         steps = np.unique(r["x"][m])
         loss = np.array([r["loss"][m & (r["x"] == x)].mean() for x in steps])
-        ax_c.plot(steps, loss, color=_COLORS.get(label, "C4"), label=label)
+        ax_c.plot(steps, loss, color=_color(label), label=label)
         late.append(loss[steps >= steps.max() / 5])
     if late:
         lo, hi = min(x.min() for x in late), max(x.max() for x in late)
