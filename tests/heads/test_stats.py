@@ -249,7 +249,7 @@ def test_head_stats_fast_path_matches_reference(monkeypatch):
 
     x = _heavy_tailed_heads(np.random.default_rng(12))
     fast = ss.head_stats(x, sample_size=1024)
-    monkeypatch.setattr(heads, "EntropyForNs", functools.partial(EntropyForNs, reference=True))
+    monkeypatch.setattr("softmax_scale.heads._stats.EntropyForNs", functools.partial(EntropyForNs, reference=True))
     ref = ss.head_stats(x, sample_size=1024)
     assert fast.sigma[2] > 15.0  # the large-alpha head is there
     for f in ("predicted_entropy", "predicted_entropy_empirical", "predict_error", "alpha_star"):
