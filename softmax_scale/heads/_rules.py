@@ -32,7 +32,7 @@ from scipy.optimize import brentq
 
 from .._util.validation import check_choice, check_int, check_n_array, check_positive_float
 from ..distributions import get_distribution
-from ..exact import EntropyForNs, exact_stats
+from ..exact import EntropyForNs, TooMuchWork, exact_stats
 
 __all__ = ["TOOLKIT_RULES", "exact_entropy", "rule_factors"]
 
@@ -113,7 +113,7 @@ def _entropies(ev, alpha):
     """``ev(alpha)``, NaN for every ``n`` where the evaluator cannot answer."""
     try:
         return np.asarray(ev(alpha), dtype=np.float64)
-    except (ValueError, RuntimeError):
+    except TooMuchWork:
         return np.full(ev.ns.size, np.nan)
 
 
@@ -177,5 +177,5 @@ def _root(one, alpha, target, lo, hi, glo, ghi):
         return brentq(g, lo, hi, xtol=_XTOL, rtol=4 * np.finfo(float).eps)
     except _Found as found:
         return found.x
-    except (ValueError, RuntimeError):
+    except TooMuchWork:
         return np.nan
