@@ -16,11 +16,11 @@ from .._util.validation import check_choice, check_int, check_positive_float
 from ..schemes.rope import ROPES
 from .scales import TRAIN_SCALES
 
-__all__ = ["FFNS", "OBJECTIVES", "QUICK", "TrainConfig"]
+__all__ = ["FFNS", "QUICK", "TRAINING_OBJECTIVES", "TrainConfig"]
 
 #: ``"mlm"``: bidirectional masked-byte prediction (15% of positions, 80/10/10 as in BERT);
 #: ``"causal"``: next-byte prediction, each query sees itself and the positions before it.
-OBJECTIVES = ("mlm", "causal")
+TRAINING_OBJECTIVES = ("mlm", "causal")
 #: ``"relu"``: ``relu(x W1) W2`` (the default, fast on XLA's CPU backend); ``"swiglu"``:
 #: ``(silu(x W1) * x W3) W2``, LLaMA's feed-forward (a model that can be exported to GGUF).
 FFNS = ("relu", "swiglu")
@@ -104,7 +104,7 @@ class TrainConfig:
     ffn: str = "relu"
 
     def __post_init__(self):
-        check_choice(self.objective, "objective", OBJECTIVES)
+        check_choice(self.objective, "objective", TRAINING_OBJECTIVES)
         check_choice(self.ffn, "ffn", FFNS)
         check_choice(self.scheme, "scheme", TRAIN_SCALES)
         check_choice(self.rope, "rope", ROPES)

@@ -22,6 +22,7 @@ import numpy as np
 from .._util.progress import progress_bar
 from .._util.validation import check_choice, check_int
 from ..heads import head_stats
+from ..models.buckets import bucket_edges
 from ..schemes.rope import ROPES, rerope_window
 from .backend import jax, jnp
 from .config import TrainConfig
@@ -251,13 +252,12 @@ def evaluate(params, config: TrainConfig, lengths, *, scheme: str | None = None,
 def position_buckets(train_length: int, length: int) -> np.ndarray:
     """Edges of the buckets of positions of a causal evaluation at ``length``: :func:`softmax_scale.models.bucket_edges`.
 
-    ``L x (0, 1/8, 1/4, 1/2, 1, 3/2, 2, 3, 4, 6, 8, 12, 16, ...)`` cut at ``length``.  Here a
-    bucket ``[lo, hi)`` holds the *queries* at positions ``lo .. hi - 1`` (0-based), which see
-    ``lo + 1 .. hi`` keys and predict the bytes after them; ``[0, L)`` are exactly the positions
-    of training.  (The decoder's buckets count the predicted tokens instead: one position later.)
+    ``L x (0, 1/8, 1/4, 1/2, 1, 3/2, 2, 3, 4, 6, 8, 12, 16, ...)`` cut at ``length``.  The edges
+    count *queries* (:data:`softmax_scale.models.buckets.BUCKET_COUNTS`): the bucket ``[lo, hi)``
+    holds the queries at positions ``lo .. hi - 1`` (0-based), which see ``lo + 1 .. hi`` keys and
+    predict the bytes after them (:func:`softmax_scale.models.buckets.bucket_queries` with
+    ``counts="queries"``); ``[0, L)`` are exactly the positions of training.
     """
-    from ..models.buckets import bucket_edges
-
     return bucket_edges(check_int(train_length, "train_length", minimum=2), check_int(length, "length", minimum=1))
 
 

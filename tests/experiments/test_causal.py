@@ -28,7 +28,6 @@ from softmax_scale.schemes.rope import ROPES, rerope_window, rope_frequencies  #
 from softmax_scale.train import TrainConfig, model_factors  # noqa: E402
 from softmax_scale.train.evaluation import attention_scores, evaluate, position_buckets  # noqa: E402
 from softmax_scale.train.export import export_gguf  # noqa: E402
-from softmax_scale.train.head_scales import exact_entropy, head_factors, position_factors  # noqa: E402
 from softmax_scale.train.loop import train_model  # noqa: E402
 from softmax_scale.train.model import forward, init_params, rope_tables  # noqa: E402
 
@@ -227,27 +226,6 @@ def test_causal_outputs_never_see_later_bytes(trained, rope):
         assert np.all(changed[:j] == 0.0) and changed[j] > 0.0
 
 
-def test_the_toolkit_per_head_factors(trained):
-    import softmax_scale as ss
-
-    cfg, p = trained
-    L = cfg.train_length
-    hf = head_factors(p, cfg, windows=4, longest=4 * L, sample_size=256)
-    assert hf.ns.tolist() == [11, 16, 23, 32]  # L sqrt(2)^k
-    f = hf.factors["toolkit_iid"]
-    assert np.all(np.isfinite(f)) and np.all(f > 0)
-    # the i.i.d. rule holds E[H] at its value at L, on the head's own pooled scores
-    for idx in np.ndindex(cfg.layers, cfg.heads):
-        dist = hf.pools[idx[0] * cfg.heads + idx[1]]
-        e = ss.softmax_stats(float(f[idx][-1] * hf.alpha[idx]), 32, dist, method="exact", error_estimate=False).entropy
-        assert abs(e - hf.predicted[idx]) < 1e-6
-    pf = position_factors(hf, "toolkit_measured", 4 * L)
-    assert pf.shape == (cfg.layers, cfg.heads, 4 * L) and np.all(pf[..., :L] == 1.0)
-    np.testing.assert_allclose(pf[..., 15], hf.factors["toolkit_measured"][..., 1], rtol=1e-6)  # n = 16 keys
-    with pytest.raises(ValueError, match="`config`"):
-        head_factors(p, cfg.replace(scheme="entropy_invariant"))
-
-
 def test_export_to_gguf_and_the_numpy_decoder_agree(trained, tmp_path):
     """A model trained by the harness, written as LLaMA GGUF, read by models.load: the same per-token loss."""
     from softmax_scale.models.llama import scale_factors
@@ -289,8 +267,6 @@ def test_bad_input(trained):
         evaluate(p, cfg, [16], factors=np.ones((3, 16), np.float32))
     with pytest.raises(ValueError, match="`factors`"):
         evaluate(p, cfg, [16], factors=np.ones(16, np.float32), scheme="qwen_logn")
-    with pytest.raises(ValueError, match="`rule`"):
-        position_factors(head_factors(p, cfg, windows=2, longest=16, sample_size=64), "nope", 16)
 
 
 def test_a_relu_config_describes_itself_as_before():
@@ -323,18 +299,3 @@ def test_quick_causal_end_to_end(tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     assert (tmp_path / "train_causal_quick.csv").read_bytes() == before
     assert not list((tmp_path / ".train-checkpoints").glob("*.npz"))
-
-
-def test_exact_entropy_refuses_bad_arguments_and_turns_only_the_evaluators_refusal_into_nan():
-    from softmax_scale import exact_stats
-    from softmax_scale.distributions import get_distribution
-
-    assert exact_entropy(1.0, 100, "normal") == float(exact_stats(1.0, 100, "normal", error_estimate=False).entropy)
-    for args, name in (((-1.0, 100, "normal"), "alpha"), ((1.0, 1, "normal"), "n"), ((1.0, 100, "nope"), "dist")):
-        with pytest.raises(ValueError, match=f"`{name}`"):
-            exact_entropy(*args)
-    # a sample with a huge spread at a huge scale: the quadrature refuses (too much work), the head gets NaN
-    wide = get_distribution(np.array([-1e6, 0.0, 1e6]))
-    with pytest.raises(ValueError):
-        exact_stats(1e6, 100, wide, error_estimate=False)
-    assert np.isnan(exact_entropy(1e6, 100, wide))

@@ -249,7 +249,7 @@ def test_head_stats_fast_path_matches_reference(monkeypatch):
 
     x = _heavy_tailed_heads(np.random.default_rng(12))
     fast = ss.head_stats(x, sample_size=1024)
-    monkeypatch.setattr(heads, "EntropyForNs", functools.partial(EntropyForNs, reference=True))
+    monkeypatch.setattr("softmax_scale.heads._stats.EntropyForNs", functools.partial(EntropyForNs, reference=True))
     ref = ss.head_stats(x, sample_size=1024)
     assert fast.sigma[2] > 15.0  # the large-alpha head is there
     for f in ("predicted_entropy", "predicted_entropy_empirical", "predict_error", "alpha_star"):
@@ -461,3 +461,75 @@ PROBS = _float32_probs(np.random.default_rng(26).standard_normal((2, 8, 8)))
 def test_bad_framework_input_raises_naming_the_parameter(kwargs, name):
     with pytest.raises(ValueError, match=f"`{name}`"):
         ss.head_stats(**kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
+# head_pools: the pooled standardised scores head_stats predicts from, checked by the same rules
+
+
+def _naive_pool(x, allowed):
+    """Every allowed score of every row with 2+ keys and a spread, standardised over its row, pooled."""
+    out = []
+    for s, a in zip(x, allowed):
+        v = s[a]
+        if v.size >= 2 and v.std() > 0:
+            out.append((v - v.mean()) / v.std())
+    return np.concatenate(out)
+
+
+def test_head_pools_are_the_pools_head_stats_predicts_from():
+    rng = np.random.default_rng(30)
+    x = rng.standard_normal((2, 3, 40, 40)) * 1.7
+    pools = heads.head_pools(x, causal=True, sample_size=64)
+    tril = np.tril(np.ones((40, 40), dtype=bool))
+    assert len(pools) == 6
+    for h, idx in enumerate(np.ndindex(2, 3)):
+        ref = ss.WeightedSample.from_pool(_naive_pool(x[idx], tril), 4 * 40)  # at least 4 max n points
+        np.testing.assert_allclose(pools[h].x, ref.x, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(pools[h].w, ref.w, rtol=1e-12)
+    # the empirical prediction of head_stats is the exact E[H] on that sample
+    r = ss.head_stats(x[:1, :1, -1:], sample_size=64)  # one row of 40 keys: one alpha, one n
+    pool = heads.head_pools(x[:1, :1, -1:], sample_size=64)[0]
+    alpha = r.sigma[0, 0] * np.sqrt(40 / 39)
+    assert r.predicted_entropy_empirical[0, 0] == pytest.approx(EntropyForNs(pool, [40.0])(alpha)[0], abs=1e-12)
+
+
+def test_head_pools_treat_mask_fills_as_head_stats_does():
+    x, logits = _framework_logits(F32_MIN, added=True)
+    clean = heads.head_pools(x, causal=True)
+    filled = heads.head_pools(logits, mask_fill="mask")
+    for a, b in zip(clean, filled):
+        np.testing.assert_array_equal(a.x, b.x)
+        np.testing.assert_array_equal(a.w, b.w)
+
+
+def test_a_head_of_constant_rows_has_no_pool():
+    x = np.stack([np.ones((8, 8)), GOOD[0]])
+    pools = heads.head_pools(x)
+    assert pools[0] is None
+    assert isinstance(pools[1], ss.WeightedSample)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"logits": np.where(np.eye(8, dtype=bool), np.nan, GOOD)},
+        {"logits": GOOD[..., :1]},
+        {"logits": np.zeros((2, 0, 8))},
+        {"logits": "abc"},
+        {"logits": GOOD, "mask": np.ones((3, 8), dtype=bool)},
+        {"logits": GOOD, "mask": np.ones((8, 8))},
+        {"logits": GOOD, "mask": np.eye(8, dtype=bool)},
+        {"logits": GOOD[:, :1, :1], "causal": True},
+        {"logits": GOOD, "causal": "yes"},
+        {"logits": GOOD, "mask_fill": "drop"},
+        {"logits": GOOD, "sample_size": 3},
+        {"logits": np.where(np.eye(8, dtype=bool), -1e9, GOOD)},
+    ],
+)
+def test_head_pools_refuse_what_head_stats_refuses_in_the_same_words(kwargs):
+    with pytest.raises((ValueError, TypeError)) as want:
+        ss.head_stats(**kwargs)
+    with pytest.raises(want.type) as got:
+        heads.head_pools(**kwargs)
+    assert str(got.value) == str(want.value)
