@@ -1,4 +1,4 @@
-"""The causal experiment's figures (issue 16), drawn from the committed ``figures/train_causal.csv``.
+"""The causal experiment's figures, drawn from the committed ``figures/train_causal.csv``.
 
 ``make figures`` redraws them and never trains; without the CSV both are skipped with one line.
 Reading needs numpy only, not JAX.
@@ -7,13 +7,11 @@ Reading needs numpy only, not JAX.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 
 from ._style import new_figure
 
-FIGURE_DIR = Path(__file__).resolve().parents[2] / "figures"
 #: (test scale, label, color, line style) of each curve; the trained-in row is the entropy_invariant model.
 _CURVES = (("standard", "trained", "no log n", "C0", "-"),
            ("standard", "qwen_logn", "log n at test (qwen_logn)", "C1", "--"),
@@ -24,17 +22,10 @@ _CURVES = (("standard", "trained", "no log n", "C0", "-"),
 
 
 def _table(table, csv):
-    if table is not None:
-        return table
-    from ..experiments.training import read_results, result_path
+    from ..experiments.causal import EXPERIMENT
+    from .train import committed_table
 
-    path = Path(csv) if csv is not None else result_path("causal", FIGURE_DIR)
-    if not path.exists():
-        from . import FigureUnavailable
-
-        raise FigureUnavailable(f"{path} not found: it is written by `softmax-scale train --experiment causal` "
-                                "(about 90 minutes); `make figures` only redraws it")
-    return read_results("causal", path=path)
+    return committed_table(EXPERIMENT, table, csv)
 
 
 def _per_bucket(r, mask, n):
@@ -155,11 +146,3 @@ def train_causal_heads_figure(table=None, csv=None):
 
 FIGURES = [("train_causal", train_causal_figure, {}, {}), ("train_causal_heads", train_causal_heads_figure, {}, {})]
 
-
-def save_causal_figures(table, path, dpi: int = 110) -> list:
-    """Both figures from ``table``: ``path`` and ``path`` with ``_heads`` before the suffix; returns the paths."""
-    path = Path(path)
-    heads = path.with_name(path.stem + "_heads" + path.suffix)
-    train_causal_figure(table).savefig(path, dpi=dpi)
-    train_causal_heads_figure(table).savefig(heads, dpi=dpi)
-    return [path, heads]
