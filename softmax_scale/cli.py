@@ -236,7 +236,7 @@ def _run(args, name, *, config=None, path=None, overwrite=False, command="run"):
     if name not in EXPERIMENTS:
         raise ValueError(f"`experiment` must be one of {list(EXPERIMENTS)}, got {name!r}")
     exp = EXPERIMENTS[name]
-    workers = check_int(args.workers, "workers", minimum=1, maximum=1024)
+    workers = check_int(getattr(args, "workers", 1), "workers", minimum=1, maximum=1024)
     cfg = exp.config(args.quick) if config is None else config
     if path is None:
         path = exp.result_path(cfg, check_output_dir(args.out, "out"))
@@ -271,7 +271,6 @@ def _cmd_extrapolate(args):
         path = args.out
     elif args.out is None:
         args.out = "figures"
-    args.workers = 1
     _run(args, "real_extrapolation", config=cfg, path=path, overwrite=args.overwrite, command="extrapolate")
 
 

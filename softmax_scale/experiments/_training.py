@@ -111,6 +111,8 @@ class TrainingExperiment(Experiment):
     """
 
     key = ("scheme", "seed", "status")
+    #: The scheme of the base configuration (the one the header describes).
+    reference = ""
     task_columns = ("scheme", "seed")
     match = ("experiment", "config", "lengths", "eval")
     #: The value of a cell a row does not name, by column (the others: -1 for layer and head, 0 for
@@ -176,7 +178,7 @@ class TrainingExperiment(Experiment):
 
         from ..train.data import EVAL_SEED, corpus_hashes, eval_batch, most_frequent_byte
 
-        base = tasks[0].config.replace(scheme="standard", alpha=None, pin_length=None)
+        base = tasks[0].config.replace(scheme=self.reference, alpha=None, pin_length=None)
         lengths = tasks[0].lengths
         top = most_frequent_byte()
         base_acc = []

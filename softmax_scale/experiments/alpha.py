@@ -28,6 +28,8 @@ ALPHA_GRID = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 SHORT_BUDGET = 300
 #: The constant-factor scheme, and the per-query scale beside it.
 CONSTANT, PER_QUERY = "alpha", "alpha_star"
+#: The scheme of the base configuration (replaced in every run).
+BASE = "standard"
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,7 @@ class AlphaExperiment(tr.TrainingExperiment):
     columns, text, ints = tr.COLUMNS, tr.TEXT, tr.INTS
     row_defaults = {"scale": "trained"}
     figure_names = ("train_alpha",)
+    reference = BASE
 
     def config(self, quick: bool = False) -> AlphaConfig:
         """:class:`AlphaConfig` or its quick form."""
@@ -76,7 +79,7 @@ class AlphaExperiment(tr.TrainingExperiment):
 
     def tasks(self, config: AlphaConfig, *, out=None, progress: bool = False) -> list:
         """One task per (seed, scale): each constant factor, then ``alpha_star``."""
-        base = config.model.replace(objective="mlm", scheme="standard", alpha=None, pin_length=None)
+        base = config.model.replace(objective="mlm", scheme=BASE, alpha=None, pin_length=None)
         runs = [base.replace(scheme=CONSTANT, alpha=float(a)) for a in config.grid] + [base.replace(scheme=PER_QUERY)]
         show = progress and not config.quick
         return [tr.Task(c.label(), seed, c, (base.train_length,), (), config.curve_every, True, config.eval_tokens,

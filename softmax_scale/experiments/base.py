@@ -257,7 +257,7 @@ def run_experiment(experiment, *, quick: bool = False, seeds: int | None = None,
     experiment : str or Experiment
         A name of :data:`softmax_scale.experiments.EXPERIMENTS`, or an experiment.
     quick : bool
-        The quick form of its configuration (seconds to minutes; checks the pipeline, not the science).
+        The quick form of its configuration (small models and grids: checks the pipeline, not the science).
     seeds : int, optional
         Seeds per trained scale, for the experiments that have seeds.
     config : optional

@@ -43,7 +43,7 @@ from .base import Evidence
 
 __all__ = ["CAUSAL_COLUMNS", "CAUSAL_SCALES", "DEFAULT_CAUSAL", "ENTROPY_ROPES", "EXPERIMENT", "PUBLISHED_CAUSAL",
            "QUICK_CAUSAL", "TEST_SCALES", "CausalConfig", "CausalExperiment", "CausalTask", "causal_markdown",
-           "causal_summary", "expected_causal_rows"]
+           "causal_summary", "expected_causal_rows", "run_causal_task"]
 
 #: Columns of ``train_causal.csv``.  ``kind``: ``run`` (hi = steps; final training loss and accuracy,
 #: seconds), ``curve`` (hi = step), ``test`` and ``window`` (one bucket ``[lo, hi)`` of positions of
@@ -59,9 +59,9 @@ _INTS = ("seed", "length", "lo", "hi", "layer", "head", "count")
 #: Scales trained in: (scheme, pin length); ``None`` pins at the training length (``log_L n``).
 CAUSAL_SCALES = (("standard", None), ("entropy_invariant", None))
 #: The trained scale that the test-time scales are added to, and every other is compared with.
-REFERENCE = "standard"
+REFERENCE = CAUSAL_SCALES[0][0]
 #: The trained scale with ``log n`` trained in.
-TRAINED_LOGN = "entropy_invariant"
+TRAINED_LOGN = CAUSAL_SCALES[1][0]
 #: Published scales added at test time to a ``standard`` model, pinned at ``L``.
 TEST_SCALES = ("qwen_logn", "yarn")
 #: RoPE variants under which each head's entropy is followed to ``16L``.
@@ -69,11 +69,10 @@ ENTROPY_ROPES = ("none", "rerope")
 #: Test lengths as multiples of ``L``.
 LENGTH_MULTIPLES = (1, 8, 16)
 
-#: The causal models: SwiGLU with ``d_ff`` 344 (the ReLU model's parameters: 3 x 344 ~ 2 x 512; 8% slower per step),
+#: The causal models: SwiGLU with ``d_ff`` 344 (the ReLU model's parameters: 3 x 344 ~ 2 x 512),
 #: trained at ``L = 128`` (a byte model at 64 sees about one line of code; at 128 two or three,
-#: so there is structure past a line to learn and to lose past ``L``; training costs the same per
-#: byte, the tests at ``16L = 2048`` about 1.7 times those at 1024), 16 x 128 bytes per step (the
-#: bytes of the masked-LM runs' 32 x 64), 4000 steps.
+#: so there is structure past a line to learn and to lose past ``L``), 16 x 128 bytes per step
+#: (the bytes of the masked-LM runs' 32 x 64), 4000 steps.
 DEFAULT_CAUSAL = TrainConfig(objective="causal", ffn="swiglu", d_ff=344, train_length=128, batch=16, steps=4000,
                              warmup=400)
 #: The ``--quick`` causal model (the tiny one of the other experiments, causal and SwiGLU).
@@ -350,10 +349,10 @@ def causal_summary(table) -> dict:
 
 
 #: The rows of the ablation table: (name, trained label prefix, test scale).
-_ABLATION = (("no log n", "standard", "trained"), ("log n at test only (qwen_logn)", "standard", "qwen_logn"),
-             ("YaRN temperature at test only", "standard", "yarn"), ("log n trained in", "entropy_invariant", "trained"),
-             ("toolkit per-head, i.i.d. rule", "standard", "toolkit_iid"),
-             ("toolkit per-head, measured rule", "standard", "toolkit_measured"))
+_ABLATION = (("no log n", REFERENCE, "trained"), ("log n at test only (qwen_logn)", REFERENCE, TEST_SCALES[0]),
+             ("YaRN temperature at test only", REFERENCE, TEST_SCALES[1]), ("log n trained in", TRAINED_LOGN, "trained"),
+             ("toolkit per-head, i.i.d. rule", REFERENCE, TOOLKIT_RULES[0]),
+             ("toolkit per-head, measured rule", REFERENCE, TOOLKIT_RULES[1]))
 
 
 def causal_markdown(table, metric: str = "loss") -> str:
@@ -415,6 +414,7 @@ class CausalExperiment(tr.TrainingExperiment):
     description = "decoders trained at L, tested at L, 8L and 16L under RoPE variants and test-time scales"
     columns, text, ints = CAUSAL_COLUMNS, _TEXT, _INTS
     figure_names = ("train_causal", "train_causal_heads")
+    reference = REFERENCE
 
     def config(self, quick: bool = False) -> CausalConfig:
         """:class:`CausalConfig` or its quick form."""
@@ -422,7 +422,7 @@ class CausalExperiment(tr.TrainingExperiment):
 
     def tasks(self, config: CausalConfig, *, out=None, progress: bool = False) -> list:
         """One task per (seed, trained scale); the ``standard`` models also get the test-time and per-head scales."""
-        base = config.model.replace(objective="causal", scheme="standard", alpha=None, pin_length=None)
+        base = config.model.replace(objective="causal", scheme=REFERENCE, alpha=None, pin_length=None)
         L = base.train_length
         lengths = tuple(m * L for m in config.multiples)
         extra = {"curve_every": config.curve_every, "eval_tokens": config.eval_tokens,

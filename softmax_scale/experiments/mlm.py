@@ -24,7 +24,7 @@ __all__ = ["DEFAULT_CONFIG", "EXPERIMENT", "LOGN_AT_TEST", "MLM_LENGTHS", "MLM_S
 #: The scales trained in: (scheme, pin length).
 MLM_SCALES = (("standard", None), ("entropy_invariant", 512), ("ssmax", None), ("alpha_star", None))
 #: The scale every other is compared with, and the one the test-time scale is added to.
-REFERENCE = "standard"
+REFERENCE = MLM_SCALES[0][0]
 #: Test lengths (the note's).
 MLM_LENGTHS = (64, 128, 256, 512, 1024)
 #: The test-time scale applied to each ``standard`` model: max(1, log_64 n) (pinned at ``L`` in the quick form).
@@ -85,6 +85,7 @@ class MLMExperiment(tr.TrainingExperiment):
     columns, text, ints = tr.COLUMNS, tr.TEXT, tr.INTS
     row_defaults = {"scale": "trained"}
     figure_names = ("train_mlm",)
+    reference = REFERENCE
 
     def config(self, quick: bool = False) -> MLMConfig:
         """:class:`MLMConfig` or its quick form."""
@@ -92,7 +93,7 @@ class MLMExperiment(tr.TrainingExperiment):
 
     def tasks(self, config: MLMConfig, *, out=None, progress: bool = False) -> list:
         """One task per (seed, trained scale), seeds outermost."""
-        base = config.model.replace(objective="mlm", scheme="standard", alpha=None, pin_length=None)
+        base = config.model.replace(objective="mlm", scheme=REFERENCE, alpha=None, pin_length=None)
         runs = [(base.replace(scheme=s, pin_length=p), (config.logn_at_test,) if s == REFERENCE else ())
                 for s, p in config.scales]
         show = progress and not config.quick

@@ -428,4 +428,4 @@ def _window_rows(m, doc, ids, L, n, edges, block, progress):
         sel = sel[(sel >= 1) & (sel < n)]
         count.append(sel.size)
         loss.append(np.nanmean(nll[sel]) if sel.size else np.nan)
-    return _rows(doc, "window", "none", "standard", edges, loss=np.asarray(loss), count=np.asarray(count))
+    return _rows(doc, "window", NO_ROPE, REFERENCE, edges, loss=np.asarray(loss), count=np.asarray(count))

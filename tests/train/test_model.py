@@ -107,7 +107,8 @@ def test_forward_matches_a_naive_numpy_forward(scheme, kw, objective):
 def test_the_public_names():
     import softmax_scale.train as st
 
-    assert callable(st.evaluate) and callable(st.train_model) and callable(st.run_experiment)
+    assert callable(st.evaluate) and callable(st.train_model)
+    assert not hasattr(st, "run_sweep")  # the sweep runner is the experiments' (softmax_scale.experiments.sweep)
     assert st.model.forward is forward and st.TrainResult.__name__ == "TrainResult"
     with pytest.raises(AttributeError):
         st.no_such_name  # noqa: B018
