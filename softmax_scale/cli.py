@@ -1,7 +1,9 @@
 """The ``softmax-scale`` command line.
 
 Subcommands: ``alpha``, ``fit``, ``stats``, ``scale``, ``entropy``, ``figures``,
-``table``, ``heads``.  Every subcommand that prints numbers takes ``--json``.  Bad input
+``table``, ``heads``, ``extrapolate``, ``train`` and ``run`` (any experiment of
+:data:`softmax_scale.experiments.EXPERIMENTS`; ``table``, ``heads``, ``extrapolate`` and ``train``
+are the names users know for some of them).  Every subcommand that prints numbers takes ``--json``.  Bad input
 exits with status 2 and one line naming the parameter.
 """
 
@@ -209,6 +211,12 @@ def _cmd_entropy(args):
     _emit(args, obj, "\n".join(lines))
 
 
+def _experiments_epilog() -> str:
+    from .experiments import EXPERIMENTS
+
+    return "experiments: " + ", ".join(EXPERIMENTS) + " (softmax_scale.experiments.EXPERIMENTS)"
+
+
 def _cmd_figures(args):
     from .figures import main_job, make_figures
 
@@ -226,55 +234,56 @@ def _cmd_figures(args):
         print(table.to_markdown())
 
 
-def _cmd_extrapolate(args):
-    from .experiments.real_extrapolation import DEFAULT_ROPES, DEFAULT_SCHEMES, QUICK, length_extrapolation, loss_markdown
+def _run(args, name, *, config=None, path=None, overwrite=False, command="run"):
+    """Run the experiment ``name`` as ``softmax-scale run`` does: write its file, draw its figures, print its summaries."""
+    from ._util.validation import check_int
+    from .experiments import EXPERIMENTS, run_experiment, save_figures
 
     if args.no_progress:
         os.environ["TQDM_DISABLE"] = "1"
-    q = QUICK if args.quick else {"lengths": None, "docs": 2, "ropes": DEFAULT_ROPES, "schemes": DEFAULT_SCHEMES}
-    name = "real_extrapolation_quick.csv" if args.quick else "real_extrapolation.csv"
+    if name not in EXPERIMENTS:
+        raise ValueError(f"`experiment` must be one of {list(EXPERIMENTS)}, got {name!r}")
+    exp = EXPERIMENTS[name]
+    workers = check_int(getattr(args, "workers", 1), "workers", minimum=1, maximum=1024)
+    cfg = exp.config(args.quick) if config is None else config
+    if path is None:
+        path = exp.result_path(cfg, check_output_dir(args.out, "out"))
+    table = run_experiment(exp, seeds=getattr(args, "seeds", None), config=cfg, path=path,
+                           scheduler=getattr(args, "scheduler", None), workers=workers, overwrite=overwrite,
+                           progress=not args.no_progress, command=f"softmax-scale {command} {' '.join(args.argv)}".strip())
+    print(f"wrote {path}")
+    if not args.no_figure:
+        for png in save_figures(exp, table, path):
+            print(f"wrote {png}")
+    print()
+    print("\n\n".join(exp.summaries(table)))
+
+
+def _cmd_run(args):
+    _run(args, args.experiment)
+
+
+def _cmd_extrapolate(args):
+    import dataclasses
+
+    from .experiments import EXPERIMENTS
+
+    exp = EXPERIMENTS["real_extrapolation"]
+    given = {"model": args.model, "lengths": tuple(args.lengths) if args.lengths else None, "docs": args.docs,
+             "schemes": tuple(args.schemes) if args.schemes else None, "ropes": tuple(args.ropes) if args.ropes else None}
+    cfg = dataclasses.replace(exp.config(args.quick), **{k: v for k, v in given.items() if v is not None},
+                              predict=not args.no_predict)
+    path = None
     if args.out is not None and args.out.endswith(".csv"):
         check_output_dir(os.path.dirname(os.path.abspath(args.out)), "out")
-        out = args.out
-    else:
-        out = os.path.join(check_output_dir(args.out or "figures", "out"), name)
-    command = "softmax-scale extrapolate " + " ".join(args.argv)
-    res = length_extrapolation(
-        args.model, tuple(args.lengths) if args.lengths else q["lengths"], schemes=args.schemes or q["schemes"],
-        ropes=args.ropes or q["ropes"], docs=args.docs if args.docs is not None else q["docs"], out=out,
-        overwrite=args.overwrite, predict=not args.no_predict, progress=not args.no_progress, command=command.strip())
-    print(f"wrote {out}")
-    if not args.no_figure:
-        from .plotting.real_extrapolation import save_extrapolation_figure
-
-        png = os.path.splitext(out)[0] + ".png"
-        save_extrapolation_figure(res, png)
-        print(f"wrote {png}")
-    print()
-    print(loss_markdown(res))
+        path = args.out
+    elif args.out is None:
+        args.out = "figures"
+    _run(args, "real_extrapolation", config=cfg, path=path, overwrite=args.overwrite, command="extrapolate")
 
 
 def _cmd_train(args):
-    from .experiments.training import result_path, run_experiment, summary_markdown
-
-    if args.no_progress:
-        os.environ["TQDM_DISABLE"] = "1"
-    command = "softmax-scale train " + " ".join(args.argv)
-    table = run_experiment(args.experiment, quick=args.quick, seeds=args.seeds, scheduler=args.scheduler, out=args.out,
-                           workers=args.workers, progress=not args.no_progress, command=command.strip())
-    path = result_path(args.experiment, args.out, args.quick)
-    print(f"wrote {path}")
-    if not args.no_figure:
-        from .plotting.train import save_train_figure
-
-        png = path.with_suffix(".png")
-        save_train_figure(args.experiment, table, png)
-        print(f"wrote {png}")
-    print()
-    print(summary_markdown(args.experiment, table, metric="loss" if args.experiment == "causal" else "accuracy"))
-    if args.experiment in ("mlm", "causal"):
-        print()
-        print(summary_markdown(args.experiment, table, metric="accuracy" if args.experiment == "causal" else "loss"))
+    _run(args, args.experiment, command="train")
 
 
 def _cmd_table(args):
@@ -413,8 +422,7 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--out", default=None, metavar="DIR",
                     help="output folder, as for `figures` (default figures/; the CSV is real_extrapolation.csv, "
                     "real_extrapolation_quick.csv with --quick); a path ending in .csv names the file itself")
-    sp.add_argument("--quick", action="store_true", help="pretend training length 256, n = 768, one document, 2 ropes x 3 scales "
-                    "(35 s measured on an idle 2-core machine; 2.4 to 3 min beside other jobs)")
+    sp.add_argument("--quick", action="store_true", help="pretend training length 256, n = 768, one document, 2 ropes x 3 scales")
     sp.add_argument("--overwrite", action="store_true", help="start a new CSV instead of resuming")
     sp.add_argument("--no-predict", action="store_true", help="skip the i.i.d. predictions")
     sp.add_argument("--no-figure", action="store_true", help="do not draw the figure")
@@ -430,16 +438,24 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--no-progress", action="store_true", help="no progress bar (one bar over the layers otherwise)")
     json_opt(sp)
 
-    sp = add("train", _cmd_train, "train small byte-level transformers with the scale trained in (issue 15's experiments)")
+    def run_opts(sp, seeds_help):
+        sp.add_argument("--quick", action="store_true", help="the quick form: small models and grids (checks the pipeline)")
+        sp.add_argument("--seeds", type=_number, default=None, help=seeds_help)
+        sp.add_argument("--scheduler", default=None, metavar="ADDRESS", help="a Dask scheduler to run on (default: local)")
+        sp.add_argument("--workers", type=_number, default=2, help="local worker processes (default 2)")
+        sp.add_argument("--out", default="figures", help="folder of the CSV and figures (default figures/)")
+        sp.add_argument("--no-figure", action="store_true", help="do not draw the figures")
+        sp.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+    sp = add("run", _cmd_run, "run an experiment (resumably: a rerun computes only what its CSV lacks)",
+             epilog=_experiments_epilog)
+    sp.add_argument("experiment", metavar="EXPERIMENT", help="an experiment's name (listed below)")
+    run_opts(sp, "seeds per trained scale, for the training experiments (default: the experiment's)")
+
+    sp = add("train", _cmd_train, "train small byte-level transformers with the scale trained in (`run` for mlm, alpha, causal)")
     sp.add_argument("--experiment", required=True, help="mlm (the note's table), alpha (the gradient-maximising alpha) or causal "
                          "(decoders trained at L, tested at 8L and 16L under RoPE variants and test-time scales)")
-    sp.add_argument("--quick", action="store_true", help="a tiny model, a few dozen steps, two seeds (< 1 min)")
-    sp.add_argument("--seeds", type=_number, default=None, help="seeds per scale (default 3 for mlm and causal, 2 for alpha)")
-    sp.add_argument("--scheduler", default=None, metavar="ADDRESS", help="a Dask scheduler to run on (default: local)")
-    sp.add_argument("--workers", type=_number, default=2, help="local worker processes (default 2)")
-    sp.add_argument("--out", default="figures", help="folder of the CSV and figure (default figures/)")
-    sp.add_argument("--no-figure", action="store_true", help="do not draw the figure")
-    sp.add_argument("--no-progress", action="store_true", help="no progress bars")
+    run_opts(sp, "seeds per scale (default 3 for mlm and causal, 2 for alpha; 2 with --quick)")
 
     sp = add("table", _cmd_table, "print the alpha* table with the fitted laws")
     sp.add_argument("--d", type=int, default=128, help="dimension of the cosine scores (default 128)")

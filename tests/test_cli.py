@@ -86,7 +86,7 @@ def test_table_quick(capsys):
 def test_help_at_every_level():
     top = subprocess.run([sys.executable, "-m", "softmax_scale", "--help"], capture_output=True, text=True)
     assert top.returncode == 0
-    for cmd in ("alpha", "fit", "stats", "scale", "entropy", "figures", "table", "heads"):
+    for cmd in ("alpha", "fit", "stats", "scale", "entropy", "figures", "table", "heads", "extrapolate", "train", "run"):
         assert cmd in top.stdout
         sub = subprocess.run([sys.executable, "-m", "softmax_scale", cmd, "--help"], capture_output=True, text=True)
         assert sub.returncode == 0 and "usage" in sub.stdout

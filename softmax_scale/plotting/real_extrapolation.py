@@ -1,7 +1,7 @@
 """The real-decoder length-extrapolation figure, drawn from the CSV that the run committed.
 
-``make figures`` redraws it from ``figures/real_extrapolation.csv`` and never recomputes it: the
-run took 85 minutes on 2 cores (``softmax-scale extrapolate``).  Colours are the scales, line
+``make figures`` redraws it from ``figures/real_extrapolation.csv`` and never recomputes it
+(``softmax-scale extrapolate`` writes it).  Colours are the scales, line
 styles the RoPE variants, and, as in ``real_heads_entropy``, dots the normal and crosses the
 empirical i.i.d. prediction.
 """
@@ -139,7 +139,7 @@ def _panel_past(ax, res, table, edges, base):
                  "(0: as good as the window; below 0: the long context helps)", fontsize=10, pad=16)
 
 
-def extrapolation_figure(res=None, csv=None):
+def extrapolation_figure(table=None, csv=None):
     """Five panels and a legend from an :class:`~softmax_scale.experiments.real_extrapolation.ExtrapolationResult`.
 
     (a) loss per bucket minus the baseline of the same bucket (the sliding window past ``L``,
@@ -154,6 +154,7 @@ def extrapolation_figure(res=None, csv=None):
     factors the schemes apply; (f) one legend for all: colour = scale (its registry style's
     ``decoder_color``), line style = RoPE, marker = prediction.
     """
+    res = table
     if res is None:
         from ..experiments.real_extrapolation import read_extrapolation_csv
 
@@ -161,7 +162,7 @@ def extrapolation_figure(res=None, csv=None):
         if not path.exists():
             from . import FigureUnavailable
 
-            raise FigureUnavailable(f"{path} not found: it is written by `softmax-scale extrapolate` (85 minutes on 2 cores); "
+            raise FigureUnavailable(f"{path} not found: it is written by `softmax-scale extrapolate`; "
                                     "`make figures` only redraws it")
         res = read_extrapolation_csv(path)
     fig, axes = new_figure(2, 3, width=11.0, height=13.0)
@@ -255,7 +256,3 @@ def _legend_panel(ax, factor, nb, ropes):
 #: The figure runner redraws it from the committed CSV (quick or not: it recomputes nothing).
 FIGURES = [("real_extrapolation", extrapolation_figure, {}, {})]
 
-
-def save_extrapolation_figure(res, path, dpi: int = 110):
-    """Draw :func:`extrapolation_figure` and save it as a PNG."""
-    extrapolation_figure(res).savefig(path, dpi=dpi)

@@ -1,8 +1,7 @@
-"""The training experiments' figures, drawn from the committed CSVs (``softmax-scale train`` writes them).
+"""The masked-LM training experiments' figures, drawn from their CSVs (``softmax-scale run mlm`` and ``run alpha`` write them).
 
 ``make figures`` redraws them from ``figures/train_mlm.csv`` and ``figures/train_alpha.csv`` and
-never trains (the runs take about 90 minutes); without a CSV the figure is skipped with one line.
-Reading needs numpy only, not JAX.
+never trains; without a CSV the figure is skipped with one line.  Reading needs numpy only, not JAX.
 """
 
 from __future__ import annotations
@@ -24,18 +23,20 @@ def _color(label):
     return train_scheme(name)[0].style.train_color if name in TRAIN_NAMES else "C4"
 
 
-def _table(experiment, table, csv):
+def committed_table(experiment, table=None, csv=None):
+    """``table``, or the experiment's result file ``csv`` (default: the committed one) read back.
+
+    Raises :class:`~softmax_scale.plotting.FigureUnavailable` when the file does not exist.
+    """
     if table is not None:
         return table
-    from ..experiments.training import read_results, result_path
-
-    path = Path(csv) if csv is not None else result_path(experiment, FIGURE_DIR)
+    path = Path(csv) if csv is not None else experiment.result_path(experiment.config(), FIGURE_DIR)
     if not path.exists():
         from . import FigureUnavailable
 
-        raise FigureUnavailable(f"{path} not found: it is written by `softmax-scale train --experiment {experiment}` "
-                                "(about 90 minutes for both experiments); `make figures` only redraws it")
-    return read_results(experiment, path=path)
+        raise FigureUnavailable(f"{path} not found: it is written by `softmax-scale run {experiment.name}`; "
+                                "`make figures` only redraws it")
+    return experiment.read(path)
 
 
 def _config(table):
@@ -50,9 +51,9 @@ def train_mlm_figure(table=None, csv=None):
     Per trained scale the mean and the seed spread (each seed a dot), the note's two rows in
     their own panel, and the training curves.
     """
-    from ..experiments.training import PUBLISHED, mlm_summary
+    from ..experiments.mlm import EXPERIMENT, PUBLISHED, mlm_summary
 
-    table = _table("mlm", table, csv)
+    table = committed_table(EXPERIMENT, table, csv)
     s = mlm_summary(table)
     fig, (ax, ax_p, ax_c) = new_figure(3, 1, width=15.0, height=4.4)
     r = table.rows
@@ -113,10 +114,10 @@ def train_alpha_figure(table=None, csv=None):
     ``optimal_alpha(L)`` (mean-field and geometric) marked; each head's ``sigma`` at the end
     against its value at initialisation.
     """
-    from ..experiments.training import alpha_summary
+    from ..experiments.alpha import EXPERIMENT, alpha_summary
     from ..optimize import optimal_alpha
 
-    table = _table("alpha", table, csv)
+    table = committed_table(EXPERIMENT, table, csv)
     s = alpha_summary(table)
     L = int(float(table.header.get("lengths", "64").split()[0]))
     fig, (ax, ax_s) = new_figure(2, 1, width=12.0, height=4.6)
@@ -161,13 +162,3 @@ def train_alpha_figure(table=None, csv=None):
 #: The figure runner redraws both from the committed CSVs (quick or not: it trains nothing).
 FIGURES = [("train_mlm", train_mlm_figure, {}, {}), ("train_alpha", train_alpha_figure, {}, {})]
 
-
-def save_train_figure(experiment: str, table, path, dpi: int = 110) -> None:
-    """Draw the experiment's figure from ``table`` and save it as a PNG (``causal``: also ``<name>_heads.png``)."""
-    if experiment == "causal":
-        from .train_causal import save_causal_figures
-
-        save_causal_figures(table, path, dpi=dpi)
-        return
-    fig = (train_mlm_figure if experiment == "mlm" else train_alpha_figure)(table)
-    fig.savefig(path, dpi=dpi)

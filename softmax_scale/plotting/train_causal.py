@@ -7,14 +7,11 @@ Reading needs numpy only, not JAX.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 
 from ..schemes import ENTROPY_INVARIANT, QWEN_LOGN, SCHEMES, STANDARD, YARN
 from ._style import new_figure
-
-FIGURE_DIR = Path(__file__).resolve().parents[2] / "figures"
 
 
 def _train_color(scheme):
@@ -32,17 +29,10 @@ _CURVES = ((STANDARD, "trained", "no log n", _train_color(STANDARD), "-"),
 
 
 def _table(table, csv):
-    if table is not None:
-        return table
-    from ..experiments.training import read_results, result_path
+    from ..experiments.causal import EXPERIMENT
+    from .train import committed_table
 
-    path = Path(csv) if csv is not None else result_path("causal", FIGURE_DIR)
-    if not path.exists():
-        from . import FigureUnavailable
-
-        raise FigureUnavailable(f"{path} not found: it is written by `softmax-scale train --experiment causal` "
-                                "(about 90 minutes); `make figures` only redraws it")
-    return read_results("causal", path=path)
+    return committed_table(EXPERIMENT, table, csv)
 
 
 def _per_bucket(r, mask, n):
@@ -163,11 +153,3 @@ def train_causal_heads_figure(table=None, csv=None):
 
 FIGURES = [("train_causal", train_causal_figure, {}, {}), ("train_causal_heads", train_causal_heads_figure, {}, {})]
 
-
-def save_causal_figures(table, path, dpi: int = 110) -> list:
-    """Both figures from ``table``: ``path`` and ``path`` with ``_heads`` before the suffix; returns the paths."""
-    path = Path(path)
-    heads = path.with_name(path.stem + "_heads" + path.suffix)
-    train_causal_figure(table).savefig(path, dpi=dpi)
-    train_causal_heads_figure(table).savefig(heads, dpi=dpi)
-    return [path, heads]

@@ -1,4 +1,4 @@
-"""Training small byte-level transformers with the softmax scale trained in.
+"""Training small byte-level transformers with the softmax scale trained in: the harness the experiments use.
 
 Needs the ``train`` extra (JAX, optax, dask.distributed)::
 
@@ -24,7 +24,6 @@ _LAZY = {
     "train_model": "loop", "TrainResult": "loop", "load_checkpoint": "loop", "make_optimizer": "loop",
     "DIVERGENCE_LOSS": "loop", "evaluate": "evaluation", "EvalResult": "evaluation", "LengthEval": "evaluation",
     "head_sigmas": "evaluation", "forward": "model", "init_params": "model", "model": "model",
-    "run_sweep": "sweep", "Task": "sweep", "run_task": "sweep", "run_summary": "sweep", "local_executor": "sweep",
 }
 
 

@@ -1,4 +1,4 @@
-"""Issue 16: RoPE variants in the trained model, test-time scales, the toolkit's per-head scale, the GGUF cross-check.
+"""The causal experiment: RoPE variants in the trained model, test-time scales, the toolkit's per-head scale, the GGUF cross-check.
 
 - each RoPE variant of the JAX model against a naive float64 forward written from the formulas
   (relative positions as complex rotations; ReRoPE as relative position ``min(i - j, w)``);
@@ -22,8 +22,8 @@ import pytest
 jax = pytest.importorskip("jax")
 
 from softmax_scale import models  # noqa: E402
+from softmax_scale.experiments import EXPERIMENTS  # noqa: E402
 from softmax_scale.experiments.causal import CAUSAL_COLUMNS, causal_summary, expected_causal_rows  # noqa: E402
-from softmax_scale.experiments.training import experiment_tasks, read_results  # noqa: E402
 from softmax_scale.schemes.rope import ROPES, rerope_window, rope_frequencies  # noqa: E402
 from softmax_scale.train import TrainConfig, model_factors  # noqa: E402
 from softmax_scale.train.evaluation import attention_scores, evaluate, position_buckets  # noqa: E402
@@ -282,16 +282,30 @@ def test_quick_causal_end_to_end(tmp_path):
     # no wall-time assertion (timings belong to the benchmarks and the README); a hang guard only
     res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False, cwd=ROOT)
     assert res.returncode == 0, res.stderr[-3000:]
-    t = read_results("causal", path=tmp_path / "train_causal_quick.csv")
+    causal = EXPERIMENTS["causal"]
+    t = causal.read(tmp_path / "train_causal_quick.csv")
     assert tuple(t.rows) == CAUSAL_COLUMNS
     for key in ("command", "config", "corpus", "jax", "code", "date", "ropes", "window"):
         assert t.header[key], key
-    tasks = experiment_tasks("causal", quick=True)
+    tasks = causal.tasks(causal.config(quick=True))
     assert len(t) == sum(expected_causal_rows(x) for x in tasks)
     s = causal_summary(t)
     assert s["diverged"] == [] and s["lengths"].tolist() == [16, 128, 256]
     assert {k[1] for k in s["rows"]} == set(ROPES)
     assert (tmp_path / "train_causal_quick.png").read_bytes()[:4] == b"\x89PNG"
+    assert (tmp_path / "train_causal_quick_heads.png").read_bytes()[:4] == b"\x89PNG"
+    # the rows in task order: seed by seed, each trained scale's block whole
+    blocks = [(a, int(b)) for a, b in dict.fromkeys(zip(t.rows["scheme"], t.rows["seed"]))]
+    assert blocks == [(x.label, x.seed) for x in tasks]
+    ev = causal.evidence(t)
+    assert {e.multiple for e in ev} == {8.0, 16.0} and {e.rope for e in ev} == set(ROPES)
+    one = next(e for e in ev if e.scale == "entropy_invariant@16" and e.reference == "standard" and e.metric == "loss"
+               and e.rope == "none" and e.multiple == 16.0)
+    assert one.seeds == (0, 1)
+    s16 = causal_summary(t)["rows"]
+    per_seed = s16[("entropy_invariant@16", "none", "trained")]["loss_seeds"][-1] - s16[("standard", "none", "trained")]["loss_seeds"][-1]
+    assert one.difference == pytest.approx(per_seed.mean(), abs=1e-12)
+    assert one.spread == pytest.approx(per_seed.std(ddof=1), abs=1e-12)
     # a rerun trains nothing: the same rows, no checkpoint left behind
     before = (tmp_path / "train_causal_quick.csv").read_bytes()
     res = subprocess.run(cmd + ["--no-figure"], env=env, capture_output=True, text=True, timeout=600, check=False,

@@ -86,3 +86,21 @@ def test_source_revision_names_a_commit():
 
     rev = source_revision()
     assert rev == "unknown" or (len(rev.split("+")[0]) == 40 and rev.split("+")[0].isalnum())
+
+
+def test_reorder_sorts_the_rows_stably_and_keeps_the_header(tmp_path):
+    p = tmp_path / "r.csv"
+    s = _store(p)
+    s.append([("b", 1, 1, 0.5), ("b", 1, 2, 0.25)])
+    s.append([("a", 0, 2, 1.0), ("a", 0, 1, 2.0)])
+    rank = {"a": 0, "b": 1}
+    assert s.reorder(lambda cells: rank[cells[0]])
+    t = read_table(p, COLS, text=("task",), ints=("seed", "x"))
+    assert t.header == {"command": "test", "version": "1"}
+    assert list(t.rows["task"]) == ["a", "a", "b", "b"]
+    assert list(t.rows["x"]) == [2, 1, 1, 2]  # within a task: the order written
+    before = p.read_bytes()
+    assert not s.reorder(lambda cells: rank[cells[0]])  # already in order: not rewritten
+    assert p.read_bytes() == before
+    again = _store(p)
+    assert again.has(("a", 0), 2) and again.has(("b", 1), 2)
