@@ -8,10 +8,10 @@ from matplotlib.figure import Figure
 from scipy import integrate, special
 
 import softmax_scale as ss
-from softmax_scale import exact, typical
+from softmax_scale import exact
 from softmax_scale._util.rng import seed_sequence
 from softmax_scale.exact import exact_stats
-from softmax_scale.objectives import mean_field_sum_p2
+from softmax_scale.objectives import mean_field_sum_p2, typical
 
 
 def f_gap_normal(n):
