@@ -16,33 +16,50 @@ import sys
 
 import numpy as np
 
+from . import __version__
 from ._util.validation import check_output_dir
+from .objectives.typical import MC_OBJECTIVES, MC_TRIALS
 
 __all__ = ["main"]
 
 
-def _jsonable(x):
+#: JSON keys whose values are counts, sizes or seeds: written as JSON integers, never ``512.0``.
+_INT_KEYS = frozenset({"n", "d", "trials", "seed", "rng", "chunks", "layer", "head", "train_length", "nfev"})
+
+
+def _jsonable(x, key=None):
+    """``x`` as plain JSON values: integers (under :data:`_INT_KEYS`) as ints, non-finite floats as None (null).
+
+    Arrays become lists; numpy scalars become Python numbers; ``key`` is the dict key ``x`` sits under.
+    """
     if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
+        return {str(k): _jsonable(v, str(k)) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
+        return [_jsonable(v, key) for v in x]
     if isinstance(x, np.ndarray):
-        return [_jsonable(v) for v in x.tolist()]
-    if isinstance(x, (np.floating, float)):
-        x = float(x)
-        return x if np.isfinite(x) else ("inf" if x > 0 else "-inf" if x < 0 else "nan")
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, np.bool_):
+        return [_jsonable(v, key) for v in x.tolist()]
+    if isinstance(x, (bool, np.bool_)):
         return bool(x)
+    if isinstance(x, (int, np.integer)):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        x = float(x)
+        if not np.isfinite(x):
+            return None
+        return int(x) if key in _INT_KEYS and x == int(x) else x
     return x
 
 
 def _emit(args, obj, text: str) -> None:
     if getattr(args, "json", False):
-        print(json.dumps(_jsonable(obj), indent=2))
+        print(json.dumps(_jsonable(obj), indent=2, allow_nan=False))
     else:
         print(text)
+
+
+def _plural(count: int, word: str) -> str:
+    """``"1 window"``, ``"8 windows"``."""
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
 def _number(s: str) -> float:
@@ -60,15 +77,20 @@ def _cmd_alpha(args):
     from .optimize import optimize_alpha
 
     ns = args.n if len(args.n) > 1 else args.n[0]
-    res = optimize_alpha(ns, args.dist, d=args.d, objective=args.objective)
+    mc = args.objective in MC_OBJECTIVES
+    kw = {"trials": MC_TRIALS if args.trials is None else args.trials, "rng": 0 if args.seed is None else args.seed} if mc else {
+        k: v for k, v in (("trials", args.trials), ("rng", args.seed)) if v is not None}  # refused by the objective
+    res = optimize_alpha(ns, args.dist, d=args.d, objective=args.objective, **kw)
     n_arr = np.atleast_1d(res.n)
     a_arr = np.atleast_1d(res.alpha)
     v_arr = np.atleast_1d(res.value)
+    se_arr = np.broadcast_to(res.alpha_se, a_arr.shape)
     obj = {
         "objective": res.objective,
         "dist": res.dist,
         "n": n_arr,
         "alpha": a_arr,
+        "alpha_se": se_arr,
         "value": v_arr,
         "bounded": np.atleast_1d(res.bounded),
         "success": np.atleast_1d(res.success),
@@ -76,9 +98,14 @@ def _cmd_alpha(args):
     }
     if len(args.n) == 1:
         obj = {k: (v[0] if isinstance(v, np.ndarray) else v) for k, v in obj.items()}
-    lines = [f"alpha* ({res.objective}, {res.dist} scores)", f"{'n':>14} {'alpha*':>12} {'G(alpha*)':>12}"]
-    lines += [f"{int(n):>14d} {a:>12.6g} {v:>12.6g}" for n, a, v in zip(n_arr, a_arr, v_arr)]
-    if not np.all(res.bounded):
+    if mc:
+        obj.update(trials=kw["trials"], seed=kw["rng"])
+    how = f"; Monte Carlo, {_plural(int(kw['trials']), 'trial')} per n, seed {int(kw['rng'])}" if mc else ""
+    lines = [f"alpha* ({res.objective}, {res.dist} scores{how})",
+             f"{'n':>14} {'alpha*':>12}" + (f" {'SE':>9}" if mc else "") + f" {'G(alpha*)':>12}"]
+    lines += [f"{int(n):>14d} {a:>12.6g}" + (f" {se:>9.2g}" if mc else "") + f" {v:>12.6g}"
+              for n, a, se, v in zip(n_arr, a_arr, se_arr, v_arr)]
+    if mc or not np.all(res.bounded):
         lines.append(res.message)
     _emit(args, obj, "\n".join(lines))
 
@@ -95,7 +122,7 @@ def _cmd_fit(args):
         f: {"formula": fit.formula, "params": fit.params, "rmse": fit.rmse, "max_rel_error": fit.max_rel_error, "r2": fit.r2}
         for f, fit in fits.items()
     }
-    text = f"laws fitted to alpha* ({args.objective}, {args.dist}) over {ns.size} values of n, best first:\n"
+    text = f"laws fitted to alpha* ({args.objective}, {args.dist}) over {_plural(ns.size, 'value')} of n, best first:\n"
     text += "\n".join(f"  {fit}" for fit in fits.values())
     _emit(args, obj, text)
 
@@ -103,7 +130,9 @@ def _cmd_fit(args):
 def _cmd_stats(args):
     from .stats import softmax_stats
 
-    kw = {} if args.method == "exact" else {"trials": args.trials, "rng": args.seed}
+    kw = {k: v for k, v in (("trials", args.trials), ("rng", args.seed)) if v is not None}  # exact refuses them
+    if args.method == "mc":
+        kw.setdefault("rng", 0)
     r = softmax_stats(args.alpha, args.n, args.dist, d=args.d, method=args.method, **kw)
     names = ("sum_p2", "entropy", "grad", "log_z")
     obj = {"alpha": r.alpha, "n": r.n, "dist": r.dist, "method": r.method, "trials": r.trials}
@@ -161,6 +190,9 @@ def _cmd_scale(args):
         return
     if args.n is None or args.d is None:
         raise ValueError("`n` and `d` are required (or pass --list)")
+    if args.train_length is not None and args.scheme in SCHEMES and SCHEMES[args.scheme].pin is None:
+        raise ValueError(f"`--train-length` pins a scheme that has a training length ("
+                         f"{', '.join(k for k, i in SCHEMES.items() if i.pin is not None)}); --scheme {args.scheme} has none")
     ps = pinned(args.scheme, args.train_length, **dict(_parse_param(p) for p in args.param))
     m = ps.scale(args.n, args.d)
     obj = {"scheme": args.scheme, "n": args.n, "d": args.d, "train_length": ps.train_length,
@@ -177,8 +209,17 @@ def _cmd_scale(args):
 def _parse_param(text: str):
     if "=" not in text:
         raise ValueError(f"`--param` must look like key=value, got {text!r}")
-    k, v = text.split("=", 1)
-    return k.strip(), None if v.strip().lower() == "none" else _number(v)
+    k, v = (part.strip() for part in text.split("=", 1))
+    name = k.rpartition(".")[2]
+    if name == "train_length":
+        raise ValueError(f"`--param {text}`: pin the training length with --train-length L (it sets every "
+                         "parameter that follows from L), not with --param")
+    if v.lower() == "none":
+        return k, None
+    try:
+        return k, _number(v)
+    except argparse.ArgumentTypeError:
+        raise ValueError(f"`{name}` must be a number or none, got {v!r} (in --param {text})") from None
 
 
 def _cmd_entropy(args):
@@ -287,9 +328,9 @@ def _cmd_train(args):
 
 
 def _cmd_table(args):
-    from .experiments.alpha_table import NOTE_GRID, alpha_table
+    from .experiments.alpha_table import NOTE_GRID, TABLE_ROWS, alpha_table
 
-    table = alpha_table(NOTE_GRID[::10] if args.quick else NOTE_GRID, cosine_d=args.d)
+    table = alpha_table(np.array(TABLE_ROWS) if args.quick else NOTE_GRID, cosine_d=args.d)
     obj = {
         "n": table.ns,
         "alpha": table.columns,
@@ -316,7 +357,7 @@ def _cmd_heads(args):
             row["predicted_ratio_empirical"] = float(t.predicted_ratio_empirical[0, a, h])
             rows.append(row)
     obj = {"model": t.model, "text": t.text, "n": args.n, "chunks": t.chunks, "rng": args.rng, "heads": rows}
-    lines = [f"{t.model}: every head at n = {args.n} ([CLS] and [SEP] included), {t.chunks} windows of `{t.text}` "
+    lines = [f"{t.model}: every head at n = {args.n} ([CLS] and [SEP] included), {_plural(t.chunks, 'window')} of `{t.text}` "
              f"(rng {args.rng}); H/log n measured and predicted for i.i.d. scores at the head's sigma",
              f"{'layer':>5} {'head':>4} {'sigma':>8} {'alpha*':>8} {'H/log n':>8} {'normal':>8} {'empir.':>8} "
              f"{'[CLS]':>7} {'[SEP]':>7} {'prev':>7} {'next':>7} {'top1':>7} {'kurt.':>8}"]
@@ -336,6 +377,7 @@ def _parser() -> argparse.ArgumentParser:
         description="The scale in front of a softmax: gradient-optimal alpha*, exact statistics, "
         "entropy against length, published attention scales.",
     )
+    p.add_argument("--version", action="version", version=f"softmax-scale {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def add(name, func, help_, epilog=None):
@@ -354,12 +396,17 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--d", type=int, default=None, help="dimension for --dist cosine (e.g. 128)")
 
     def json_opt(sp):
-        sp.add_argument("--json", action="store_true", help="print JSON instead of text")
+        sp.add_argument("--json", action="store_true",
+                        help="print JSON instead of text: counts and sizes as integers, inf and nan as null "
+                        "(the fields beside them, e.g. bounded: false, say why)")
 
     sp = add("alpha", _cmd_alpha, "optimal scale alpha* for one or more n")
     sp.add_argument("n", nargs="+", type=_number, help="number(s) of keys, integers >= 2")
     dist_opts(sp)
     sp.add_argument("--objective", default="mean_field", help="mean_field (default), expected, typical or geometric")
+    sp.add_argument("--trials", type=_number, default=None,
+                    help=f"Monte Carlo trials per n (typical and geometric only; default {MC_TRIALS})")
+    sp.add_argument("--seed", type=_number, default=None, help="Monte Carlo seed (typical and geometric only; default 0)")
     json_opt(sp)
 
     sp = add("fit", _cmd_fit, "fit the alpha*(n) laws (sqrt_log, log, power, affine_log)")
@@ -373,8 +420,8 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("n", type=_number, help="number of keys, integer >= 2")
     dist_opts(sp)
     sp.add_argument("--method", default="exact", choices=["exact", "mc"], help="exact quadrature (default) or Monte Carlo")
-    sp.add_argument("--trials", type=_number, default=10_000, help="Monte Carlo trials (default 10000)")
-    sp.add_argument("--seed", type=_number, default=0, help="Monte Carlo seed (default 0)")
+    sp.add_argument("--trials", type=_number, default=None, help="Monte Carlo trials (--method mc only; default 10000)")
+    sp.add_argument("--seed", type=_number, default=None, help="Monte Carlo seed (--method mc only; default 0)")
     json_opt(sp)
 
     sp = add("scale", _cmd_scale, "a published attention scale (multiplier on q.k) at n keys, head dimension d",
@@ -459,7 +506,8 @@ def _parser() -> argparse.ArgumentParser:
 
     sp = add("table", _cmd_table, "print the alpha* table with the fitted laws")
     sp.add_argument("--d", type=int, default=128, help="dimension of the cosine scores (default 128)")
-    sp.add_argument("--quick", action="store_true", help="every tenth n of the grid")
+    sp.add_argument("--quick", action="store_true",
+                    help="only the printed rows n = 40, 80, ..., 20000 (the laws are fitted to those 10 values of n)")
     json_opt(sp)
     return p
 

@@ -181,7 +181,7 @@ def test_bad_objective_options():
         ss.optimize_alpha(64, objective="typical", trials=50, resamples=1)
     with pytest.raises(ValueError, match="`objective` must be one of"):
         typical.mc_objective(1.0, 10, objective="mean")
-    with pytest.raises(TypeError, match="empirical"):
+    with pytest.raises(ValueError, match="`objective`=.expected. has no maximiser for an empirical sample"):
         ss.optimize_alpha(64, np.arange(10.0), objective="expected")
 
 
