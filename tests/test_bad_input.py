@@ -546,7 +546,8 @@ def test_huge_but_valid_values_give_finite_results():
     assert all(math.isfinite(x) for x in _numbers(r))
     r = ss.softmax_stats([0.0, 1e9], 1000, method="mc", trials=8, rng=0)
     assert all(math.isfinite(x) for x in _numbers(r))
-    assert r.sum_p2[1] == pytest.approx(1.0) and r.grad[1] >= 0
+    assert r.sum_p2[1] == pytest.approx(1.0)
+    assert r.grad[1] >= 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -614,7 +615,8 @@ def test_integer_parameters_are_found():
     for key in [("optimal_alpha", "d"), ("optimal_alpha", "n"), ("causal_objective", "L"), ("softmax_stats", "trials"),
                 ("depth_second_moments", "depth"), ("depth_second_moments", "width"), ("Cosine", "d")]:
         assert key in found
-    assert ("softmax_stats", "alpha") not in found and ("objective_table", "rng") not in found
+    assert ("softmax_stats", "alpha") not in found
+    assert ("objective_table", "rng") not in found
 
 
 @pytest.mark.parametrize("name, param, value", INT_CASES)

@@ -64,7 +64,8 @@ def _close(got, want, tol):
 def test_the_checker_reads_comments():
     assert stated_value(" 2.0084: mean-field") == (2.0084, 0.00005)
     v, tol = stated_value(" array([18.25, 24.21, 29.70])")
-    assert np.allclose(v, [18.25, 24.21, 29.70]) and tol == 0.005
+    assert np.allclose(v, [18.25, 24.21, 29.70])
+    assert tol == 0.005
     assert stated_value(" result: alpha, value") is None
     with pytest.raises(AssertionError):
         _close(2.0095, 2.0084, 0.00005)

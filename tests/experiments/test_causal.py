@@ -154,7 +154,8 @@ def test_rope_frequencies_of_the_new_variants():
         np.testing.assert_allclose(rope_frequencies("dynamic_ntk", 8, 100.0, 8, n), naive_theta("dynamic_ntk", 8, 100.0, 8, n),
                                    rtol=1e-13)
         assert np.array_equal(rope_frequencies("rerope", 8, 100.0, 8, n), rope_frequencies("none", 8, 100.0, 8, n))
-    assert rerope_window(64) == 32 and rerope_window(512) == 256
+    assert rerope_window(64) == 32
+    assert rerope_window(512) == 256
 
 
 @pytest.fixture(scope="module")
@@ -169,13 +170,15 @@ def test_dynamic_ntk_leaves_sequences_up_to_L_bit_identical(trained):
     for n in (L // 2, L):
         a = evaluate(p, cfg, [n], rope="dynamic_ntk", tokens=256)[n]
         b = evaluate(p, cfg, [n], rope="none", tokens=256)[n]
-        assert np.array_equal(a.nll, b.nll) and np.array_equal(a.correct, b.correct)
+        assert np.array_equal(a.nll, b.nll)
+        assert np.array_equal(a.correct, b.correct)
     # past L it differs from none and, read per bucket, from the static ntk of the whole sequence
     n = 8 * L
     d, s, z = (evaluate(p, cfg, [n], rope=r, tokens=512)[n] for r in ("dynamic_ntk", "ntk", "none"))
     # inside L: the trained RoPE, from a prefix pass of another shape (float32 rounding of other products)
     np.testing.assert_allclose(d.nll[:L], z.nll[:L], rtol=1e-5, atol=1e-5)
-    assert not np.allclose(d.nll[L:], z.nll[L:]) and not np.allclose(d.nll[L:], s.nll[L:])
+    assert not np.allclose(d.nll[L:], z.nll[L:])
+    assert not np.allclose(d.nll[L:], s.nll[L:])
     # the last bucket ends at n: its positions are the static ntk's, to float32 accuracy (prefix = whole)
     lo = position_buckets(L, n)[-2]
     np.testing.assert_allclose(d.nll[lo:], s.nll[lo:], rtol=1e-5, atol=1e-5)
@@ -189,7 +192,8 @@ def test_rerope_keeps_every_pair_inside_the_window(trained):
     b = attention_scores(p, cfg, n, windows=2, rope="none")[0]
     i, j = np.indices((n, n))
     near, far = (i - j < w) & (j <= i), i - j >= w
-    assert np.array_equal(a[..., near], b[..., near]) and not np.allclose(a[..., far], b[..., far])
+    assert np.array_equal(a[..., near], b[..., near])
+    assert not np.allclose(a[..., far], b[..., far])
     # a far key is seen at relative position w: its score is the none score of the pair at distance w
     cos, sin = rope_tables(cfg, n, "none")
     assert np.allclose(a[..., far].std(), b[..., i - j == w].std(), rtol=0.5)
@@ -205,10 +209,12 @@ def test_a_scale_of_one_changes_nothing(trained):
     n = 4 * L
     ref = evaluate(p, cfg, [n], tokens=512)[n]
     ones = evaluate(p, cfg, [n], factors=np.ones((cfg.layers, cfg.heads, n), np.float32), tokens=512)[n]
-    assert np.array_equal(ref.nll, ones.nll) and np.array_equal(ref.correct, ones.correct)
+    assert np.array_equal(ref.nll, ones.nll)
+    assert np.array_equal(ref.correct, ones.correct)
     for scheme in ("qwen_logn", "yarn"):  # 1 up to n = L: those positions bit for bit, the rest changed
         e = evaluate(p, cfg, [n], scheme=scheme, pin_length=L, tokens=512)[n]
-        assert np.array_equal(e.nll[:L], ref.nll[:L]) and not np.allclose(e.nll[L:], ref.nll[L:])
+        assert np.array_equal(e.nll[:L], ref.nll[:L])
+        assert not np.allclose(e.nll[L:], ref.nll[L:])
 
 
 @pytest.mark.parametrize("rope", ROPES)
@@ -223,7 +229,8 @@ def test_causal_outputs_never_see_later_bytes(trained, rope):
     for kw in ({}, {"factors": f}, {"window": cfg.train_length}):
         a, b = jax_logits(cfg, p, ids, rope, **kw), jax_logits(cfg, p, other, rope, **kw)
         changed = np.max(np.abs(a - b), axis=-1)[0]
-        assert np.all(changed[:j] == 0.0) and changed[j] > 0.0
+        assert np.all(changed[:j] == 0.0)
+        assert changed[j] > 0.0
 
 
 def test_export_to_gguf_and_the_numpy_decoder_agree(trained, tmp_path):
@@ -236,7 +243,8 @@ def test_export_to_gguf_and_the_numpy_decoder_agree(trained, tmp_path):
         params = p if scheme == "standard" else train_model(c, rng=1, progress=False).params
         path = export_gguf(params, c, tmp_path / f"{scheme}.gguf")
         dec = models.load("smollm2", path=path)
-        assert dec.config.context_length == c.train_length and dec.config.vocab_size == 257
+        assert dec.config.context_length == c.train_length
+        assert dec.config.vocab_size == 257
         L, n = c.train_length, 6 * c.train_length
         ids = np.random.default_rng(8).integers(0, 256, size=n + 1).astype(np.int64)
         f = scale_factors(scheme, np.arange(1, n + 1), c.d_head, L)
@@ -271,7 +279,8 @@ def test_bad_input(trained):
 
 def test_a_relu_config_describes_itself_as_before():
     """The mlm/alpha result files and checkpoints written before ``ffn`` existed still match."""
-    assert '"ffn"' not in TrainConfig().describe() and '"ffn":"swiglu"' in tiny().describe()
+    assert '"ffn"' not in TrainConfig().describe()
+    assert '"ffn":"swiglu"' in tiny().describe()
     assert TrainConfig.from_json(TrainConfig().describe()) == TrainConfig()
 
 
@@ -290,7 +299,8 @@ def test_quick_causal_end_to_end(tmp_path):
     tasks = causal.tasks(causal.config(quick=True))
     assert len(t) == sum(expected_causal_rows(x) for x in tasks)
     s = causal_summary(t)
-    assert s["diverged"] == [] and s["lengths"].tolist() == [16, 128, 256]
+    assert s["diverged"] == []
+    assert s["lengths"].tolist() == [16, 128, 256]
     assert {k[1] for k in s["rows"]} == set(ROPES)
     assert (tmp_path / "train_causal_quick.png").read_bytes()[:4] == b"\x89PNG"
     assert (tmp_path / "train_causal_quick_heads.png").read_bytes()[:4] == b"\x89PNG"
@@ -298,7 +308,8 @@ def test_quick_causal_end_to_end(tmp_path):
     blocks = [(a, int(b)) for a, b in dict.fromkeys(zip(t.rows["scheme"], t.rows["seed"]))]
     assert blocks == [(x.label, x.seed) for x in tasks]
     ev = causal.evidence(t)
-    assert {e.multiple for e in ev} == {8.0, 16.0} and {e.rope for e in ev} == set(ROPES)
+    assert {e.multiple for e in ev} == {8.0, 16.0}
+    assert {e.rope for e in ev} == set(ROPES)
     one = next(e for e in ev if e.scale == "entropy_invariant@16" and e.reference == "standard" and e.metric == "loss"
                and e.rope == "none" and e.multiple == 16.0)
     assert one.seeds == (0, 1)

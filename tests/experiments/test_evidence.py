@@ -63,7 +63,8 @@ def test_alpha_evidence_pairs_each_constant_with_alpha_star_at_l():
     m, sd = _mean_sd(d)
     assert e.difference == pytest.approx(m, abs=1e-12)
     assert e.spread == pytest.approx(sd, abs=1e-12)
-    assert e.multiple == 1.0 and e.reference == "alpha_star"
+    assert e.multiple == 1.0
+    assert e.reference == "alpha_star"
     assert {x.scale for x in ev} == {f"alpha={a:.4g}" for a in (0.125, 0.25, 0.5, 1, 2, 4, 8)}
 
 
@@ -86,7 +87,8 @@ def test_causal_evidence_is_the_count_weighted_whole_sequence_difference():
     assert e.spread == pytest.approx(sd, rel=1e-9)
     w = next(x for x in ev if x.scale == "entropy_invariant@128" and x.rope == "rerope" and x.multiple == 8.0
              and x.metric == "loss" and x.reference == "sliding window of L")
-    assert np.isfinite(w.difference) and w.task == "next byte"
+    assert np.isfinite(w.difference)
+    assert w.task == "next byte"
     assert {x.multiple for x in ev} == {8.0, 16.0}
 
 
@@ -109,7 +111,8 @@ def test_extrapolation_evidence_is_the_per_document_difference_past_l():
     assert e.difference == pytest.approx(m, rel=1e-9)
     assert e.spread == pytest.approx(sd, rel=1e-9)
     assert len(e.seeds) == len(d)
-    assert e.size == 135_000_000 and e.task == "next token"
+    assert e.size == 135_000_000
+    assert e.task == "next token"
     hi = max(int(r["hi"]) for r in rows)
     assert e.multiple == (bucket + hi) / (2 * L)
     assert all(x.multiple > 1.0 for x in ev)

@@ -57,7 +57,8 @@ def test_quick_mlm_end_to_end(quick_mlm):
     t = MLM.read(csv)
     for key in ("command", "config", "corpus", "jax", "date", "baseline"):
         assert t.header[key], key
-    assert "pydoc_topics" in t.header["corpus"] and "train " in t.header["corpus"]
+    assert "pydoc_topics" in t.header["corpus"]
+    assert "train " in t.header["corpus"]
     s = mlm_summary(t)
     assert s["diverged"] == []
     assert set(k for k in s if k != "diverged") == {("standard", "trained"), ("standard", "qwen_logn@16"),
@@ -65,8 +66,11 @@ def test_quick_mlm_end_to_end(quick_mlm):
                                                     ("alpha_star", "trained")}
     for key, v in s.items():
         if key != "diverged":
-            assert v["seeds"] == 2 and np.all(np.isfinite(v["accuracy"])) and np.all(v["loss"] > 0)
-    assert "| standard (2) |" in res.stdout and "Attention-E" in res.stdout
+            assert v["seeds"] == 2
+            assert np.all(np.isfinite(v["accuracy"]))
+            assert np.all(v["loss"] > 0)
+    assert "| standard (2) |" in res.stdout
+    assert "Attention-E" in res.stdout
 
 
 def test_a_rerun_skips_every_finished_run(quick_mlm):
@@ -106,8 +110,10 @@ def test_a_diverged_run_is_recorded_and_skipped(tmp_path):
     with cf.ThreadPoolExecutor(1) as ex:  # any executor
         assert run_sweep(MLM, [task], store(), executor=ex, progress=False) == 1
         t = MLM.read(tmp_path / "s.csv")
-        assert list(t.rows["status"]) == ["diverged"] and list(t.rows["kind"]) == ["diverged"]
-        assert "diverged at step" in t.rows["note"][0] and np.isnan(t.rows["loss"][0])
+        assert list(t.rows["status"]) == ["diverged"]
+        assert list(t.rows["kind"]) == ["diverged"]
+        assert "diverged at step" in t.rows["note"][0]
+        assert np.isnan(t.rows["loss"][0])
         assert run_sweep(MLM, [task], store(), executor=ex, progress=False) == 0  # skipped
     assert len(MLM.read(tmp_path / "s.csv")) == 1
 
@@ -126,7 +132,9 @@ def test_an_unreachable_scheduler_is_one_clear_error():
 def test_bad_cli_input_exits_2_with_one_line(capsys, argv, name, tmp_path):
     code = main(["train", *argv, "--quick", "--out", str(tmp_path), "--no-progress"])
     out, err = capsys.readouterr()
-    assert code == 2 and name in err and len(err.strip().splitlines()) == 1
+    assert code == 2
+    assert name in err
+    assert len(err.strip().splitlines()) == 1
     assert not list(tmp_path.glob("*.csv"))  # nothing half-written
 
 
@@ -154,11 +162,13 @@ def test_evaluation_is_the_same_for_every_model_and_per_position():
     b = evaluate(init_params(QUICK, 1), QUICK, [16, 32], tokens=512)
     for n in (16, 32):
         np.testing.assert_array_equal(a[n].counts, b[n].counts)  # the same masked positions
-        assert a[n].count == a[n].counts.sum() and a[n].nll.shape == (n,)
+        assert a[n].count == a[n].counts.sum()
+        assert a[n].nll.shape == (n,)
         assert a[n].loss == pytest.approx(a[n].nll.sum() / a[n].count)
         assert a[n].accuracy == pytest.approx(a[n].correct.sum() / a[n].count)
     same = evaluate(init_params(QUICK, 0), QUICK, [16], tokens=512, rope="ntk")  # at the training length: unchanged
-    assert same[16].loss == a[16].loss and same.scale == "trained, rope ntk"
+    assert same[16].loss == a[16].loss
+    assert same.scale == "trained, rope ntk"
     longer = evaluate(init_params(QUICK, 0), QUICK, [32], tokens=512, rope="ntk")
     assert longer[32].loss != a[32].loss
 
@@ -166,15 +176,18 @@ def test_evaluation_is_the_same_for_every_model_and_per_position():
 def test_the_experiments_are_what_the_issue_asks():
     mlm = MLM.tasks(MLM.config())
     assert {t.label for t in mlm} == {"standard", "entropy_invariant@512", "ssmax", "alpha_star"}
-    assert {t.seed for t in mlm} == {0, 1, 2} and all(t.lengths == (64, 128, 256, 512, 1024) for t in mlm)
+    assert {t.seed for t in mlm} == {0, 1, 2}
+    assert all(t.lengths == (64, 128, 256, 512, 1024) for t in mlm)
     assert all(t.config.train_length == 64 and t.config.objective == "mlm" for t in mlm)
     assert [t.overrides for t in mlm if t.label == "standard"][0] == (("qwen_logn", 64),)
     alpha = EXPERIMENTS["alpha"].tasks(EXPERIMENTS["alpha"].config())
     grid = sorted(t.config.alpha for t in alpha if t.config.scheme == "alpha")
     import softmax_scale as ss
 
-    assert grid[0] < ss.optimal_alpha(64) and grid[-1] > ss.optimal_alpha(64, objective="geometric")
-    assert {t.seed for t in alpha} == {0, 1} and any(t.label == "alpha_star" for t in alpha)
+    assert grid[0] < ss.optimal_alpha(64)
+    assert grid[-1] > ss.optimal_alpha(64, objective="geometric")
+    assert {t.seed for t in alpha} == {0, 1}
+    assert any(t.label == "alpha_star" for t in alpha)
     assert all(isinstance(t.config, TrainConfig) and t.sigma for t in alpha)
 
 
@@ -208,8 +221,11 @@ def test_reading_results_needs_no_jax(quick_mlm):
                          capture_output=True, text=True, timeout=120, check=False)
     assert res.returncode == 0, res.stderr[-3000:]
     got = json.loads(res.stdout.strip().splitlines()[-1])
-    assert got["rows"] > 0 and not got["jax"] and got["evidence"] > 0
-    assert "train" in got["err"] and "pip install" in got["err"]
+    assert got["rows"] > 0
+    assert not got["jax"]
+    assert got["evidence"] > 0
+    assert "train" in got["err"]
+    assert "pip install" in got["err"]
 
 
 def test_run_summary_is_the_tail_mean_and_the_curve_means():
@@ -224,10 +240,12 @@ def test_run_summary_is_the_tail_mean_and_the_curve_means():
     out = run_summary(res, cfg, k)
     kind, step, loss, acc, count, sec = out[0]
     assert (kind, step, count, sec) == ("run", steps, steps * 7, 1.5)
-    assert loss == pytest.approx(sum(hist["loss"][57:]) / 3) and acc == pytest.approx(sum(hist["accuracy"][57:]) / 3)
+    assert loss == pytest.approx(sum(hist["loss"][57:]) / 3)
+    assert acc == pytest.approx(sum(hist["accuracy"][57:]) / 3)
     assert [r[:2] for r in out[1:]] == [("curve", 20), ("curve", 40), ("curve", 60)]
     for (_, end, loss, acc, count, sec) in out[1:]:
-        assert count == k and np.isnan(sec)
+        assert count == k
+        assert np.isnan(sec)
         assert loss == pytest.approx(sum(hist["loss"][end - k:end]) / k)
         assert acc == pytest.approx(sum(hist["accuracy"][end - k:end]) / k)
     one = run_summary(SimpleNamespace(history=hist, steps=steps, seconds=0.0), SimpleNamespace(steps=10, tokens_per_step=lambda: 1), 5)
@@ -256,4 +274,6 @@ def test_mlm_evidence_is_the_paired_difference_of_the_rows(quick_mlm):
         assert e.seeds == (0, 1)
         assert e.difference == pytest.approx(np.mean(d), abs=1e-12)
         assert e.spread == pytest.approx(np.std(d, ddof=1), abs=1e-12)
-        assert e.reference == "standard" and e.size == QUICK.n_params and e.size_unit == "parameters"
+        assert e.reference == "standard"
+        assert e.size == QUICK.n_params
+        assert e.size_unit == "parameters"

@@ -156,7 +156,8 @@ def test_the_public_names():
     assert callable(st.evaluate)
     assert callable(st.train_model)
     assert not hasattr(st, "run_sweep")  # the sweep runner is the experiments' (softmax_scale.experiments.sweep)
-    assert st.model.forward is forward and st.TrainResult.__name__ == "TrainResult"
+    assert st.model.forward is forward
+    assert st.TrainResult.__name__ == "TrainResult"
     with pytest.raises(AttributeError):
         st.no_such_name  # noqa: B018
 
