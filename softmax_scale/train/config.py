@@ -25,9 +25,9 @@ TRAINING_OBJECTIVES = ("mlm", "causal")
 #: ``"relu"``: ``relu(x W1) W2`` (the default, fast on XLA's CPU backend); ``"swiglu"``:
 #: ``(silu(x W1) * x W3) W2``, LLaMA's feed-forward (a model that can be exported to GGUF).
 FFNS = ("relu", "swiglu")
-#: Fields added after results were written: left out of :meth:`TrainConfig.describe` at these
-#: values, so that the headers and checkpoints of earlier runs still match their configuration.
-_LATER_DEFAULTS = {"ffn": "relu", "compute_dtype": "float32"}
+#: Options that :meth:`TrainConfig.describe` names only when they differ from these values: a
+#: description lists the plain model's fields and what sets a variant apart from it.
+_PLAIN = {"ffn": "relu", "compute_dtype": "float32"}
 
 
 @dataclass(frozen=True)
@@ -196,11 +196,11 @@ class TrainConfig:
     def describe(self) -> str:
         """One line of JSON with every field, sorted: the form in headers and checkpoints.
 
-        A field added after results were first written (``ffn``, ``compute_dtype``) is left out
-        at its default value, so that a configuration of the earlier experiments describes itself as before and
-        their CSVs and checkpoints still resume.
+        The variant options (``ffn``, ``compute_dtype``) appear only when they differ from the
+        plain model's, so a description is the same whichever other variants exist; result files
+        and checkpoints are matched on it.
         """
-        d = {k: v for k, v in self.to_dict().items() if _LATER_DEFAULTS.get(k, object()) != v}
+        d = {k: v for k, v in self.to_dict().items() if _PLAIN.get(k, object()) != v}
         return json.dumps(d, sort_keys=True, separators=(",", ":"))
 
     @classmethod

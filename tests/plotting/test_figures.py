@@ -57,7 +57,7 @@ def test_interrupted_write_leaves_no_half_written_file(tmp_path):
 
 
 def test_main_job_computes_the_objective_tables_once(monkeypatch, tmp_path):
-    """The alpha* table and the figure of alpha* per objective share one computation (issue 12)."""
+    """The alpha* table and the figure of alpha* per objective share one computation."""
     from softmax_scale import plotting
     from softmax_scale.objectives import typical
 

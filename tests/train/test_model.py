@@ -36,7 +36,7 @@ def random_params(cfg, seed=0):
 
 
 def naive_factor(cfg, n):
-    """The per-query factor written out from SCHEMES.md, not through the registry."""
+    """The per-query factor written out from the published formulas, not through the registry."""
     if cfg.scheme == "standard":
         return 1.0
     if cfg.scheme == "entropy_invariant":
