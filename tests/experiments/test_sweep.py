@@ -26,7 +26,7 @@ MLM = EXPERIMENTS["mlm"]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def cli(*argv, timeout=600):  # a guard against a hang, not a speed test (a loaded machine takes minutes)
+def cli(*argv, timeout=1800):  # a guard against a hang, not a speed test (a loaded machine takes minutes)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     t0 = time.perf_counter()
     res = subprocess.run([sys.executable, "-W", "error", "-m", "softmax_scale", *argv], env=env, capture_output=True,
