@@ -77,9 +77,11 @@ def report(rows: list[dict]) -> str:
             b16 = np.array([r[key] for r in rows if r["config"] == name and r["dtype"] == "bfloat16"])
             spread = f32.max() - f32.min()
             diff = abs(b16.mean() - f32.mean())
+            paired = np.max(np.abs(b16 - f32))  # the same seed: the same initialisation and data order
             out.append(f"- {name}, {key.replace('_', ' ')}: float32 {f32.mean():.4f} (seed spread {spread:.4f}), "
                        f"bfloat16 {b16.mean():.4f} (seed spread {b16.max() - b16.min():.4f}); |difference of means| "
-                       f"{diff:.4f}: {'within' if diff <= spread else 'NOT within'} float32's seed spread")
+                       f"{diff:.4f}: {'within' if diff <= spread else 'NOT within'} float32's seed spread; "
+                       f"largest same-seed difference {paired:.4f}")
     return "\n".join(out) + "\n"
 
 

@@ -11,7 +11,7 @@ from softmax_scale.schemes import pinned
 jax = pytest.importorskip("jax")
 
 from softmax_scale.train import TrainConfig, model_factors  # noqa: E402
-from softmax_scale.train.model import forward, init_params, rope_tables  # noqa: E402
+from softmax_scale.train.model import forward, init_params, matmul, rope_tables  # noqa: E402
 
 SCHEMES = [("standard", {}), ("entropy_invariant", {"pin_length": 512}), ("ssmax", {}), ("alpha_star", {}),
            ("alpha", {"alpha": 2.5})]
@@ -140,6 +140,33 @@ def test_bfloat16_forward_matches_the_naive_forward(scheme, kw, objective):
         err = np.max(np.abs(got[b] - exact)) / np.max(np.abs(exact))
         assert err < 4 * U_BF16
         assert err > 1e-4  # the products are rounded: float32 (2e-5 above) is not what ran
+
+
+@pytest.mark.parametrize("shapes", [((2, 5, 8), (8, 3)), ((2, 3, 5, 8), (2, 3, 8, 4))], ids=["weight", "batched"])
+def test_the_bfloat16_matmul_gradient_is_the_rounded_product(shapes):
+    g = np.random.default_rng(4)
+    a, b = (g.standard_normal(sh).astype(np.float32) for sh in shapes)
+    out_shape = np.matmul(a, b).shape
+    c = g.standard_normal(out_shape).astype(np.float32)  # the incoming gradient of sum(c * a @ b)
+
+    def loss(x, y):
+        return jax.numpy.sum(c * matmul(x, y, "bfloat16"))
+
+    da, db = (np.asarray(t, np.float64) for t in jax.grad(loss, argnums=(0, 1))(a, b))
+    want_a = bf16(c) @ np.swapaxes(bf16(b), -1, -2)
+    want_b = np.swapaxes(bf16(a), -1, -2) @ bf16(c)
+    if b.ndim == 2:
+        want_b = want_b.sum(axis=0)  # a weight's gradient sums over the batch
+    # products of bfloat16 numbers are exact in float32: only the float32 sums differ
+    np.testing.assert_allclose(da, want_a, rtol=1e-5, atol=1e-5 * np.abs(want_a).max())
+    np.testing.assert_allclose(db, want_b, rtol=1e-5, atol=1e-5 * np.abs(want_b).max())
+    exact_a = c.astype(np.float64) @ np.swapaxes(b.astype(np.float64), -1, -2)
+    assert np.max(np.abs(da - exact_a)) > 1e-4 * np.abs(exact_a).max()  # the rounding happens in the backward too
+
+
+def test_matmul_refuses_another_dtype():
+    with pytest.raises(ValueError, match="`compute_dtype` must be one of"):
+        matmul(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), "float16")
 
 
 def test_the_bfloat16_rounding_of_the_reference_is_jax_s():
