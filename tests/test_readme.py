@@ -1,8 +1,8 @@
-"""Every Python block of the README runs as pasted, and the values its comments state are what it prints.
+"""Every Python block of the README and of the docs pages runs as pasted, and the values its comments state are what it prints.
 
 A line ``expr  # 2.0084: text`` (or ``# array([18.25, 24.21])``, ``# {'c': 0.8413}``) states a value:
-the expression must equal it to the digits shown.  Blocks run in order, in one namespace, as a reader
-pasting them into one session would.
+the expression must equal it to the digits shown.  A page's blocks run in order, in one namespace, as a
+reader pasting them into one session would.
 """
 
 from __future__ import annotations
@@ -62,9 +62,8 @@ def test_the_checker_reads_comments():
         _close(2.0095, 2.0084, 0.00005)
 
 
-def test_readme_python_blocks_run_and_state_true_values():
-    blocks = python_blocks(README.read_text(encoding="utf-8"))
-    assert blocks, "the README has Python blocks"
+def run_blocks(blocks: list[str], name: str) -> int:
+    """Run ``blocks`` in order in one namespace and check every value a comment states; returns how many."""
     ns: dict = {}
     checked = 0
     for src in blocks:
@@ -72,12 +71,32 @@ def test_readme_python_blocks_run_and_state_true_values():
         for node in ast.parse(src).body:
             code = ast.get_source_segment(src, node)
             if isinstance(node, ast.Expr):
-                got = eval(compile(ast.Expression(node.value), "README", "eval"), ns)  # noqa: S307
+                got = eval(compile(ast.Expression(node.value), name, "eval"), ns)  # noqa: S307
                 stated = stated_value(comments.get(node.end_lineno, ""))
                 if stated is not None:
                     _close(got, *stated)
                     checked += 1
             else:
-                exec(compile(ast.Module([node], []), "README", "exec"), ns)  # noqa: S102
+                exec(compile(ast.Module([node], []), name, "exec"), ns)  # noqa: S102
             assert code
-    assert checked >= 5
+    return checked
+
+
+def test_readme_python_blocks_run_and_state_true_values():
+    blocks = python_blocks(README.read_text(encoding="utf-8"))
+    assert blocks, "the README has Python blocks"
+    assert run_blocks(blocks, "README") >= 5
+
+
+DOCS = README.parent / "docs"
+#: The documentation pages with Python blocks; each page's blocks run in one namespace of their own.
+DOC_PAGES = sorted(p for p in DOCS.rglob("*.md") if "_build" not in p.parts and python_blocks(p.read_text(encoding="utf-8")))
+
+
+def test_the_docs_have_python_blocks():
+    assert len(DOC_PAGES) >= 5
+
+
+@pytest.mark.parametrize("page", DOC_PAGES, ids=[str(p.relative_to(DOCS)) for p in DOC_PAGES])
+def test_docs_python_blocks_run_and_state_true_values(page):
+    assert run_blocks(python_blocks(page.read_text(encoding="utf-8")), str(page.relative_to(DOCS))) >= 1
