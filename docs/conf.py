@@ -17,10 +17,12 @@ import shutil
 import sys
 from pathlib import Path
 
-import softmax_scale
-
 DOCS = Path(__file__).resolve().parent
 REPO = DOCS.parent
+sys.path.insert(0, str(REPO))  # document the checkout this folder is in, whatever else is installed
+
+import softmax_scale  # noqa: E402
+
 GENERATED = DOCS / "api" / "generated"
 NOTEBOOKS = DOCS / "notebooks"
 #: The packages whose ``__all__`` the API reference documents (modules in an ``__all__`` get a page too).
@@ -94,8 +96,8 @@ _SECTIONS = (("function", "Functions"), ("class", "Classes"), ("exception", "Exc
 
 def data_doc(obj, name: str) -> list[str]:
     """The ``#:`` comment above the assignment that defines ``name`` (found in whichever module of the package holds it)."""
-    from sphinx.pycode import ModuleAnalyzer
     from sphinx.errors import PycodeError
+    from sphinx.pycode import ModuleAnalyzer
 
     for modname, module in sorted(sys.modules.items()):
         if modname.split(".")[0] != "softmax_scale" or getattr(module, name, None) is not obj:

@@ -13,7 +13,8 @@ MODULES = [softmax_scale.optimize, softmax_scale.laws]
 @pytest.mark.parametrize("module", MODULES, ids=[m.__name__ for m in MODULES])
 def test_docstring_examples(module):
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0
+    assert result.attempted > 0
+    assert result.failed == 0
 
 
 def test_readme_layout_map_names_every_module():
