@@ -1,4 +1,4 @@
-"""``python -m benchmarks``: run every benchmark and rewrite benchmarks/results.md."""
+"""``python -m benchmarks``: run every benchmark and rewrite the results files (see :mod:`benchmarks.run`)."""
 
 from benchmarks.run import main
 

@@ -1,8 +1,12 @@
-"""The shared harness of the benchmarks: timing, subprocess runs, targets and the results table.
+"""The shared harness of the benchmarks: timing, subprocess runs, targets, and the results files.
 
 Every number that is compared with a target is a *ratio measured within one
 run* (the machine is shared and noisy): the two sides are interleaved and the
 best of several repeats of each is kept.  Absolute times are for information.
+
+A results file is written by :func:`render` alone: a title, the paragraph that
+says what ran where (:func:`run_paragraph`), the table of rows (:func:`fmt`),
+and the notes of its topics (each topic module's ``NOTES``), nothing else.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import operator
 import os
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -19,6 +24,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+#: The head of every results table.
+TABLE_HEAD = "| benchmark | measured | target | status | detail |\n|---|---|---|---|---|"
 
 
 def settings(quick: bool) -> tuple[int, int]:
@@ -89,3 +96,35 @@ def fmt(row) -> str:
     if row["detail"] == "not available yet":
         ok, val = "not available yet", "n/a"
     return f"| {row['name']} | {val} {row['unit']} | {row['target']} | {ok} | {row['detail']} |"
+
+
+def run_paragraph(command: str, reps: int, seconds: float, versions: str) -> str:
+    """What ran, on how many CPUs under what load, with which ``versions``, when, and how ratios are measured."""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (f"`{command}` on {os.cpu_count()} CPUs (load average {load:.1f} at the end), {versions}, "
+            f"{time.strftime('%Y-%m-%d %H:%M')}, {seconds:.0f} s in all.\n"
+            f"Ratios are measured within this run, the two sides interleaved, best of {reps} repeats each; "
+            "absolute times are for information only (the machine is shared).")
+
+
+def render(title: str, run: str, lines: list[str], notes: list[str]) -> str:
+    """The text of a results file: ``title``, the ``run`` paragraph, the table ``lines``, then the non-empty ``notes``."""
+    notes = [textwrap.dedent(n).strip() for n in notes if n.strip()]
+    parts = [f"# {title}", "", run, "", TABLE_HEAD, *lines, ""]
+    if notes:
+        parts += ["## Notes", "", "\n\n".join(notes), ""]
+    return "\n".join(parts)
+
+
+def parse(text: str) -> tuple[str, list[str]]:
+    """The ``run`` paragraph and the table lines of a results file that :func:`render` wrote."""
+    head, sep, rest = text.partition("\n" + TABLE_HEAD + "\n")
+    if not sep:
+        raise ValueError("text: not a results file (no results table)")
+    run = head.split("\n", 2)[2].strip() if head.startswith("# ") else ""
+    lines = []
+    for line in rest.split("\n"):
+        if not line.startswith("|"):
+            break
+        lines.append(line)
+    return run, lines

@@ -6,6 +6,13 @@ import tempfile
 
 from ._harness import run_py, settings
 
+#: The notes of this topic in its results file (markdown).
+NOTES = """
+**Start-up.**  `import softmax_scale` compiles nothing.  A cold cache costs 5 s on the first parallel
+Monte Carlo call (numba compiles the kernel; the serial kernel and `sample_only` then share most of
+the compiled callees); a warm on-disk cache loads it in ~0.2 s (mostly numba's threading layer).
+"""
+
 IMPORT_CODE = """
 import json, time
 t0 = time.perf_counter()

@@ -48,7 +48,7 @@ from .objectives import OBJECTIVES, gradient_objective, typical
 from .objectives.causal import CausalOptimum, causal_objective, optimal_alpha_causal
 from .objectives.typical import ObjectiveTable, mc_objective, objective_table
 from .optimize import AlphaOptimum, optimal_alpha, optimize_alpha
-from .schemes import SCHEMES, PinnedScheme, SchemeInfo, attention_scale, list_schemes, pinned, scheme_alpha
+from .schemes import SCHEMES, PinnedScheme, Scheme, attention_scale, list_schemes, pinned, scheme_alpha
 from .stats import SoftmaxStats, softmax_stats
 
 __version__ = "0.1.0"
@@ -92,7 +92,7 @@ __all__ = [
     "ObjectiveTable",
     "PhaseDiagram",
     "PinnedScheme",
-    "SchemeInfo",
+    "Scheme",
     "ScoreDistribution",
     "SignalStats",
     "SoftmaxStats",

@@ -1,7 +1,9 @@
 """The ``softmax-scale`` command line.
 
 Subcommands: ``alpha``, ``fit``, ``stats``, ``scale``, ``entropy``, ``figures``,
-``table``, ``heads``.  Every subcommand that prints numbers takes ``--json``.  Bad input
+``table``, ``heads``, ``extrapolate``, ``train`` and ``run`` (any experiment of
+:data:`softmax_scale.experiments.EXPERIMENTS`; ``table``, ``heads``, ``extrapolate`` and ``train``
+are the names users know for some of them).  Every subcommand that prints numbers takes ``--json``.  Bad input
 exits with status 2 and one line naming the parameter.
 """
 
@@ -14,33 +16,50 @@ import sys
 
 import numpy as np
 
+from . import __version__
 from ._util.validation import check_output_dir
+from .objectives.typical import MC_OBJECTIVES, MC_TRIALS
 
 __all__ = ["main"]
 
 
-def _jsonable(x):
+#: JSON keys whose values are counts, sizes or seeds: written as JSON integers, never ``512.0``.
+_INT_KEYS = frozenset({"n", "d", "trials", "seed", "rng", "chunks", "layer", "head", "train_length", "nfev"})
+
+
+def _jsonable(x, key=None):
+    """``x`` as plain JSON values: integers (under :data:`_INT_KEYS`) as ints, non-finite floats as None (null).
+
+    Arrays become lists; numpy scalars become Python numbers; ``key`` is the dict key ``x`` sits under.
+    """
     if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
+        return {str(k): _jsonable(v, str(k)) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
+        return [_jsonable(v, key) for v in x]
     if isinstance(x, np.ndarray):
-        return [_jsonable(v) for v in x.tolist()]
-    if isinstance(x, (np.floating, float)):
-        x = float(x)
-        return x if np.isfinite(x) else ("inf" if x > 0 else "-inf" if x < 0 else "nan")
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, np.bool_):
+        return [_jsonable(v, key) for v in x.tolist()]
+    if isinstance(x, (bool, np.bool_)):
         return bool(x)
+    if isinstance(x, (int, np.integer)):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        x = float(x)
+        if not np.isfinite(x):
+            return None
+        return int(x) if key in _INT_KEYS and x == int(x) else x
     return x
 
 
 def _emit(args, obj, text: str) -> None:
     if getattr(args, "json", False):
-        print(json.dumps(_jsonable(obj), indent=2))
+        print(json.dumps(_jsonable(obj), indent=2, allow_nan=False))
     else:
         print(text)
+
+
+def _plural(count: int, word: str) -> str:
+    """``"1 window"``, ``"8 windows"``."""
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
 def _number(s: str) -> float:
@@ -58,15 +77,20 @@ def _cmd_alpha(args):
     from .optimize import optimize_alpha
 
     ns = args.n if len(args.n) > 1 else args.n[0]
-    res = optimize_alpha(ns, args.dist, d=args.d, objective=args.objective)
+    mc = args.objective in MC_OBJECTIVES
+    kw = {"trials": MC_TRIALS if args.trials is None else args.trials, "rng": 0 if args.seed is None else args.seed} if mc else {
+        k: v for k, v in (("trials", args.trials), ("rng", args.seed)) if v is not None}  # refused by the objective
+    res = optimize_alpha(ns, args.dist, d=args.d, objective=args.objective, **kw)
     n_arr = np.atleast_1d(res.n)
     a_arr = np.atleast_1d(res.alpha)
     v_arr = np.atleast_1d(res.value)
+    se_arr = np.broadcast_to(res.alpha_se, a_arr.shape)
     obj = {
         "objective": res.objective,
         "dist": res.dist,
         "n": n_arr,
         "alpha": a_arr,
+        "alpha_se": se_arr,
         "value": v_arr,
         "bounded": np.atleast_1d(res.bounded),
         "success": np.atleast_1d(res.success),
@@ -74,9 +98,14 @@ def _cmd_alpha(args):
     }
     if len(args.n) == 1:
         obj = {k: (v[0] if isinstance(v, np.ndarray) else v) for k, v in obj.items()}
-    lines = [f"alpha* ({res.objective}, {res.dist} scores)", f"{'n':>14} {'alpha*':>12} {'G(alpha*)':>12}"]
-    lines += [f"{int(n):>14d} {a:>12.6g} {v:>12.6g}" for n, a, v in zip(n_arr, a_arr, v_arr)]
-    if not np.all(res.bounded):
+    if mc:
+        obj.update(trials=kw["trials"], seed=kw["rng"])
+    how = f"; Monte Carlo, {_plural(int(kw['trials']), 'trial')} per n, seed {int(kw['rng'])}" if mc else ""
+    lines = [f"alpha* ({res.objective}, {res.dist} scores{how})",
+             f"{'n':>14} {'alpha*':>12}" + (f" {'SE':>9}" if mc else "") + f" {'G(alpha*)':>12}"]
+    lines += [f"{int(n):>14d} {a:>12.6g}" + (f" {se:>9.2g}" if mc else "") + f" {v:>12.6g}"
+              for n, a, se, v in zip(n_arr, a_arr, se_arr, v_arr)]
+    if mc or not np.all(res.bounded):
         lines.append(res.message)
     _emit(args, obj, "\n".join(lines))
 
@@ -93,7 +122,7 @@ def _cmd_fit(args):
         f: {"formula": fit.formula, "params": fit.params, "rmse": fit.rmse, "max_rel_error": fit.max_rel_error, "r2": fit.r2}
         for f, fit in fits.items()
     }
-    text = f"laws fitted to alpha* ({args.objective}, {args.dist}) over {ns.size} values of n, best first:\n"
+    text = f"laws fitted to alpha* ({args.objective}, {args.dist}) over {_plural(ns.size, 'value')} of n, best first:\n"
     text += "\n".join(f"  {fit}" for fit in fits.values())
     _emit(args, obj, text)
 
@@ -101,7 +130,9 @@ def _cmd_fit(args):
 def _cmd_stats(args):
     from .stats import softmax_stats
 
-    kw = {} if args.method == "exact" else {"trials": args.trials, "rng": args.seed}
+    kw = {k: v for k, v in (("trials", args.trials), ("rng", args.seed)) if v is not None}  # exact refuses them
+    if args.method == "mc":
+        kw.setdefault("rng", 0)
     r = softmax_stats(args.alpha, args.n, args.dist, d=args.d, method=args.method, **kw)
     names = ("sum_p2", "entropy", "grad", "log_z")
     obj = {"alpha": r.alpha, "n": r.n, "dist": r.dist, "method": r.method, "trials": r.trials}
@@ -129,6 +160,14 @@ def _show_params(params) -> str:
     return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items()) or "no parameters"
 
 
+def _pinned_defaults() -> str:
+    """What each scheme with a training length uses without ``--train-length``: its published defaults."""
+    from .schemes import list_schemes
+
+    return ", ".join(f"{i.key} {_show_params({k: i.defaults[k] for k in i.pin(2)})}"
+                     for i in list_schemes() if i.pin is not None)
+
+
 def _schemes_epilog() -> str:
     lines = ["schemes (published defaults; what --train-length L sets):"]
     for key, r in _scheme_rows().items():
@@ -151,6 +190,9 @@ def _cmd_scale(args):
         return
     if args.n is None or args.d is None:
         raise ValueError("`n` and `d` are required (or pass --list)")
+    if args.train_length is not None and args.scheme in SCHEMES and SCHEMES[args.scheme].pin is None:
+        raise ValueError(f"`--train-length` pins a scheme that has a training length ("
+                         f"{', '.join(k for k, i in SCHEMES.items() if i.pin is not None)}); --scheme {args.scheme} has none")
     ps = pinned(args.scheme, args.train_length, **dict(_parse_param(p) for p in args.param))
     m = ps.scale(args.n, args.d)
     obj = {"scheme": args.scheme, "n": args.n, "d": args.d, "train_length": ps.train_length,
@@ -167,8 +209,17 @@ def _cmd_scale(args):
 def _parse_param(text: str):
     if "=" not in text:
         raise ValueError(f"`--param` must look like key=value, got {text!r}")
-    k, v = text.split("=", 1)
-    return k.strip(), None if v.strip().lower() == "none" else _number(v)
+    k, v = (part.strip() for part in text.split("=", 1))
+    name = k.rpartition(".")[2]
+    if name == "train_length":
+        raise ValueError(f"`--param {text}`: pin the training length with --train-length L (it sets every "
+                         "parameter that follows from L), not with --param")
+    if v.lower() == "none":
+        return k, None
+    try:
+        return k, _number(v)
+    except argparse.ArgumentTypeError:
+        raise ValueError(f"`{name}` must be a number or none, got {v!r} (in --param {text})") from None
 
 
 def _cmd_entropy(args):
@@ -201,6 +252,12 @@ def _cmd_entropy(args):
     _emit(args, obj, "\n".join(lines))
 
 
+def _experiments_epilog() -> str:
+    from .experiments import EXPERIMENTS
+
+    return "experiments: " + ", ".join(EXPERIMENTS) + " (softmax_scale.experiments.EXPERIMENTS)"
+
+
 def _cmd_figures(args):
     from .figures import main_job, make_figures
 
@@ -218,61 +275,62 @@ def _cmd_figures(args):
         print(table.to_markdown())
 
 
-def _cmd_extrapolate(args):
-    from .experiments.real_extrapolation import DEFAULT_ROPES, DEFAULT_SCHEMES, QUICK, length_extrapolation, loss_markdown
+def _run(args, name, *, config=None, path=None, overwrite=False, command="run"):
+    """Run the experiment ``name`` as ``softmax-scale run`` does: write its file, draw its figures, print its summaries."""
+    from ._util.validation import check_int
+    from .experiments import EXPERIMENTS, run_experiment, save_figures
 
     if args.no_progress:
         os.environ["TQDM_DISABLE"] = "1"
-    q = QUICK if args.quick else {"lengths": None, "docs": 2, "ropes": DEFAULT_ROPES, "schemes": DEFAULT_SCHEMES}
-    name = "real_extrapolation_quick.csv" if args.quick else "real_extrapolation.csv"
+    if name not in EXPERIMENTS:
+        raise ValueError(f"`experiment` must be one of {list(EXPERIMENTS)}, got {name!r}")
+    exp = EXPERIMENTS[name]
+    workers = check_int(getattr(args, "workers", 1), "workers", minimum=1, maximum=1024)
+    cfg = exp.config(args.quick) if config is None else config
+    if path is None:
+        path = exp.result_path(cfg, check_output_dir(args.out, "out"))
+    table = run_experiment(exp, seeds=getattr(args, "seeds", None), config=cfg, path=path,
+                           scheduler=getattr(args, "scheduler", None), workers=workers, overwrite=overwrite,
+                           progress=not args.no_progress, command=f"softmax-scale {command} {' '.join(args.argv)}".strip())
+    print(f"wrote {path}")
+    if not args.no_figure:
+        for png in save_figures(exp, table, path):
+            print(f"wrote {png}")
+    print()
+    print("\n\n".join(exp.summaries(table)))
+
+
+def _cmd_run(args):
+    _run(args, args.experiment)
+
+
+def _cmd_extrapolate(args):
+    import dataclasses
+
+    from .experiments import EXPERIMENTS
+
+    exp = EXPERIMENTS["real_extrapolation"]
+    given = {"model": args.model, "lengths": tuple(args.lengths) if args.lengths else None, "docs": args.docs,
+             "schemes": tuple(args.schemes) if args.schemes else None, "ropes": tuple(args.ropes) if args.ropes else None}
+    cfg = dataclasses.replace(exp.config(args.quick), **{k: v for k, v in given.items() if v is not None},
+                              predict=not args.no_predict)
+    path = None
     if args.out is not None and args.out.endswith(".csv"):
         check_output_dir(os.path.dirname(os.path.abspath(args.out)), "out")
-        out = args.out
-    else:
-        out = os.path.join(check_output_dir(args.out or "figures", "out"), name)
-    command = "softmax-scale extrapolate " + " ".join(args.argv)
-    res = length_extrapolation(
-        args.model, tuple(args.lengths) if args.lengths else q["lengths"], schemes=args.schemes or q["schemes"],
-        ropes=args.ropes or q["ropes"], docs=args.docs if args.docs is not None else q["docs"], out=out,
-        overwrite=args.overwrite, predict=not args.no_predict, progress=not args.no_progress, command=command.strip())
-    print(f"wrote {out}")
-    if not args.no_figure:
-        from .plotting.real_extrapolation import save_extrapolation_figure
-
-        png = os.path.splitext(out)[0] + ".png"
-        save_extrapolation_figure(res, png)
-        print(f"wrote {png}")
-    print()
-    print(loss_markdown(res))
+        path = args.out
+    elif args.out is None:
+        args.out = "figures"
+    _run(args, "real_extrapolation", config=cfg, path=path, overwrite=args.overwrite, command="extrapolate")
 
 
 def _cmd_train(args):
-    from .experiments.training import result_path, run_experiment, summary_markdown
-
-    if args.no_progress:
-        os.environ["TQDM_DISABLE"] = "1"
-    command = "softmax-scale train " + " ".join(args.argv)
-    table = run_experiment(args.experiment, quick=args.quick, seeds=args.seeds, scheduler=args.scheduler, out=args.out,
-                           workers=args.workers, progress=not args.no_progress, command=command.strip())
-    path = result_path(args.experiment, args.out, args.quick)
-    print(f"wrote {path}")
-    if not args.no_figure:
-        from .plotting.train import save_train_figure
-
-        png = path.with_suffix(".png")
-        save_train_figure(args.experiment, table, png)
-        print(f"wrote {png}")
-    print()
-    print(summary_markdown(args.experiment, table, metric="loss" if args.experiment == "causal" else "accuracy"))
-    if args.experiment in ("mlm", "causal"):
-        print()
-        print(summary_markdown(args.experiment, table, metric="accuracy" if args.experiment == "causal" else "loss"))
+    _run(args, args.experiment, command="train")
 
 
 def _cmd_table(args):
-    from .experiments.alpha_table import NOTE_GRID, alpha_table
+    from .experiments.alpha_table import NOTE_GRID, TABLE_ROWS, alpha_table
 
-    table = alpha_table(NOTE_GRID[::10] if args.quick else NOTE_GRID, cosine_d=args.d)
+    table = alpha_table(np.array(TABLE_ROWS) if args.quick else NOTE_GRID, cosine_d=args.d)
     obj = {
         "n": table.ns,
         "alpha": table.columns,
@@ -299,7 +357,7 @@ def _cmd_heads(args):
             row["predicted_ratio_empirical"] = float(t.predicted_ratio_empirical[0, a, h])
             rows.append(row)
     obj = {"model": t.model, "text": t.text, "n": args.n, "chunks": t.chunks, "rng": args.rng, "heads": rows}
-    lines = [f"{t.model}: every head at n = {args.n} ([CLS] and [SEP] included), {t.chunks} windows of `{t.text}` "
+    lines = [f"{t.model}: every head at n = {args.n} ([CLS] and [SEP] included), {_plural(t.chunks, 'window')} of `{t.text}` "
              f"(rng {args.rng}); H/log n measured and predicted for i.i.d. scores at the head's sigma",
              f"{'layer':>5} {'head':>4} {'sigma':>8} {'alpha*':>8} {'H/log n':>8} {'normal':>8} {'empir.':>8} "
              f"{'[CLS]':>7} {'[SEP]':>7} {'prev':>7} {'next':>7} {'top1':>7} {'kurt.':>8}"]
@@ -312,11 +370,14 @@ def _cmd_heads(args):
 
 
 def _parser() -> argparse.ArgumentParser:
+    from .schemes import ENTROPY_INVARIANT, STANDARD
+
     p = argparse.ArgumentParser(
         prog="softmax-scale",
         description="The scale in front of a softmax: gradient-optimal alpha*, exact statistics, "
         "entropy against length, published attention scales.",
     )
+    p.add_argument("--version", action="version", version=f"softmax-scale {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def add(name, func, help_, epilog=None):
@@ -328,20 +389,24 @@ def _parser() -> argparse.ArgumentParser:
     def train_length_opt(sp):
         sp.add_argument("--train-length", type=_number, default=None, metavar="L",
                         help="pin every scheme that has a training length at L (schemes.pinned); "
-                        "default: each scheme's published default (entropy_invariant 512, qwen_logn 8192, "
-                        "yarn and longrope 4096, llama4 8192, ssmax s = 0.43)")
+                        f"default: each scheme's published default ({_pinned_defaults()})")
 
     def dist_opts(sp):
         sp.add_argument("--dist", default="normal", choices=["normal", "cosine"], help="score distribution (default normal)")
         sp.add_argument("--d", type=int, default=None, help="dimension for --dist cosine (e.g. 128)")
 
     def json_opt(sp):
-        sp.add_argument("--json", action="store_true", help="print JSON instead of text")
+        sp.add_argument("--json", action="store_true",
+                        help="print JSON instead of text: counts and sizes as integers, inf and nan as null "
+                        "(the fields beside them, e.g. bounded: false, say why)")
 
     sp = add("alpha", _cmd_alpha, "optimal scale alpha* for one or more n")
     sp.add_argument("n", nargs="+", type=_number, help="number(s) of keys, integers >= 2")
     dist_opts(sp)
     sp.add_argument("--objective", default="mean_field", help="mean_field (default), expected, typical or geometric")
+    sp.add_argument("--trials", type=_number, default=None,
+                    help=f"Monte Carlo trials per n (typical and geometric only; default {MC_TRIALS})")
+    sp.add_argument("--seed", type=_number, default=None, help="Monte Carlo seed (typical and geometric only; default 0)")
     json_opt(sp)
 
     sp = add("fit", _cmd_fit, "fit the alpha*(n) laws (sqrt_log, log, power, affine_log)")
@@ -355,8 +420,8 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("n", type=_number, help="number of keys, integer >= 2")
     dist_opts(sp)
     sp.add_argument("--method", default="exact", choices=["exact", "mc"], help="exact quadrature (default) or Monte Carlo")
-    sp.add_argument("--trials", type=_number, default=10_000, help="Monte Carlo trials (default 10000)")
-    sp.add_argument("--seed", type=_number, default=0, help="Monte Carlo seed (default 0)")
+    sp.add_argument("--trials", type=_number, default=None, help="Monte Carlo trials (--method mc only; default 10000)")
+    sp.add_argument("--seed", type=_number, default=None, help="Monte Carlo seed (--method mc only; default 0)")
     json_opt(sp)
 
     sp = add("scale", _cmd_scale, "a published attention scale (multiplier on q.k) at n keys, head dimension d",
@@ -364,7 +429,7 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("n", type=_number, nargs="?", help="number of keys (or 1-indexed position)")
     sp.add_argument("d", type=_number, nargs="?", help="head dimension")
     sp.add_argument("--list", action="store_true", help="list every scheme with its formula, defaults and source")
-    sp.add_argument("--scheme", default="standard", help="scheme key (see `softmax-scale scale --list`)")
+    sp.add_argument("--scheme", default=STANDARD, help="scheme key (see `softmax-scale scale --list`)")
     train_length_opt(sp)
     sp.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                     help="scheme parameter (after --train-length), repeatable; 'none' for None")
@@ -372,7 +437,8 @@ def _parser() -> argparse.ArgumentParser:
 
     sp = add("entropy", _cmd_entropy, "expected attention entropy against n under published scales",
              epilog=_schemes_epilog)
-    sp.add_argument("--schemes", nargs="+", default=["standard", "entropy_invariant"], help="scheme keys")
+    sp.add_argument("--schemes", nargs="+", default=[STANDARD, ENTROPY_INVARIANT],
+                    help=f"scheme keys (default {STANDARD} {ENTROPY_INVARIANT})")
     train_length_opt(sp)
     sp.add_argument("--param", action="append", default=[], metavar="SCHEME.KEY=VALUE",
                     help="a parameter of one scheme (after --train-length), repeatable")
@@ -403,8 +469,7 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--out", default=None, metavar="DIR",
                     help="output folder, as for `figures` (default figures/; the CSV is real_extrapolation.csv, "
                     "real_extrapolation_quick.csv with --quick); a path ending in .csv names the file itself")
-    sp.add_argument("--quick", action="store_true", help="pretend training length 256, n = 768, one document, 2 ropes x 3 scales "
-                    "(35 s measured on an idle 2-core machine; 2.4 to 3 min beside other jobs)")
+    sp.add_argument("--quick", action="store_true", help="pretend training length 256, n = 768, one document, 2 ropes x 3 scales")
     sp.add_argument("--overwrite", action="store_true", help="start a new CSV instead of resuming")
     sp.add_argument("--no-predict", action="store_true", help="skip the i.i.d. predictions")
     sp.add_argument("--no-figure", action="store_true", help="do not draw the figure")
@@ -420,20 +485,29 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--no-progress", action="store_true", help="no progress bar (one bar over the layers otherwise)")
     json_opt(sp)
 
-    sp = add("train", _cmd_train, "train small byte-level transformers with the scale trained in (issue 15's experiments)")
+    def run_opts(sp, seeds_help):
+        sp.add_argument("--quick", action="store_true", help="the quick form: small models and grids (checks the pipeline)")
+        sp.add_argument("--seeds", type=_number, default=None, help=seeds_help)
+        sp.add_argument("--scheduler", default=None, metavar="ADDRESS", help="a Dask scheduler to run on (default: local)")
+        sp.add_argument("--workers", type=_number, default=2, help="local worker processes (default 2)")
+        sp.add_argument("--out", default="figures", help="folder of the CSV and figures (default figures/)")
+        sp.add_argument("--no-figure", action="store_true", help="do not draw the figures")
+        sp.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+    sp = add("run", _cmd_run, "run an experiment (resumably: a rerun computes only what its CSV lacks)",
+             epilog=_experiments_epilog)
+    sp.add_argument("experiment", metavar="EXPERIMENT", help="an experiment's name (listed below)")
+    run_opts(sp, "seeds per trained scale, for the training experiments (default: the experiment's)")
+
+    sp = add("train", _cmd_train, "train small byte-level transformers with the scale trained in (`run` for mlm, alpha, causal)")
     sp.add_argument("--experiment", required=True, help="mlm (the note's table), alpha (the gradient-maximising alpha) or causal "
                          "(decoders trained at L, tested at 8L and 16L under RoPE variants and test-time scales)")
-    sp.add_argument("--quick", action="store_true", help="a tiny model, a few dozen steps, two seeds (< 1 min)")
-    sp.add_argument("--seeds", type=_number, default=None, help="seeds per scale (default 3 for mlm and causal, 2 for alpha)")
-    sp.add_argument("--scheduler", default=None, metavar="ADDRESS", help="a Dask scheduler to run on (default: local)")
-    sp.add_argument("--workers", type=_number, default=2, help="local worker processes (default 2)")
-    sp.add_argument("--out", default="figures", help="folder of the CSV and figure (default figures/)")
-    sp.add_argument("--no-figure", action="store_true", help="do not draw the figure")
-    sp.add_argument("--no-progress", action="store_true", help="no progress bars")
+    run_opts(sp, "seeds per scale (default 3 for mlm and causal, 2 for alpha; 2 with --quick)")
 
     sp = add("table", _cmd_table, "print the alpha* table with the fitted laws")
     sp.add_argument("--d", type=int, default=128, help="dimension of the cosine scores (default 128)")
-    sp.add_argument("--quick", action="store_true", help="every tenth n of the grid")
+    sp.add_argument("--quick", action="store_true",
+                    help="only the printed rows n = 40, 80, ..., 20000 (the laws are fitted to those 10 values of n)")
     json_opt(sp)
     return p
 

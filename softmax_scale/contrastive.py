@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -10,12 +11,33 @@ from ._util.validation import check_int, check_n_array
 from .distributions import Cosine
 from .objectives import mean_field_objective
 from .optimize import optimal_alpha
-from .schemes import COSINE_SCHEMES, attention_scale
+from .schemes import attention_scale, default_list
 
 __all__ = ["PUBLISHED_COSINE_SCALES", "TemperatureTable", "temperature_table"]
 
-#: The fixed published scales on a cosine (SCHEMES.md, second table).
-PUBLISHED_COSINE_SCALES = {k: attention_scale(2, 2, k) for k in COSINE_SCHEMES if k != "cosine_gradient_optimal"}
+
+class _PublishedScales(Mapping):
+    """``{scheme: scale}`` of the registry's ``contrastive`` list, read at every use."""
+
+    _keys = default_list("contrastive")
+
+    def __getitem__(self, key):
+        if key not in self._keys:
+            raise KeyError(key)
+        return attention_scale(2, 2, key)
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def __len__(self):
+        return len(self._keys)
+
+    def __repr__(self):
+        return repr(dict(self))
+
+
+#: The fixed published scales on a cosine (the registry's ``contrastive`` list), read-only.
+PUBLISHED_COSINE_SCALES = _PublishedScales()
 
 
 @dataclass(frozen=True)
@@ -72,12 +94,13 @@ def temperature_table(ds=(128, 256, 512, 768), ns=(256, 4096, 65536)) -> Tempera
     dd = np.array([check_int(d, "ds", minimum=2) for d in np.atleast_1d(ds)])
     nn, _ = check_n_array(ns, "ns")
     alpha = np.array([np.atleast_1d(optimal_alpha(nn, dist="cosine", d=int(d))) for d in dd])
+    published = dict(PUBLISHED_COSINE_SCALES)
     loss = {}
-    for k, v in PUBLISHED_COSINE_SCALES.items():
+    for k, v in published.items():
         rows = []
         for i, d in enumerate(dd):
             dist = Cosine(int(d))
             rows.append(1.0 - mean_field_objective(v, nn, dist) / mean_field_objective(alpha[i], nn, dist))
         loss[k] = np.array(rows)
-    return TemperatureTable(ds=dd, ns=nn, alpha=alpha, tau=1.0 / alpha, published=dict(PUBLISHED_COSINE_SCALES),
+    return TemperatureTable(ds=dd, ns=nn, alpha=alpha, tau=1.0 / alpha, published=published,
                             published_loss=loss)

@@ -18,7 +18,7 @@ import numpy as np
 from scipy import special
 
 from ._kernels import log_mgf_weighted, sort_floats
-from ._util.validation import check_float_array, check_int
+from ._util.validation import check_float_array, check_int, show
 
 __all__ = [
     "DIST_NAMES",
@@ -267,7 +267,7 @@ def _log_mgf_debye(nu: float, a: np.ndarray) -> np.ndarray:
 
 
 class Empirical(ScoreDistribution):
-    """Scores resampled from a measured 1-D sample (e.g. logits of a real model)."""
+    """Scores resampled from a measured 1-D sample (e.g. logits of a real model), of at least 2 distinct values."""
 
     name = "empirical"
 
@@ -282,6 +282,10 @@ class Empirical(ScoreDistribution):
             raise ValueError(f"{what} must be a non-empty 1-D array, got shape {arr.shape}")
         if not np.all(np.isfinite(arr)):
             raise ValueError(f"{what} must be finite (no NaN or inf)")
+        if arr.min() == arr.max():
+            got = f"the single value {show(arr[0])}" if arr.size == 1 else f"{arr.size} values all equal to {show(arr[0])}"
+            raise ValueError(f"{what} must hold at least 2 distinct values, got {got}: "
+                             "scores without spread make the softmax uniform at every scale")
         arr.setflags(write=False)
         self.values = arr
 
@@ -373,7 +377,7 @@ class WeightedSample(ScoreDistribution):
         if np.any(np.diff(x) < 0):
             raise ValueError("`x` must be sorted in ascending order")
         if np.any(w <= 0) or abs(float(np.sum(w)) - 1.0) > 1e-9:
-            raise ValueError(f"`w` must be positive and sum to 1, got sum {float(np.sum(w))!r}")
+            raise ValueError(f"`w` must be positive and sum to 1, got sum {show(float(np.sum(w)))}")
         self.x = x
         self.w = w
         self.logw = np.log(w)
@@ -504,11 +508,11 @@ def get_distribution(dist="normal", d=None) -> ScoreDistribution:
     """
     if isinstance(dist, ScoreDistribution):
         if d is not None and not (isinstance(dist, Cosine) and d == dist.d):
-            raise ValueError(f"`d` must be None with a distribution object ({dist.label} fixes its own), got d={d!r}")
+            raise ValueError(f"`d` must be None with a distribution object ({dist.label} fixes its own), got d={show(d)}")
         return dist
     if d is not None and not (isinstance(dist, str) and dist == "cosine"):
         name = repr(dist) if isinstance(dist, str) else "an empirical sample"
-        raise ValueError(f"`d` applies to dist='cosine' only; {name} has no dimension, got d={d!r} "
+        raise ValueError(f"`d` applies to dist='cosine' only; {name} has no dimension, got d={show(d)} "
                          "(drop d, or pass dist='cosine')")
     if isinstance(dist, str):
         if dist == "normal":

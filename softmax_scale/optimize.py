@@ -78,6 +78,12 @@ def optimize_alpha(n, dist="normal", *, d=None, objective="mean_field", **kwargs
         Never a bracket edge posing as an optimum: where no finite maximiser
         exists, ``bounded`` is False and ``alpha`` is ``inf``.
 
+    Raises
+    ------
+    ValueError
+        Naming the parameter, for bad input; a sample ``dist`` needs at least 2 distinct values,
+        and ``objective="expected"`` refuses a sample (its ``E[G]`` grows without bound).
+
     Examples
     --------
     >>> import softmax_scale as ss

@@ -546,7 +546,8 @@ def test_huge_but_valid_values_give_finite_results():
     assert all(math.isfinite(x) for x in _numbers(r))
     r = ss.softmax_stats([0.0, 1e9], 1000, method="mc", trials=8, rng=0)
     assert all(math.isfinite(x) for x in _numbers(r))
-    assert r.sum_p2[1] == pytest.approx(1.0) and r.grad[1] >= 0
+    assert r.sum_p2[1] == pytest.approx(1.0)
+    assert r.grad[1] >= 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -614,7 +615,8 @@ def test_integer_parameters_are_found():
     for key in [("optimal_alpha", "d"), ("optimal_alpha", "n"), ("causal_objective", "L"), ("softmax_stats", "trials"),
                 ("depth_second_moments", "depth"), ("depth_second_moments", "width"), ("Cosine", "d")]:
         assert key in found
-    assert ("softmax_stats", "alpha") not in found and ("objective_table", "rng") not in found
+    assert ("softmax_stats", "alpha") not in found
+    assert ("objective_table", "rng") not in found
 
 
 @pytest.mark.parametrize("name, param, value", INT_CASES)
@@ -635,3 +637,57 @@ def test_integer_garbage_raises_naming_the_parameter_or_works(name, param, value
         assert param in str(exc), f"{name}({param}={value!r}) raised without naming `{param}`: {exc!r}"
         return
     _check_result(name, out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Messages: large numbers compact and in one format; samples the objectives cannot use
+# ---------------------------------------------------------------------------------------------
+
+
+SHOWN = [
+    (1, "1"), (999_999, "999999"), (10**6, "1e+6"), (10**15, "1e+15"), (1e15, "1e+15"), (2e9, "2e+9"),
+    (10**300, "1e+300"), (1e300, "1e+300"), (-1e300, "-1e+300"), (2**80, "1.20893e+24"),
+    (10**15 + 1, "1.000000000000001e+15"), (2.5, "2.5"), (1e-5, "1e-5"), (np.float64(3.0), "3"),
+    (np.int64(10**12), "1e+12"), (INF, "inf"), (True, "True"), ("10", "'10'"),
+]
+
+
+@pytest.mark.parametrize("value, text", SHOWN, ids=[f"{type(v).__name__}-{t}" for v, t in SHOWN])
+def test_show_formats_numbers_compactly(value, text):
+    from softmax_scale._util.validation import show
+
+    assert show(value) == text
+
+
+@pytest.mark.parametrize("n", [10**300, 1e300, 10**16, 2**80], ids=["10**300", "1e300", "10**16", "2**80"])
+def test_huge_n_is_echoed_compactly(n):
+    with pytest.raises(ValueError) as exc:
+        ss.optimal_alpha(n)
+    msg = str(exc.value)
+    assert len(msg) < 80, msg
+    assert "<= 1e+15, got " in msg
+
+
+def test_limits_and_values_print_one_way():
+    with pytest.raises(ValueError) as exc:
+        ss.softmax_stats(2e9, 10)
+    assert str(exc.value).endswith("<= 1e+9, got 2e+9")
+    with pytest.raises(ValueError) as exc:
+        ss.softmax_stats(1.0, 10**16)
+    assert str(exc.value).endswith("<= 1e+15, got 1e+16")
+
+
+@pytest.mark.parametrize("sample", [np.ones(10), np.array([3.0]), [0.5, 0.5]])
+def test_sample_without_spread_is_refused_naming_dist(sample):
+    with pytest.raises(ValueError, match=r"`dist`.*at least 2 distinct values"):
+        ss.optimal_alpha(512, dist=sample)
+
+
+def test_sample_with_two_values_is_accepted():
+    assert ss.get_distribution(np.array([0.0, 1.0])).support == (0.0, 1.0)
+
+
+def test_expected_objective_refuses_a_sample_with_a_value_error():
+    sample = np.random.default_rng(0).standard_normal(100)
+    with pytest.raises(ValueError, match=r"`objective`='expected'.*sample `dist`.*without bound"):
+        ss.optimize_alpha(512, dist=sample, objective="expected")

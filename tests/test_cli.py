@@ -19,10 +19,12 @@ def run(capsys, *argv):
 
 def test_alpha_json_matches_the_library(capsys):
     code, out, err = run(capsys, "alpha", "512", "--json")
-    assert code == 0 and not err
+    assert code == 0
+    assert not err
     obj = json.loads(out)
     assert obj["alpha"] == ss.optimal_alpha(512)
-    assert obj["objective"] == "mean_field" and obj["bounded"] is True
+    assert obj["objective"] == "mean_field"
+    assert obj["bounded"] is True
     assert obj["value"] == pytest.approx(ss.gradient_objective(obj["alpha"], 512), rel=1e-12)
 
 
@@ -31,7 +33,8 @@ def test_alpha_several_n_cosine(capsys):
     obj = json.loads(out)
     np.testing.assert_allclose(obj["alpha"], ss.optimal_alpha([64, 4096], "cosine", d=128), rtol=1e-15)
     code, out, _ = run(capsys, "alpha", "64", "4096", "--dist", "cosine", "--d", "128")
-    assert code == 0 and "4096" in out
+    assert code == 0
+    assert "4096" in out
 
 
 @pytest.mark.parametrize(
@@ -51,7 +54,8 @@ def test_alpha_several_n_cosine(capsys):
 def test_bad_input_exits_2_with_one_line(capsys, argv, name):
     code, out, err = run(capsys, *argv)
     assert code == 2
-    assert name in err and len(err.strip().splitlines()) == 1
+    assert name in err
+    assert len(err.strip().splitlines()) == 1
     assert "Traceback" not in err
 
 
@@ -68,7 +72,8 @@ def test_stats_mc_json_matches_library(capsys):
     code, out, _ = run(capsys, "stats", "2", "256", "--method", "mc", "--trials", "500", "--seed", "3", "--json")
     obj = json.loads(out)
     ref = ss.softmax_stats(2.0, 256, method="mc", trials=500, rng=3)
-    assert obj["entropy"] == ref.entropy and obj["grad_se"] == ref.grad_se
+    assert obj["entropy"] == ref.entropy
+    assert obj["grad_se"] == ref.grad_se
 
 
 def test_fit_json_has_every_form(capsys):
@@ -80,18 +85,23 @@ def test_fit_json_has_every_form(capsys):
 
 def test_table_quick(capsys):
     code, out, _ = run(capsys, "table", "--quick")
-    assert code == 0 and "alpha* normal" in out and "c * sqrt(log n)" in out
+    assert code == 0
+    assert "alpha* normal" in out
+    assert "c * sqrt(log n)" in out
 
 
 def test_help_at_every_level():
     top = subprocess.run([sys.executable, "-m", "softmax_scale", "--help"], capture_output=True, text=True)
     assert top.returncode == 0
-    for cmd in ("alpha", "fit", "stats", "scale", "entropy", "figures", "table", "heads"):
+    for cmd in ("alpha", "fit", "stats", "scale", "entropy", "figures", "table", "heads", "extrapolate", "train", "run"):
         assert cmd in top.stdout
         sub = subprocess.run([sys.executable, "-m", "softmax_scale", cmd, "--help"], capture_output=True, text=True)
-        assert sub.returncode == 0 and "usage" in sub.stdout
+        assert sub.returncode == 0
+        assert "usage" in sub.stdout
     bad = subprocess.run([sys.executable, "-m", "softmax_scale", "alpha", "1"], capture_output=True, text=True)
-    assert bad.returncode == 2 and "`n`" in bad.stderr and "Traceback" not in bad.stderr
+    assert bad.returncode == 2
+    assert "`n`" in bad.stderr
+    assert "Traceback" not in bad.stderr
 
 
 def test_scale_matches_library_and_lists_schemes(capsys):
@@ -101,9 +111,11 @@ def test_scale_matches_library_and_lists_schemes(capsys):
     code, out, _ = run(capsys, "scale", "--list", "--json")
     assert set(json.loads(out)) == {i.key for i in ss.list_schemes()}
     code, out, err = run(capsys, "scale", "4096", "128", "--scheme", "nope")
-    assert code == 2 and "`scheme`" in err
+    assert code == 2
+    assert "`scheme`" in err
     code, out, err = run(capsys, "scale", "4096", "128", "--param", "oops")
-    assert code == 2 and "`--param`" in err
+    assert code == 2
+    assert "`--param`" in err
 
 
 def test_entropy_matches_library(capsys):
@@ -112,13 +124,15 @@ def test_entropy_matches_library(capsys):
     ref = ss.entropy_curve([512, 4096], scheme="standard", d=128)
     np.testing.assert_allclose(obj["standard"]["entropy"], ref.entropy, rtol=1e-15)
     code, out, err = run(capsys, "entropy", "--ns", "1")
-    assert code == 2 and "n" in err
+    assert code == 2
+    assert "n" in err
 
 
 def test_broken_pipe_is_quiet():
     cmd = f"{sys.executable} -m softmax_scale fit --json | head -n 1"
     res = subprocess.run(cmd, shell=True, capture_output=True, text=True)
-    assert res.stdout.strip() == "{" and "Traceback" not in res.stderr
+    assert res.stdout.strip() == "{"
+    assert "Traceback" not in res.stderr
 
 
 @pytest.mark.parametrize(
@@ -137,22 +151,32 @@ def test_broken_pipe_is_quiet():
 )
 def test_more_bad_input_exits_2(capsys, argv, name):
     code, out, err = run(capsys, *argv)
-    assert code == 2 and name in err and len(err.strip().splitlines()) == 1
+    assert code == 2
+    assert name in err
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_extrapolate_an_encoder_says_it_is_not_a_decoder(capsys, tmp_path):
     """From the registry's kinds, before any weights or text are read (once it complained about 128,073 tokens)."""
     code, out, err = run(capsys, "extrapolate", "--model", "minilm", "--out", str(tmp_path), "--no-progress")
-    assert code == 2 and "`model`: 'minilm' is not a decoder but an encoder" in err and "smollm2" in err
-    assert len(err.strip().splitlines()) == 1 and "tokens" not in err
+    assert code == 2
+    assert "`model`: 'minilm' is not a decoder but an encoder" in err
+    assert "smollm2" in err
+    assert len(err.strip().splitlines()) == 1
+    assert "tokens" not in err
 
 
 def test_unwritable_output_is_one_line_not_a_traceback(capsys, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     code, out, err = run(capsys, "figures", "--out", str(blocker / "sub"), "--only", "alpha_star_vs_n", "--no-progress")
-    assert code == 2 and "`out`" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert code == 2
+    assert "`out`" in err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
     # the same folder rule for extrapolate, refused before any model is loaded
     for target in (blocker / "sub", blocker / "sub" / "x.csv"):
         code, out, err = run(capsys, "extrapolate", "--quick", "--out", str(target), "--no-progress")
-        assert code == 2 and "`out`" in err and len(err.strip().splitlines()) == 1
+        assert code == 2
+        assert "`out`" in err
+        assert len(err.strip().splitlines()) == 1

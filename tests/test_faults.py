@@ -140,16 +140,15 @@ def test_read_only_install_caches_in_a_private_temp_dir(tmp_path):
             text=True,
             check=False,
         )
-        assert denied.returncode != 0 and "Permission" in denied.stderr
+        assert denied.returncode != 0
+        assert "Permission" in denied.stderr
         out = _run(PROBE, {"HOME": str(home), "TMPDIR": str(tmpdir)}, prefix, str(site))
     finally:
         _make_writable(tmp_path)
     assert out["file"].startswith(str(site))
     assert out["cache"] is True
-    assert (
-        out["cache_dir"].startswith(str(tmpdir))
-        and "softmax_scale-numba-cache" in out["cache_dir"]
-    )
+    assert out["cache_dir"].startswith(str(tmpdir))
+    assert "softmax_scale-numba-cache" in out["cache_dir"]
     cached = list(Path(out["cache_dir"]).rglob("*.nbi"))
     assert cached, "nothing was cached in the fallback directory"
     assert not list((site / "softmax_scale").rglob("*.nbi"))
@@ -198,9 +197,10 @@ def test_ensure_cache_dir_paths(tmp_path, monkeypatch):
         ):
             assert _jit._ensure_cache_dir() is True
             chosen = Path(_jit.numba.config.CACHE_DIR)
-            assert chosen.parent == tmp_path and chosen.name.startswith(
+            assert chosen.parent == tmp_path
+            assert (chosen.name.startswith(
                 "softmax_scale-numba-cache"
-            )
+            ))
             assert stat.S_IMODE(chosen.stat().st_mode) & 0o077 == 0
         # the fallback directory exists but is writable by others: refused (cache files are code)
         chosen.chmod(0o777)

@@ -22,7 +22,9 @@ def test_exact_laws_are_recovered(form, params):
     }[form]()
     fit = ss.fit_alpha_law(NS, truth, form)
     np.testing.assert_allclose(list(fit.params.values()), params, rtol=1e-9)
-    assert fit.rmse < 1e-9 and fit.max_rel_error < 1e-9 and fit.r2 == pytest.approx(1.0)
+    assert fit.rmse < 1e-9
+    assert fit.max_rel_error < 1e-9
+    assert fit.r2 == pytest.approx(1.0)
     np.testing.assert_allclose(fit(NS), truth, rtol=1e-9)
 
 

@@ -107,8 +107,10 @@ def test_parallel_and_serial_kernels_agree_exactly():
 def test_scalar_and_array_alpha_give_the_same_numbers():
     s = ss.softmax_stats(1.25, 100, method="mc", trials=500, rng=4)
     v = ss.softmax_stats([1.25], 100, method="mc", trials=500, rng=4)
-    assert isinstance(s.grad, float) and v.grad.shape == (1,)
-    assert s.grad == v.grad[0] and s.entropy == v.entropy[0]
+    assert isinstance(s.grad, float)
+    assert v.grad.shape == (1,)
+    assert s.grad == v.grad[0]
+    assert s.entropy == v.entropy[0]
 
 
 def test_huge_scale_is_finite_and_one_hot():
@@ -116,7 +118,8 @@ def test_huge_scale_is_finite_and_one_hot():
     assert np.all(np.isfinite([r.sum_p2, r.entropy, r.grad, r.log_z]))
     # at 1e6 only a gap below ~3e-5 between the two largest of 1000 normals keeps p from one-hot
     assert r.sum_p2[1] == pytest.approx(1.0, abs=1e-9)
-    assert np.all(r.entropy >= 0) and np.all(r.grad >= 0)
+    assert np.all(r.entropy >= 0)
+    assert np.all(r.grad >= 0)
 
 
 @pytest.mark.parametrize(

@@ -79,7 +79,8 @@ def compare_key_numbers(committed: str, fresh: str, where: str = "") -> None:
     """Assert that ``fresh`` prints the numbers of ``committed``: same text around them, each within a unit of its last digit."""
     assert skeleton(fresh) == skeleton(committed), f"{where}: the key-number output changed its text:\n{fresh}"
     a, b = numbers(committed), numbers(fresh)
-    assert len(a) == len(b) and a, f"{where}: {len(b)} key numbers, {len(a)} committed"
+    assert len(a) == len(b), f"{where}: {len(b)} key numbers, {len(a)} committed"
+    assert a, f"{where}: {len(b)} key numbers, {len(a)} committed"
     for k, ((x, dx), (y, _)) in enumerate(zip(a, b)):
         assert abs(x - y) <= 1.01 * 10.0 ** -dx, f"{where}: key number {k} is {y}, committed {x} (line: {_line(fresh, k)})"
 
@@ -137,8 +138,9 @@ def test_committed_notebook_is_executed_and_stripped(path):
 def test_committed_answer_states_the_key_numbers(path):
     nb = nbformat.read(path, as_version=4)
     last = nb.cells[-1]
-    assert last.cell_type == "markdown" and ANSWER in last.metadata.get("tags", []), \
-        f"{path.name}: the notebook must end with its answer (a markdown cell tagged {ANSWER!r})"
+    why = f"{path.name}: the notebook must end with its answer (a markdown cell tagged {ANSWER!r})"
+    assert last.cell_type == "markdown", why
+    assert ANSWER in last.metadata.get("tags", []), why
     assert check_answer(last.source, key_output(nb), path.name) >= 5, f"{path.name}: the answer gives too few numbers"
 
 

@@ -42,7 +42,8 @@ def test_optimal_alpha_normal_matches_lambert_w():
 def test_scalar_in_float_out_array_in_array_out():
     assert isinstance(ss.optimal_alpha(512), float)
     out = ss.optimal_alpha([64, 512, 4096])
-    assert isinstance(out, np.ndarray) and out.shape == (3,)
+    assert isinstance(out, np.ndarray)
+    assert out.shape == (3,)
     assert out[1] == ss.optimal_alpha(512)
 
 
@@ -64,7 +65,8 @@ def test_cosine_optimum_against_scipy_bounded_scalar_search(n):
 
 def test_optimum_is_a_maximum_not_an_edge():
     res = ss.optimize_alpha(NOTE_GRID, "cosine", d=128)
-    assert res.success.all() and res.bounded.all()
+    assert res.success.all()
+    assert res.bounded.all()
     for eps in (1e-4, -1e-4):
         assert np.all(ss.gradient_objective(res.alpha * (1 + eps), NOTE_GRID, "cosine", d=128) < res.value)
 
@@ -88,13 +90,16 @@ def test_result_fields_are_fixed():
     fields = ("alpha", "value", "n", "dist", "objective", "success", "bounded", "message", "nfev", "alpha_se")
     assert all(hasattr(r, f) for f in fields)
     assert r.value == pytest.approx(ss.gradient_objective(r.alpha, 512), rel=1e-14)
-    assert r.bounded and r.success and r.nfev > 0
+    assert r.bounded
+    assert r.success
+    assert r.nfev > 0
 
 
 def test_empirical_sample_with_unbounded_mean_field_objective():
     # four points, two at the maximum: M(2a)/M(a)^2 -> 4/2 = 2 < n, so a(1 - R/n) grows without bound
     r = ss.optimize_alpha(512, np.array([0.0, 1.0, 2.0, 2.0]))
-    assert not r.bounded and r.alpha == np.inf
+    assert not r.bounded
+    assert r.alpha == np.inf
     # a large normal sample reproduces the normal optimum closely
     x = np.random.default_rng(0).standard_normal(200_000)
     assert ss.optimal_alpha(64, x) == pytest.approx(lambert_alpha(64), rel=0.02)
@@ -106,9 +111,11 @@ def test_no_overflow_or_warning_up_to_1e12_and_alpha_1e6():
         ns = np.logspace(np.log10(2), 12, 50).round()
         for dist, d in [("normal", None), ("cosine", 128), ("cosine", 4)]:
             res = ss.optimize_alpha(ns, dist, d=d)
-            assert np.all(np.isfinite(res.alpha)) and res.success.all()
+            assert np.all(np.isfinite(res.alpha))
+            assert res.success.all()
             g = ss.gradient_objective(np.array([0.0, 1.0, 1e3, 1e6]), 1e12, dist, d=d)
-            assert np.all(np.isfinite(g)) and np.all(g >= 0)
+            assert np.all(np.isfinite(g))
+            assert np.all(g >= 0)
 
 
 @pytest.mark.parametrize(

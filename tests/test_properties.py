@@ -63,14 +63,15 @@ def _dist(spec):
 
 
 def _check_ranges(sp2, ent, grad, alphas, n, tol=RT):
-    assert (
-        np.all(np.isfinite(sp2))
-        and np.all(np.isfinite(ent))
-        and np.all(np.isfinite(grad))
-    )
-    assert np.all(sp2 >= 1.0 / n * (1 - tol)) and np.all(sp2 <= 1 + tol)
-    assert np.all(ent >= -tol) and np.all(ent <= np.log(n) * (1 + tol))
-    assert np.all(grad >= 0) and np.all(grad <= alphas * (1 + tol))
+    assert np.all(np.isfinite(sp2))
+    assert np.all(np.isfinite(ent))
+    assert np.all(np.isfinite(grad))
+    assert np.all(sp2 >= 1.0 / n * (1 - tol))
+    assert np.all(sp2 <= 1 + tol)
+    assert np.all(ent >= -tol)
+    assert np.all(ent <= np.log(n) * (1 + tol))
+    assert np.all(grad >= 0)
+    assert np.all(grad <= alphas * (1 + tol))
 
 
 @FAST
@@ -166,11 +167,13 @@ def test_exact_scalar_and_array_forms_agree(n, alpha):
 def test_mean_field_objective_rises_then_falls_around_optimal_alpha(n, spec):
     dist = _dist(spec)
     a_star = ss.optimal_alpha(n, dist)
-    assert np.isfinite(a_star) and a_star > 0
+    assert np.isfinite(a_star)
+    assert a_star > 0
     g_star = ss.gradient_objective(a_star, n, dist)
     grid = np.linspace(0.0, 3.0 * a_star, 301)
     g = ss.gradient_objective(grid, n, dist)
-    assert np.all(g >= 0) and np.all(g <= grid * (1 + 1e-15))
+    assert np.all(g >= 0)
+    assert np.all(g <= grid * (1 + 1e-15))
     assert g_star >= g.max() * (1 - 1e-9)
     below, above = g[grid <= a_star], g[grid >= a_star]
     assert np.all(np.diff(below) >= -1e-12 * g_star)
@@ -213,7 +216,8 @@ def test_layer_and_rms_norm_invariants(x):
     x = np.asarray(x)
     assume(np.ptp(x) > 1e-6 * max(1.0, np.abs(x).max()))
     ln = ss.layer_norm(x)
-    assert abs(ln.mean()) < 1e-9 and np.mean(ln * ln) == pytest.approx(1.0, rel=1e-9)
+    assert abs(ln.mean()) < 1e-9
+    assert np.mean(ln * ln) == pytest.approx(1.0, rel=1e-9)
     rn = ss.rms_norm(x)
     assert np.sqrt(np.mean(rn * rn)) == pytest.approx(1.0, rel=1e-9)
 
@@ -225,4 +229,5 @@ def test_softmax_stats_mc_ranges_and_standard_errors(alpha, n, seed):
     _check_ranges(np.array(r.sum_p2), np.array(r.entropy), np.array(r.grad), alpha, n)
     for name in ("sum_p2_se", "entropy_se", "grad_se", "log_z_se"):
         v = getattr(r, name)
-        assert np.isfinite(v) and v >= 0
+        assert np.isfinite(v)
+        assert v >= 0

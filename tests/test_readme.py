@@ -56,7 +56,8 @@ def _close(got, want, tol):
 def test_the_checker_reads_comments():
     assert stated_value(" 2.0084: mean-field") == (2.0084, 0.00005)
     v, tol = stated_value(" array([18.25, 24.21, 29.70])")
-    assert np.allclose(v, [18.25, 24.21, 29.70]) and tol == 0.005
+    assert np.allclose(v, [18.25, 24.21, 29.70])
+    assert tol == 0.005
     assert stated_value(" result: alpha, value") is None
     with pytest.raises(AssertionError):
         _close(2.0095, 2.0084, 0.00005)
@@ -70,6 +71,7 @@ def run_blocks(blocks: list[str], name: str) -> int:
         comments = _comments(src)
         for node in ast.parse(src).body:
             code = ast.get_source_segment(src, node)
+            assert code
             if isinstance(node, ast.Expr):
                 got = eval(compile(ast.Expression(node.value), name, "eval"), ns)  # noqa: S307
                 stated = stated_value(comments.get(node.end_lineno, ""))
@@ -78,7 +80,6 @@ def run_blocks(blocks: list[str], name: str) -> int:
                     checked += 1
             else:
                 exec(compile(ast.Module([node], []), name, "exec"), ns)  # noqa: S102
-            assert code
     return checked
 
 

@@ -111,7 +111,8 @@ def test_same_seed_same_bits_and_parallel_equals_serial(name):
 def test_bit_identical_for_one_and_two_threads():
     one = _run_threads(1)
     two = _run_threads(2)
-    assert one.pop("threads") == 1 and two.pop("threads") == 2
+    assert one.pop("threads") == 1
+    assert two.pop("threads") == 2
     here = {name: _digest(_mc(name)) for name in CASES}
     assert one == two == here
 

@@ -7,7 +7,8 @@ hashes and versions that made it), readable by any CSV reader that skips comment
 
 - :class:`ResultStore` opens (or creates) the file, checks that the header lines that define
   the experiment (``match``) agree with the file's, counts the rows already written for each
-  task key, drops torn or partial blocks, and appends a task's rows in one ``fsync``-ed write.
+  task key, drops torn or partial blocks, appends a task's rows in one ``fsync``-ed write, and
+  rewrites the rows in one canonical order once the work is done (:meth:`ResultStore.reorder`).
 - :func:`read_table` reads such a file back into one array per column.
 """
 
@@ -249,6 +250,26 @@ class ResultStore:
         header["resumed"] = f"{header['resumed']} | {was}" if header.get("resumed") else was
         atomic_write_text(self.path, "".join(f"# {k}: {v}\n" for k, v in header.items()) + "".join(body))
         self.header, self._stale = header, {}
+
+    def reorder(self, rank: Callable[[tuple], object]) -> bool:
+        """Rewrite the rows sorted by ``rank(cells)`` (stable: rows of equal rank keep their order), atomically.
+
+        ``rank`` receives a row's cells as written (a tuple of strings).  The header is left as
+        it is; a file already in that order is not touched.  Returns whether it was rewritten.
+        """
+        with open(self.path, encoding="utf-8") as f:
+            lines = f.readlines()
+        head = [line for line in lines if line.startswith("#")]
+        body = [line for line in lines if not line.startswith("#")]
+        if len(body) < 2:
+            return False
+        ranked = [(rank(tuple(next(csv.reader([line])))), i) for i, line in enumerate(body[1:])]
+        order = [i for _, i in sorted(ranked)]
+        if order == sorted(order):
+            return False
+        rows = body[1:]
+        atomic_write_text(self.path, "".join(head) + body[0] + "".join(rows[i] for i in order))
+        return True
 
     def append(self, rows: Iterable[Sequence]) -> int:
         """Append whole rows (each starting with its key) in one write, flushed to disk.

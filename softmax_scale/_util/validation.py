@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
+from decimal import Decimal
 
 import numpy as np
 
@@ -15,15 +17,38 @@ import numpy as np
 N_MAX = 10**15
 #: Largest softmax scale accepted.
 ALPHA_MAX = 1e9
+#: Integral values from here on print in scientific notation (:func:`show`).
+_COMPACT_FROM = 10**6
 
 
 def show(x) -> str:
-    """A value as a user typed it: ``1`` not ``np.float64(1.0)``."""
-    if isinstance(x, (np.generic,)):
+    """A number as a user typed it, large ones compact: ``1``, ``2.5``, ``1e+15``, ``2e+9``, ``1e-5``.
+
+    The one format of every number a message prints.  Integers below a million print in full;
+    larger integral values in scientific notation (exact up to 16 significant digits, rounded to 6
+    beyond: ``10**300`` is ``1e+300``, ``2**80`` is ``1.20893e+24``); other floats as their
+    shortest repr.  Exponents are never zero-padded.  Anything but a real number prints as its repr.
+    """
+    if isinstance(x, np.ndarray) and x.ndim == 0:
         x = x.item()
-    if isinstance(x, float) and np.isfinite(x) and x == int(x) and abs(x) < 1e16:
-        return str(int(x))
-    return repr(x)
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        return repr(x)
+    if isinstance(x, numbers.Integral):
+        v = int(x)
+        if abs(v) < _COMPACT_FROM:
+            return str(v)
+        digits = str(abs(v)).rstrip("0")
+        text = format(Decimal(v), f".{len(digits) - 1 if len(digits) <= 16 else 5}e")
+        text = re.sub(r"\.?0+e", "e", text) if "." in text else text
+    else:
+        x = float(x)
+        if math.isfinite(x) and x == int(x) and abs(x) < _COMPACT_FROM:
+            return str(int(x))
+        big = math.isfinite(x) and x == int(x)
+        text = np.format_float_scientific(x, unique=True, trim="-") if big else repr(x)
+    return re.sub(r"e([+-])0*(\d)", r"e\1\2", text)
 
 
 def _is_number(x) -> bool:
@@ -37,13 +62,13 @@ def check_int(value, name: str, *, minimum: int, maximum: int | None = None) -> 
     or size beyond that is a typo (``1e300``, ``2**80``), never a request.
     """
     maximum = N_MAX if maximum is None else maximum
-    rule = f"an integer >= {minimum} and <= {maximum:g}"
+    rule = f"an integer >= {show(minimum)} and <= {show(maximum)}"
     if isinstance(value, np.ndarray) and value.ndim == 0:
         value = value.item()
     if not _is_number(value):
-        raise TypeError(f"`{name}` must be {rule}, got {value!r} of type {type(value).__name__}")
+        raise TypeError(f"`{name}` must be {rule}, got {show(value)} of type {type(value).__name__}")
     if not isinstance(value, numbers.Integral) and (not math.isfinite(value) or value != int(value)):
-        raise ValueError(f"`{name}` must be {rule}, got {value!r}")
+        raise ValueError(f"`{name}` must be {rule}, got {show(value)}")
     if value < minimum or value > maximum:
         raise ValueError(f"`{name}` must be {rule}, got {show(value)}")
     return int(value)
@@ -56,9 +81,9 @@ def check_n_array(n, name: str = "n", *, minimum: int = 2) -> tuple[np.ndarray, 
     and whether the input was a scalar.
     """
     scalar = np.ndim(n) == 0
-    rule = f"an integer >= {minimum} and <= 1e15"
+    rule = f"an integer >= {show(minimum)} and <= {show(N_MAX)}"
     if scalar and not _is_number(n if not isinstance(n, np.ndarray) else n.item()):
-        raise TypeError(f"`{name}` must be {rule}, got {n!r} of type {type(n).__name__}")
+        raise TypeError(f"`{name}` must be {rule}, got {show(n)} of type {type(n).__name__}")
     arr = np.asarray(n)
     if scalar and arr.dtype == object and isinstance(arr.item(), numbers.Integral):
         raise ValueError(f"`{name}` must be {rule}, got {show(arr.item())}")  # beyond int64, e.g. 10**30
@@ -76,9 +101,9 @@ def check_n_array(n, name: str = "n", *, minimum: int = 2) -> tuple[np.ndarray, 
 def check_alpha_array(alpha, name: str = "alpha") -> tuple[np.ndarray, bool]:
     """Validate one or many scales: finite, >= 0 and <= ALPHA_MAX."""
     scalar = np.ndim(alpha) == 0
-    rule = "a finite number >= 0 and <= 1e9"
+    rule = f"a finite number >= 0 and <= {show(ALPHA_MAX)}"
     if scalar and not _is_number(alpha if not isinstance(alpha, np.ndarray) else alpha.item()):
-        raise TypeError(f"`{name}` must be {rule}, got {alpha!r} of type {type(alpha).__name__}")
+        raise TypeError(f"`{name}` must be {rule}, got {show(alpha)} of type {type(alpha).__name__}")
     arr = np.asarray(alpha)
     if arr.dtype == bool or arr.dtype.kind not in "iuf":
         raise TypeError(f"`{name}` must be {rule} (or a 1-D array of them), got dtype {arr.dtype}")
@@ -108,11 +133,11 @@ def check_bool(value, name: str) -> bool:
 def check_positive_float(value, name: str, *, allow_zero: bool = False) -> float:
     """A finite float > 0 (or >= 0)."""
     if not _is_number(value if not isinstance(value, np.ndarray) else value.item()):
-        raise TypeError(f"`{name}` must be a finite number, got {value!r}")
+        raise TypeError(f"`{name}` must be a finite number, got {show(value)}")
     value = float(value)
     ok = np.isfinite(value) and (value >= 0 if allow_zero else value > 0)
     if not ok:
-        raise ValueError(f"`{name}` must be a finite number {'>=' if allow_zero else '>'} 0, got {value!r}")
+        raise ValueError(f"`{name}` must be a finite number {'>=' if allow_zero else '>'} 0, got {show(value)}")
     return value
 
 

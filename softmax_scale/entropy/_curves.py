@@ -29,13 +29,9 @@ from .._util.progress import progress_bar
 from .._util.rng import seed_sequence
 from .._util.validation import check_choice, check_choices, check_float_array, check_int, check_n_array
 from ..distributions import Cosine, Normal, get_distribution
-
-# causal, invariant and SignalStats lived here before the split: softmax_scale.entropy.<name> keeps working
-from ..objectives.causal import CausalOptimum, causal_objective, optimal_alpha_causal  # noqa: F401
-from ..schemes import SCHEMES, SCORE_MODELS, pinned
+from ..schemes import SCHEMES, SCORE_MODELS, STANDARD, SchemeKeys, default_list, pinned
 from ..stats import softmax_stats
-from .invariant import InvariantScale, invariant_scale  # noqa: F401
-from .signal import METHODS, SignalStats, signal_stats  # noqa: F401
+from .signal import METHODS, signal_stats
 
 __all__ = [
     "DEFAULT_SCHEMES",
@@ -48,9 +44,8 @@ __all__ = [
     "phase_diagram",
 ]
 
-#: The ten length-dependent or widely used q.k schemes compared by default.
-DEFAULT_SCHEMES = ("standard", "chiang_cholak", "entropy_invariant", "qwen_logn", "yarn", "longrope",
-                   "llama4", "ssmax", "gradient_optimal", "critical")
+#: The schemes compared by default: the registry's ``entropy_curves`` list (it follows registrations).
+DEFAULT_SCHEMES = default_list("entropy_curves")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -172,6 +167,11 @@ def _curve(ns, alpha, scheme, score_model, d, match, method, out, se, k):
                         signal_share=out["share"][:, k], signal_share_se=se["share"][:, k])
 
 
+def _check_schemes(schemes) -> tuple:
+    """Scheme keys of the registry; a view of it (:class:`~softmax_scale.schemes.SchemeKeys`) read now."""
+    return check_choices(tuple(schemes) if isinstance(schemes, SchemeKeys) else schemes, "schemes", SCHEMES)
+
+
 def entropy_curves(ns, schemes=DEFAULT_SCHEMES, *, d=128, score_model="normal", match=None, method="exact",
                    trials=2000, rng=None, progress=None, train_length=None, scheme_params=None) -> dict:
     """:func:`entropy_curve` for several schemes at once (one evaluator call per ``n``).
@@ -181,7 +181,8 @@ def entropy_curves(ns, schemes=DEFAULT_SCHEMES, *, d=128, score_model="normal", 
     ns : array_like
         Numbers of keys, integers ``>= 2``.
     schemes : sequence of str
-        Scheme keys (see :func:`softmax_scale.schemes.list_schemes`).
+        Scheme keys (see :func:`softmax_scale.schemes.list_schemes`); by default
+        :data:`DEFAULT_SCHEMES`.
     d, score_model, match, method, trials, rng, progress
         As in :func:`entropy_curve`.
     train_length : int, optional
@@ -198,7 +199,7 @@ def entropy_curves(ns, schemes=DEFAULT_SCHEMES, *, d=128, score_model="normal", 
     nn, _ = check_n_array(ns, "ns")
     d, match = _check_common(score_model, d, match, method)
     scheme_params = scheme_params or {}
-    schemes = check_choices(schemes, "schemes", SCHEMES)
+    schemes = _check_schemes(schemes)
     if train_length is not None:
         train_length = check_int(train_length, "train_length", minimum=2)
     alphas = np.column_stack([np.atleast_1d(pinned(s, train_length, **scheme_params.get(s, {})).alpha(nn, d, score_model))
@@ -207,7 +208,7 @@ def entropy_curves(ns, schemes=DEFAULT_SCHEMES, *, d=128, score_model="normal", 
     return {s: _curve(nn, alphas[:, k], s, score_model, d, match, method, out, se, k) for k, s in enumerate(schemes)}
 
 
-def entropy_curve(ns, scheme="standard", *, d=128, score_model="normal", match=None, method="exact",
+def entropy_curve(ns, scheme=STANDARD, *, d=128, score_model="normal", match=None, method="exact",
                   trials=2000, rng=None, progress=None, train_length=None, **scheme_params) -> EntropyCurve:
     """``E[H]``, ``E[H]/log n``, Rényi-2 entropy and ``E[G]`` against ``n`` under a scheme.
 
@@ -312,11 +313,10 @@ def extrapolation_table(train_length=512, schemes=DEFAULT_SCHEMES, *, d=128, sco
     ----------
     train_length : int
         ``L`` (512 by default; the note's experiment used 64).  Every scheme is
-        pinned at ``L`` by :func:`softmax_scale.schemes.pinned` (entropy_invariant,
-        qwen_logn, yarn, longrope: ``train_length = L``; llama4: ``floor_scale = L``;
-        ssmax: ``s = 1/ln L``).
+        pinned at ``L`` by :func:`softmax_scale.schemes.pinned` (each scheme's
+        :attr:`~softmax_scale.schemes.Scheme.pin_rule`).
     schemes : sequence of str
-        Scheme keys.
+        Scheme keys (by default :data:`DEFAULT_SCHEMES`).
     d : int
         Head dimension.
     score_model : {"cosine", "normal"}
@@ -331,7 +331,7 @@ def extrapolation_table(train_length=512, schemes=DEFAULT_SCHEMES, *, d=128, sco
     ExtrapolationTable
     """
     L = check_int(train_length, "train_length", minimum=2)
-    schemes = check_choices(schemes, "schemes", SCHEMES)
+    schemes = _check_schemes(schemes)
     fac = check_float_array(factors, "factors")
     if fac.ndim != 1 or fac.size == 0 or np.any(fac < 1) or np.any(fac != np.floor(fac)):
         raise ValueError(f"`factors` must be a non-empty sequence of integers >= 1, got {factors!r}")

@@ -29,7 +29,7 @@ from .evaluate import EntropyForNs, signal_at, stats_at
 from .expected import expected_grad, expected_optimum, gap_density_at_zero
 from .grid import TooMuchWork
 from .mean_field_error import MeanFieldError, mean_field_error
-from .stats import exact_stats, exact_sum_p_s
+from .softmax import exact_stats, exact_sum_p_s
 
 __all__ = [
     "EntropyForNs",

@@ -11,7 +11,7 @@ import numpy as np
 from .._util.validation import N_MAX, check_int
 from ..distributions import Cosine, get_distribution, is_sample
 from .grid import isf, max_width, sf, spread
-from .stats import exact_stats
+from .softmax import exact_stats
 
 __all__ = ["expected_grad", "expected_optimum", "gap_density_at_zero"]
 

@@ -1,1 +1,21 @@
-"""The toolkit's studies: each one module that computes, writes and summarises its results."""
+"""The toolkit's studies, each one module behind one interface (:class:`Experiment`).
+
+:data:`EXPERIMENTS` maps a name to its experiment; ``softmax-scale run NAME`` runs any of them
+resumably (:func:`run_experiment`).  The modules are imported when an experiment is first
+looked up, so listing the names costs nothing.
+
+=====================  =============================================================
+``alpha_table``        the mean-field ``alpha*`` over the note's grid, with the laws
+``real_heads``         every head of a real encoder on real text (:mod:`.real_heads`)
+``real_extrapolation`` a real decoder past its training length (:mod:`.real_extrapolation`)
+``mlm``                masked LMs trained with each scale (:mod:`.mlm`)
+``alpha``              masked LMs trained with a constant ``alpha`` (:mod:`.alpha`)
+``causal``             decoders trained at ``L``, tested at ``8L`` and ``16L`` (:mod:`.causal`)
+=====================  =============================================================
+"""
+
+from __future__ import annotations
+
+from .base import EXPERIMENTS, Evidence, Experiment, figure_paths, run_experiment, save_figures
+
+__all__ = ["EXPERIMENTS", "Evidence", "Experiment", "figure_paths", "run_experiment", "save_figures"]

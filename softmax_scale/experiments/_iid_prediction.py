@@ -5,28 +5,26 @@ under RoPE ``none`` and scale ``standard``) and its pooled standardised logits o
 below ``L`` (compressed to a :class:`~softmax_scale.WeightedSample`, tails exact, as
 :func:`~softmax_scale.head_stats` does), the exact evaluator's ``E[H]`` at each bucket's mean
 number of keys ``n_b`` for the scale ``sigma_L * factor(n_b)`` of each scheme, under normal scores
-and under the head's own; and the factor on the scale that :func:`~softmax_scale.invariant_scale`
-says would hold ``E[H]`` at its value at ``n_ref`` (the bucket ``[L/2, L)``) for ``n_b > L``.
+and under the head's own (one :class:`~softmax_scale.exact.EntropyForNs` evaluation per distinct
+scale, every ``n_b`` at once); and the factor on the scale that holds the head's ``E[H]`` at its value at
+``n_ref`` (the bucket ``[L/2, L)``) for ``n_b > L``: the rule ``toolkit_iid`` of
+:func:`softmax_scale.heads.rule_factors`.
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
-from scipy.interpolate import CubicSpline
-from scipy.optimize import brentq
 
 from ..distributions import WeightedSample
 from ..exact import EntropyForNs, exact_stats
-from ..models.buckets import bucket_keys
+from ..heads import rule_factors
+from ..models.buckets import bucket_keys, bucket_queries
 from ..models.llama import scale_factors
 
 __all__ = ["EMPIRICAL_SAMPLE", "PROBE_QUERIES", "predict", "probe_samples"]
 
 EMPIRICAL_SAMPLE = 1024  # weighted points per head's compressed pool (see head_stats)
 PROBE_QUERIES = 32  # queries just below L whose logits form that sample
-_GRID_LO, _GRID_HI, _GRID_POINTS = 0.25, 4.0, 25  # alpha / sigma_L grid of the empirical prediction
 
 
 def probe_samples(prefix, config, size=EMPIRICAL_SAMPLE):
@@ -62,10 +60,8 @@ def predict(st, dists, edges, L, schemes, head_dim):
     """
     nl, nh = st.entropy.shape[:2]
     nb = len(edges) - 1
-    q = np.arange(L // 2, L) - 1
-    q = q[q >= 1]
-    sigma_l = st.sigma[..., q].mean(-1)  # [layers, heads]
-    n_ref = float(round(np.mean(q + 1)))
+    sigma_l = st.sigma[..., bucket_queries(L // 2, L)].mean(-1)  # [layers, heads]: the queries of the targets L/2 .. L-1
+    n_ref = float(bucket_keys([L // 2, L])[0])
     n_b = bucket_keys(edges)
     facs = {s: scale_factors(s, n_b, head_dim, L) for s in schemes}
     pn = {s: np.full((nl, nh, nb), np.nan) for s in schemes}
@@ -75,28 +71,18 @@ def predict(st, dists, edges, L, schemes, head_dim):
         for s in schemes:
             a = (sigma_l * facs[s][b]).ravel()
             pn[s][..., b] = exact_stats(a, int(n_b[b]), "normal", error_estimate=False).entropy.reshape(nl, nh)
-    far = [b for b in range(nb) if n_b[b] > L]
-    # E[H](alpha, n) of one head on a log grid of alpha / sigma_L, one evaluation for all n;
-    # the predictions and the invariant scale come from a cubic spline in log alpha (E[H] is
-    # smooth and decreasing in alpha; the grid error is checked in the tests against direct calls)
-    ratios = np.exp(np.linspace(np.log(_GRID_LO), np.log(_GRID_HI), _GRID_POINTS))
+    far = n_b > L
     for layer in range(nl):
         for h in range(nh):
-            ev = EntropyForNs(dists[layer][h], np.append(n_b, n_ref))
-            sl = sigma_l[layer, h]
-            table = np.array([ev(sl * r) for r in ratios])  # [grid, buckets + 1]
-            spline = CubicSpline(np.log(ratios), table, axis=0)
+            dist, sl = dists[layer][h], float(sigma_l[layer, h])
+            ev = EntropyForNs(dist, n_b)
+            values: dict = {}  # scale -> E[H] at every n_b: one exact evaluation per distinct scale of the head
             for s in schemes:
-                pe[s][layer, h] = spline(np.log(facs[s]))[np.arange(nb), np.arange(nb)]
-            target = float(spline(0.0)[-1])  # E[H] at the reference length with the head's own scale
-            for b in far:
-                g = table[:, b] - target
-                k = np.nonzero((g[:-1] > 0) & (g[1:] <= 0))[0]
-                if k.size:
-                    lo, hi = np.log(ratios[k[0]]), np.log(ratios[k[0] + 1])
-                    inv[layer, h, b] = math.exp(brentq(_level, lo, hi, args=(spline, b, target), xtol=1e-10))
+                for b in range(nb):
+                    a = sl * float(facs[s][b])
+                    if a not in values:
+                        values[a] = ev(a)
+                    pe[s][layer, h, b] = values[a][b]
+            if far.any() and sl > 0:
+                inv[layer, h, far] = rule_factors("toolkit_iid", sl, dist, n_ref, n_b[far])
     return pn, pe, inv
-
-
-def _level(x, spline, b, target):
-    return float(spline(x)[b]) - target

@@ -1,4 +1,4 @@
-"""What :func:`~softmax_scale.models.length_extrapolation` writes, read back: a typed result with named accessors.
+"""What :func:`~softmax_scale.experiments.real_extrapolation.length_extrapolation` writes, read back: a typed result with named accessors.
 
 The CSV (:mod:`softmax_scale._util.store`) has one block of rows per (document, kind, RoPE, scale):
 
@@ -60,6 +60,11 @@ class ExtrapolationResult:
     docs: tuple
     runs: tuple
     _rows: dict = field(repr=False, compare=False)
+
+    @property
+    def rows(self) -> dict:
+        """The file's columns, one array each (as :func:`softmax_scale._util.store.read_table` reads them)."""
+        return self._rows
 
     @property
     def buckets(self) -> np.ndarray:
@@ -138,7 +143,7 @@ class ExtrapolationResult:
 
 
 def read_extrapolation_csv(path) -> ExtrapolationResult:
-    """Read a CSV written by :func:`~softmax_scale.models.length_extrapolation` (header lines start with ``#``)."""
+    """Read a CSV written by :func:`~softmax_scale.experiments.real_extrapolation.length_extrapolation` (header lines start with ``#``)."""
     text, ints = ("doc", "kind", "rope", "scheme"), ("lo", "hi", "layer", "head", "count")
     try:
         t = read_table(path, COLUMNS, text=text, ints=ints)

@@ -1,19 +1,31 @@
-"""The alpha* table: mean-field optimal scales over the note's grid, with the fitted laws."""
+"""The alpha* table: mean-field optimal scales over the note's grid, with the fitted laws.
+
+:func:`alpha_table` computes it (the main job, ``softmax-scale figures``, adds the Monte Carlo
+objective tables and writes ``alpha_table.md`` and ``alpha_table.csv``); the experiment
+``alpha_table`` (:data:`EXPERIMENT`, ``softmax-scale run alpha_table``) computes the same columns
+as a resumable result file, one task per score distribution, and ``softmax-scale table`` prints
+the table.
+"""
 
 from __future__ import annotations
 
 import csv
+import datetime
 import io
+import os
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._util.store import source_revision
 from ..laws import LAW_FORMS, compare_alpha_laws
 from ..optimize import optimal_alpha
+from .base import Experiment
 
-__all__ = ["NOTE_GRID", "OBJECTIVE_TRIALS",
-    "QUICK_OBJECTIVE_NS",
-    "QUICK_OBJECTIVE_TRIALS", "TABLE_ROWS", "AlphaTable", "alpha_table", "objective_tables"]
+__all__ = ["EXPERIMENT", "NOTE_GRID", "OBJECTIVE_TRIALS", "QUICK_OBJECTIVE_NS", "QUICK_OBJECTIVE_TRIALS", "TABLE_ROWS",
+           "AlphaTable", "AlphaTableConfig", "AlphaTableExperiment", "alpha_table", "objective_tables", "score_columns",
+           "table_from_columns"]
 
 #: The note's grid: n = 40, 80, ..., 20000.
 NOTE_GRID = np.arange(40, 20001, 40)
@@ -44,6 +56,8 @@ class AlphaTable:
         Column label -> :class:`softmax_scale.objectives.typical.ObjectiveTable` (``alpha*``
         under the typical, geometric and expected objectives on a subgrid), or
         empty when not computed.
+    cosine_d : int
+        Dimension of the cosine scores.
     """
 
     ns: np.ndarray
@@ -51,6 +65,7 @@ class AlphaTable:
     fits: dict
     notes: list = field(default_factory=list)
     objectives: dict = field(default_factory=dict)
+    cosine_d: int = 128
 
     def to_markdown(self, rows=TABLE_ROWS) -> str:
         """The table at ``rows`` and the fitted laws, as Markdown."""
@@ -144,10 +159,23 @@ def alpha_table(
         instead of computing them: the main job shares them with a figure.
     """
     ns = np.asarray(ns)
-    columns = {
-        "normal": optimal_alpha(ns, "normal"),
-        f"cosine(d={cosine_d})": optimal_alpha(ns, "cosine", d=cosine_d),
-    }
+    columns = {label: optimal_alpha(ns, dist, d=d) for label, dist, d in score_columns(cosine_d)}
+    extra = {}
+    if tables is not None:
+        extra = dict(tables)
+    elif objectives:
+        extra = objective_tables(objective_ns, cosine_d=cosine_d, trials=trials, rng=rng)
+    return table_from_columns(ns, columns, cosine_d=cosine_d, forms=forms, objectives=extra)
+
+
+def score_columns(cosine_d: int = 128) -> tuple:
+    """The table's columns: ``(label, dist, d)`` for normal scores and cosine scores of dimension ``cosine_d``."""
+    return (("normal", "normal", None), (f"cosine(d={cosine_d})", "cosine", cosine_d))
+
+
+def table_from_columns(ns, columns: dict, *, cosine_d: int = 128, forms=tuple(LAW_FORMS), objectives=None) -> AlphaTable:
+    """The :class:`AlphaTable` of the ``alpha*`` columns over ``ns`` (keyed as :func:`score_columns`): every law fitted, the notes."""
+    ns = np.asarray(ns)
     fits = {c: compare_alpha_laws(ns, a, forms) for c, a in columns.items()}
     cos = fits[f"cosine(d={cosine_d})"]
     notes = [
@@ -157,12 +185,7 @@ def alpha_table(
         f"(RMSE {cos['sqrt_log'].rmse:.3g}). The note's '3.5 sqrt(log n)' puts the 3.5 of the log form on the "
         "sqrt form, where it would be about three times too small.",
     ]
-    extra = {}
-    if tables is not None:
-        extra = dict(tables)
-    elif objectives:
-        extra = objective_tables(objective_ns, cosine_d=cosine_d, trials=trials, rng=rng)
-    return AlphaTable(ns=ns, columns=columns, fits=fits, notes=notes, objectives=extra)
+    return AlphaTable(ns=ns, columns=columns, fits=fits, notes=notes, objectives=dict(objectives or {}), cosine_d=cosine_d)
 
 
 def objective_tables(ns=TABLE_ROWS, *, cosine_d: int = 128, trials: int = OBJECTIVE_TRIALS, rng=0, progress=None) -> dict:
@@ -196,3 +219,89 @@ def objective_tables(ns=TABLE_ROWS, *, cosine_d: int = 128, trials: int = OBJECT
         f"cosine(d={cosine_d})": objective_table(ns, "cosine", d=cosine_d, trials=trials, rng=rng, progress=progress),
     }
 
+
+
+@dataclass(frozen=True)
+class AlphaTableConfig:
+    """The alpha_table experiment: every ``step``-th ``n`` of :data:`NOTE_GRID`, cosine scores of dimension ``cosine_d``."""
+
+    quick: bool = False
+    step: int = 1
+    cosine_d: int = 128
+
+    @property
+    def ns(self) -> np.ndarray:
+        """The grid of ``n``."""
+        return NOTE_GRID[:: self.step]
+
+
+@dataclass(frozen=True)
+class AlphaColumn:
+    """One column of the table: ``alpha*`` of one score distribution over the grid."""
+
+    label: str
+    dist: str
+    d: int | None
+    ns: tuple
+
+
+class AlphaTableExperiment(Experiment):
+    """The mean-field ``alpha*`` table as an experiment: one task per score distribution."""
+
+    name = "alpha_table"
+    description = "the mean-field alpha* over the note's grid (normal and cosine scores), with the fitted laws"
+    file_stem = "alpha_star"
+    columns = ("scores", "n", "alpha")
+    text = ("scores",)
+    ints = ("n",)
+    key = task_columns = ("scores",)
+    match = ("grid", "cosine_d")
+    in_process = True
+    figure_names = ("alpha_star_vs_n",)
+    float_format = ".17g"
+
+    def config(self, quick: bool = False) -> AlphaTableConfig:
+        """The whole grid, or every tenth ``n`` (``quick``)."""
+        return AlphaTableConfig(quick=True, step=10) if quick else AlphaTableConfig()
+
+    def tasks(self, config: AlphaTableConfig, *, out=None, progress: bool = False) -> list:
+        """Normal scores, then cosine scores."""
+        ns = tuple(int(n) for n in config.ns)
+        return [AlphaColumn(label, dist, d, ns) for label, dist, d in score_columns(config.cosine_d)]
+
+    def task_cells(self, task) -> tuple:
+        """``(label,)``."""
+        return (task.label,)
+
+    def expected_rows(self, task) -> int:
+        """One row per ``n``."""
+        return len(task.ns)
+
+    def run_task(self, task) -> list:
+        """``optimal_alpha`` over the grid, as :func:`alpha_table` computes it."""
+        alpha = optimal_alpha(np.asarray(task.ns), task.dist, d=task.d)
+        return [(task.label, n, float(a)) for n, a in zip(task.ns, alpha)]
+
+    def header(self, config, tasks, command) -> dict:
+        """The command, the grid, the dimension, the code."""
+        ns = config.ns
+        return {"command": command or " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
+                "experiment": f"{self.name}{' (quick)' if config.quick else ''}",
+                "grid": f"n = {ns[0]}, {ns[1] if ns.size > 1 else ns[0]}, ..., {ns[-1]} ({ns.size} values)",
+                "cosine_d": str(config.cosine_d), "objective": "mean_field",
+                "code": f"softmax_scale at {source_revision()}", "date": datetime.date.today().isoformat()}
+
+    def summaries(self, table) -> list:
+        """The table with the fitted laws (:meth:`AlphaTable.to_markdown`)."""
+        return [self.alpha_table(table).to_markdown()]
+
+    def alpha_table(self, table) -> AlphaTable:
+        """The :class:`AlphaTable` of a result file read back."""
+        r = table.rows
+        labels = list(dict.fromkeys(r["scores"]))
+        ns = r["n"][r["scores"] == labels[0]] if labels else np.array([], dtype=np.int64)
+        columns = {c: r["alpha"][r["scores"] == c] for c in labels}
+        return table_from_columns(ns, columns, cosine_d=int(table.header.get("cosine_d", 128)))
+
+
+EXPERIMENT = AlphaTableExperiment()

@@ -1,4 +1,4 @@
-"""The causal experiment (issue 16): byte-level decoders trained at ``L``, tested at ``L``, ``8L`` and ``16L``.
+"""The causal experiment: byte-level decoders trained at ``L``, tested at ``L``, ``8L`` and ``16L``.
 
 The questions of Su's decoder ablation (kexue.fm 9706/9708) and Qwen-7B's table, asked of models
 the toolkit trains: does ``log n`` trained in beat ``log n`` added afterwards, with which RoPE
@@ -26,7 +26,7 @@ evaluator's i.i.d. prediction from the head's ``sigma`` and pooled standardised 
 ``L``, the scale growing as the trained scheme says.
 
 Every number is a row of ``figures/train_causal.csv`` (:data:`CAUSAL_COLUMNS`), written a run at a
-time through :func:`softmax_scale.train.sweep.run_sweep`, so the experiment resumes.
+time through :func:`softmax_scale.experiments.run_experiment`, so the experiment resumes.
 """
 
 from __future__ import annotations
@@ -35,14 +35,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._util.validation import check_int
 from ..schemes.rope import ROPES
 from ..train.config import QUICK, TrainConfig
 from ..train.head_scales import TOOLKIT_RULES, exact_entropy, factor_grid, head_factors, position_factors, probe_heads, query_rows
+from . import _training as tr
+from .base import Evidence
 
-__all__ = ["CAUSAL_COLUMNS", "CAUSAL_SCALES", "DEFAULT_CAUSAL", "ENTROPY_ROPES", "PUBLISHED_CAUSAL", "QUICK_CAUSAL",
-           "TEST_SCALES", "CausalTask", "causal_markdown", "causal_summary", "causal_tasks", "expected_causal_rows",
-           "read_causal", "run_causal_task"]
+__all__ = ["CAUSAL_COLUMNS", "CAUSAL_SCALES", "DEFAULT_CAUSAL", "ENTROPY_ROPES", "EXPERIMENT", "PUBLISHED_CAUSAL",
+           "QUICK_CAUSAL", "TEST_SCALES", "CausalConfig", "CausalExperiment", "CausalTask", "causal_markdown",
+           "causal_summary", "expected_causal_rows", "run_causal_task"]
 
 #: Columns of ``train_causal.csv``.  ``kind``: ``run`` (hi = steps; final training loss and accuracy,
 #: seconds), ``curve`` (hi = step), ``test`` and ``window`` (one bucket ``[lo, hi)`` of positions of
@@ -57,6 +58,10 @@ _TEXT = ("scheme", "status", "kind", "rope", "scale", "note")
 _INTS = ("seed", "length", "lo", "hi", "layer", "head", "count")
 #: Scales trained in: (scheme, pin length); ``None`` pins at the training length (``log_L n``).
 CAUSAL_SCALES = (("standard", None), ("entropy_invariant", None))
+#: The trained scale that the test-time scales are added to, and every other is compared with.
+REFERENCE = CAUSAL_SCALES[0][0]
+#: The trained scale with ``log n`` trained in.
+TRAINED_LOGN = CAUSAL_SCALES[1][0]
 #: Published scales added at test time to a ``standard`` model, pinned at ``L``.
 TEST_SCALES = ("qwen_logn", "yarn")
 #: RoPE variants under which each head's entropy is followed to ``16L``.
@@ -64,18 +69,14 @@ ENTROPY_ROPES = ("none", "rerope")
 #: Test lengths as multiples of ``L``.
 LENGTH_MULTIPLES = (1, 8, 16)
 
-#: The causal models, sized for about 90 minutes on 2 cores with 2 workers (see the README):
-#: SwiGLU with ``d_ff`` 344 (the ReLU model's parameters: 3 x 344 ~ 2 x 512; 8% slower per step),
+#: The causal models: SwiGLU with ``d_ff`` 344 (the ReLU model's parameters: 3 x 344 ~ 2 x 512),
 #: trained at ``L = 128`` (a byte model at 64 sees about one line of code; at 128 two or three,
-#: so there is structure past a line to learn and to lose past ``L``; training costs the same per
-#: byte, the tests at ``16L = 2048`` about 1.7 times those at 1024), 16 x 128 bytes per step (the
-#: bytes of the masked-LM runs' 32 x 64), 4000 steps.
+#: so there is structure past a line to learn and to lose past ``L``), 16 x 128 bytes per step
+#: (the bytes of the masked-LM runs' 32 x 64), 4000 steps.
 DEFAULT_CAUSAL = TrainConfig(objective="causal", ffn="swiglu", d_ff=344, train_length=128, batch=16, steps=4000,
                              warmup=400)
 #: The ``--quick`` causal model (the tiny one of the other experiments, causal and SwiGLU).
 QUICK_CAUSAL = QUICK.replace(objective="causal", ffn="swiglu", d_ff=48)
-_QUICK = {"curve_every": 10, "eval_tokens": 1024, "probe_windows": 4, "entropy_windows": 1}
-_FULL = {"curve_every": 50, "eval_tokens": 16384, "probe_windows": 16, "entropy_windows": 2}
 
 #: Su's decoder ablation (kexue.fm 9706/9708: a GAU decoder of about 100M parameters trained at
 #: 512), per-token accuracy % at 512 and 4096 (and 4096 with repeated text removed).
@@ -140,6 +141,50 @@ class CausalTask:
         return ("trained", *(f"{s}@{p}" for s, p in self.overrides), *(TOOLKIT_RULES if self.toolkit else ()))
 
 
+@dataclass(frozen=True)
+class CausalConfig:
+    """The causal experiment.
+
+    Attributes
+    ----------
+    quick : bool
+    seeds : int
+        Seeds per trained scale.
+    model : TrainConfig
+        The model and optimiser (the scale is set per run).
+    scales : tuple of (str, int or None)
+        The scales trained in.
+    multiples : tuple of int
+        Test lengths as multiples of ``L``.
+    ropes : tuple of str
+        RoPE variants tested.
+    test_scales : tuple of str
+        Published scales added at test time to each ``standard`` model, pinned at ``L``.
+    curve_every, eval_tokens, probe_windows, entropy_windows : int
+        As in :class:`CausalTask`.
+    short_budget : int
+        The header's short budget (steps).
+    """
+
+    quick: bool = False
+    seeds: int = 3
+    model: TrainConfig = DEFAULT_CAUSAL
+    scales: tuple = CAUSAL_SCALES
+    multiples: tuple = LENGTH_MULTIPLES
+    ropes: tuple = ROPES
+    test_scales: tuple = TEST_SCALES
+    curve_every: int = 50
+    eval_tokens: int = 16384
+    probe_windows: int = 16
+    entropy_windows: int = 2
+    short_budget: int = 300
+
+
+#: The quick form: the tiny causal model, two seeds, small evaluations.
+QUICK_CONFIG = CausalConfig(quick=True, seeds=2, model=QUICK_CAUSAL, curve_every=10, eval_tokens=1024, probe_windows=4,
+                            entropy_windows=1, short_budget=10)
+
+
 def _buckets(L, n):
     from ..train.evaluation import position_buckets
 
@@ -161,38 +206,8 @@ def expected_causal_rows(task: CausalTask) -> int:
     return rows
 
 
-def causal_tasks(*, quick: bool = False, seeds: int | None = None, config: TrainConfig | None = None,
-                 checkpoints=None, progress: bool = False) -> list:
-    """The tasks of the causal experiment, seeds ``0 .. seeds-1`` (3 by default, 2 with ``quick``)."""
-    from pathlib import Path
-
-    k = (2 if quick else 3) if seeds is None else check_int(seeds, "seeds", minimum=1, maximum=1000)
-    base = (QUICK_CAUSAL if quick else DEFAULT_CAUSAL) if config is None else config
-    base = base.replace(objective="causal", scheme="standard", alpha=None, pin_length=None)
-    L = base.train_length
-    lengths = tuple(m * L for m in LENGTH_MULTIPLES)
-    extra = _QUICK if quick else _FULL
-    tasks = []
-    for seed in range(k):
-        for scheme, pin in CAUSAL_SCALES:
-            c = base.replace(scheme=scheme, pin_length=pin)
-            std = scheme == "standard"
-            label = c.label()
-            ckpt = None if checkpoints is None else str(Path(checkpoints) / f"causal-{label}-seed{seed}.npz")
-            tasks.append(CausalTask(label, seed, c, lengths, ROPES, tuple((s, L) for s in TEST_SCALES) if std else (),
-                                    std, checkpoint=ckpt, progress=progress, **extra))
-    return tasks
-
-
 # ---------------------------------------------------------------------------------------------
 # One run
-
-
-def _row(task, status, kind, *, rope="", scale="", length=0, lo=0, hi=0, layer=-1, head=-1, loss=np.nan,
-         accuracy=np.nan, entropy=np.nan, predicted=np.nan, sigma=np.nan, value=np.nan, count=0, seconds=np.nan,
-         note=""):
-    return (task.label, task.seed, status, kind, rope, scale, length, lo, hi, layer, head, loss, accuracy, entropy,
-            predicted, sigma, value, count, seconds, note)
 
 
 def _trained_factor(config, n):
@@ -201,7 +216,7 @@ def _trained_factor(config, n):
     return float(query_factors(config.scheme, int(n), config.d_head, causal=False, pin_length=config.pin)[0])
 
 
-def _entropy_rows(task, params, probe):
+def _entropy_rows(row, task, params, probe):
     """Per head and bucket at ``16L``: measured entropy and sigma beside the i.i.d. prediction (kind ``head_entropy``)."""
     from ..heads import head_stats
     from ..train.evaluation import attention_scores
@@ -227,18 +242,18 @@ def _entropy_rows(task, params, probe):
                     predictions[lo, h] = (exact_entropy(a, round(n_b), dist) if dist is not None and a > 0 else np.nan,
                                           exact_entropy(a, round(n_b), "normal") if a > 0 else np.nan)
                 own, normal = predictions[lo, h]
-                rows.append(_row(task, "ok", "head_entropy", rope=rope, scale="trained", length=n, lo=int(lo),
+                rows.append(row(task, "ok", "head_entropy", rope=rope, scale="trained", length=n, lo=int(lo),
                                  hi=int(hi), layer=layer, head=head, entropy=float(st.entropy[layer, head]),
                                  sigma=float(st.sigma[layer, head]), predicted=own, value=normal,
                                  count=int(st.queries[layer, head])))
     return rows
 
 
-def run_causal_task(task: CausalTask) -> list[tuple]:
-    """Train, evaluate and measure one causal task; its rows (see :data:`CAUSAL_COLUMNS`).  Runs in a worker."""
+def run_causal_task(row, task: CausalTask) -> list[tuple]:
+    """Train, evaluate and measure one causal task; its rows (see :data:`CAUSAL_COLUMNS`), made by ``row``.  Runs in a worker."""
     from ..train.evaluation import bucket_sums, evaluate
     from ..train.loop import train_model
-    from ..train.sweep import limit_threads, run_summary
+    from .sweep import limit_threads
 
     limit_threads()
     c = task.config
@@ -246,9 +261,9 @@ def run_causal_task(task: CausalTask) -> list[tuple]:
     res = train_model(c, rng=task.seed, checkpoint=task.checkpoint, progress=task.progress,
                       desc=f"{task.label} seed {task.seed}")
     if res.diverged:
-        return [_row(task, "diverged", "diverged", hi=res.steps, seconds=res.seconds, note=res.message)]
-    rows = [_row(task, "ok", kind, length=L, hi=step, loss=loss, accuracy=acc, count=count, seconds=sec)
-            for kind, step, loss, acc, count, sec in run_summary(res, c, task.curve_every)]
+        return [row(task, "diverged", "diverged", hi=res.steps, seconds=res.seconds, note=res.message)]
+    rows = [row(task, "ok", kind, length=L, hi=step, loss=loss, accuracy=acc, count=count, seconds=sec)
+            for kind, step, loss, acc, count, sec in tr.run_summary(res, c, task.curve_every)]
     p = res.params
     hf = head_factors(p, c, windows=task.probe_windows, longest=max(task.lengths)) if task.toolkit else None
     longest = max(task.lengths)
@@ -262,7 +277,7 @@ def run_causal_task(task: CausalTask) -> list[tuple]:
                 continue
             b = bucket_sums(ev[n], _buckets(L, n))
             for j in range(b["lo"].size):
-                rows.append(_row(task, "ok", kind, rope=rope, scale=scale, length=n, lo=int(b["lo"][j]),
+                rows.append(row(task, "ok", kind, rope=rope, scale=scale, length=n, lo=int(b["lo"][j]),
                                  hi=int(b["hi"][j]), loss=float(b["loss"][j]), accuracy=float(b["accuracy"][j]),
                                  count=int(b["count"][j])))
 
@@ -275,29 +290,22 @@ def run_causal_task(task: CausalTask) -> list[tuple]:
         bucket_rows("window", "none", "trained", evaluate(p, c, far, rope="none", window=L, tokens=task.eval_tokens))
     if hf is not None:
         for h, (layer, head) in enumerate(np.ndindex(c.layers, c.heads)):
-            rows.append(_row(task, "ok", "head_L", length=L, layer=layer, head=head,
+            rows.append(row(task, "ok", "head_L", length=L, layer=layer, head=head,
                              entropy=float(hf.entropy[layer, head]), predicted=float(hf.predicted[layer, head]),
                              sigma=float(hf.sigma[layer, head]), value=float(hf.slope[layer, head])))
             for r in TOOLKIT_RULES:
                 for j, n in enumerate(hf.ns):
-                    rows.append(_row(task, "ok", "factor", scale=r, length=int(n), layer=layer, head=head,
+                    rows.append(row(task, "ok", "factor", scale=r, length=int(n), layer=layer, head=head,
                                      value=float(hf.factors[r][layer, head, j])))
         probe = {"alpha": hf.alpha, "pools": hf.pools}
     else:
         probe = probe_heads(p, c, task.probe_windows)
-    rows += _entropy_rows(task, p, probe)
+    rows += _entropy_rows(row, task, p, probe)
     return rows
 
 
 # ---------------------------------------------------------------------------------------------
 # Reading the results
-
-
-def read_causal(path):
-    """``train_causal.csv`` read back (numpy only)."""
-    from .._util.store import read_table
-
-    return read_table(path, CAUSAL_COLUMNS, text=_TEXT, ints=_INTS)
 
 
 def causal_summary(table) -> dict:
@@ -309,8 +317,8 @@ def causal_summary(table) -> dict:
     ``(label, "none", "window")``; arrays over the test lengths.
     """
     r = table.rows
-    ok = r["status"] == "ok"
-    out: dict = {"diverged": sorted(zip(r["scheme"][~ok], r["seed"][~ok].tolist()))}
+    ok = tr.ok(table)
+    out: dict = {"diverged": tr.diverged_runs(table)}
     test = ok & np.isin(r["kind"], ("test", "window"))
     lengths = np.unique(r["length"][test & (r["kind"] == "test")])
     L = int(lengths.min()) if lengths.size else 0
@@ -334,34 +342,17 @@ def causal_summary(table) -> dict:
             entry = {"seeds": int(seeds.size)}
             for what in ("loss", "accuracy"):
                 a = np.array(v[what], dtype=float).reshape(len(lengths), seeds.size)  # [lengths, seeds]
-                entry[what], entry[f"{what}_std"] = _mean_std(a)
+                entry[what], entry[f"{what}_std"] = tr.mean_std(a)
                 entry[f"{what}_seeds"] = a
             out["rows"][name] = entry
     return out
 
 
-def _mean_std(a):
-    """Mean and sample std over the last axis, ignoring NaN (a length a row has no value at: NaN, no warning)."""
-    ok = np.isfinite(a)
-    k = ok.sum(axis=-1)
-    x = np.where(ok, a, 0.0)
-    mean = np.divide(x.sum(axis=-1), k, out=np.full(k.shape, np.nan), where=k > 0)
-    dev = np.where(ok, a - mean[..., None], 0.0)
-    std = np.sqrt(np.divide((dev * dev).sum(axis=-1), k - 1, out=np.full(k.shape, np.nan), where=k > 1))
-    return mean, std
-
-
-def _pm(mean, std, digits=3):
-    if not np.isfinite(mean):
-        return ""
-    return f"{mean:.{digits}f}" + (f" ± {std:.{digits}f}" if np.isfinite(std) else "")
-
-
 #: The rows of the ablation table: (name, trained label prefix, test scale).
-_ABLATION = (("no log n", "standard", "trained"), ("log n at test only (qwen_logn)", "standard", "qwen_logn"),
-             ("YaRN temperature at test only", "standard", "yarn"), ("log n trained in", "entropy_invariant", "trained"),
-             ("toolkit per-head, i.i.d. rule", "standard", "toolkit_iid"),
-             ("toolkit per-head, measured rule", "standard", "toolkit_measured"))
+_ABLATION = (("no log n", REFERENCE, "trained"), ("log n at test only (qwen_logn)", REFERENCE, TEST_SCALES[0]),
+             ("YaRN temperature at test only", REFERENCE, TEST_SCALES[1]), ("log n trained in", TRAINED_LOGN, "trained"),
+             ("toolkit per-head, i.i.d. rule", REFERENCE, TOOLKIT_RULES[0]),
+             ("toolkit per-head, measured rule", REFERENCE, TOOLKIT_RULES[1]))
 
 
 def causal_markdown(table, metric: str = "loss") -> str:
@@ -387,9 +378,9 @@ def causal_markdown(table, metric: str = "loss") -> str:
     labels = sorted({k[0] for k in rows})
     for label in labels:
         w = rows.get((label, "none", "window"))
-        if w is None or not label.startswith("standard"):
+        if w is None or not label.startswith(REFERENCE):
             continue
-        cells = ["" if n <= L else _pm(mult * w[metric][i], mult * w[f"{metric}_std"][i], dig)
+        cells = ["" if n <= L else tr.pm(mult * w[metric][i], mult * w[f"{metric}_std"][i], digits=dig)
                  for i, n in enumerate(lengths)]
         lines.append(f"| sliding window of L | {label} ({w['seeds']}) | " + " | ".join(cells) + " |"
                      + " |" * len(far))
@@ -401,19 +392,126 @@ def causal_markdown(table, metric: str = "loss") -> str:
                 continue
             v = rows[key]
             win = rows.get((key[0], "none", "window"))
-            cells = [_pm(mult * v[metric][i], mult * v[f"{metric}_std"][i], dig) for i in range(len(lengths))]
+            cells = [tr.pm(mult * v[metric][i], mult * v[f"{metric}_std"][i], digits=dig) for i in range(len(lengths))]
             diff = []
             for i in far:
                 if win is None:
                     diff.append("")
                 elif v[f"{metric}_seeds"].shape != win[f"{metric}_seeds"].shape:  # a seed missing on one side
-                    diff.append(_pm(mult * (v[metric][i] - win[metric][i]), np.nan, dig))
+                    diff.append(tr.pm(mult * (v[metric][i] - win[metric][i]), np.nan, digits=dig))
                 else:  # per seed, then mean ± std of the differences
                     d = mult * (v[f"{metric}_seeds"][i] - win[f"{metric}_seeds"][i])
-                    m, sd = _mean_std(d[None, :])
-                    diff.append(_pm(m[0], sd[0], dig))
+                    m, sd = tr.mean_std(d[None, :])
+                    diff.append(tr.pm(m[0], sd[0], digits=dig))
             lines.append(f"| {rope} | {name} ({v['seeds']}) | " + " | ".join(cells + diff) + " |")
-    if s["diverged"]:
-        lines.append("")
-        lines.append("diverged: " + ", ".join(f"{k} seed {sd}" for k, sd in s["diverged"]))
-    return "\n".join(lines)
+    return "\n".join(lines + tr.diverged_line(s["diverged"]))
+
+
+class CausalExperiment(tr.TrainingExperiment):
+    """The causal experiment (see the module docstring)."""
+
+    name = "causal"
+    description = "decoders trained at L, tested at L, 8L and 16L under RoPE variants and test-time scales"
+    columns, text, ints = CAUSAL_COLUMNS, _TEXT, _INTS
+    figure_names = ("train_causal", "train_causal_heads")
+    reference = REFERENCE
+
+    def config(self, quick: bool = False) -> CausalConfig:
+        """:class:`CausalConfig` or its quick form."""
+        return QUICK_CONFIG if quick else CausalConfig()
+
+    def tasks(self, config: CausalConfig, *, out=None, progress: bool = False) -> list:
+        """One task per (seed, trained scale); the ``standard`` models also get the test-time and per-head scales."""
+        base = config.model.replace(objective="causal", scheme=REFERENCE, alpha=None, pin_length=None)
+        L = base.train_length
+        lengths = tuple(m * L for m in config.multiples)
+        extra = {"curve_every": config.curve_every, "eval_tokens": config.eval_tokens,
+                 "probe_windows": config.probe_windows, "entropy_windows": config.entropy_windows}
+        show = progress and not config.quick
+        tasks = []
+        for seed in range(config.seeds):
+            for scheme, pin in config.scales:
+                c = base.replace(scheme=scheme, pin_length=pin)
+                ref = scheme == REFERENCE
+                tasks.append(CausalTask(c.label(), seed, c, lengths, tuple(config.ropes),
+                                        tuple((x, L) for x in config.test_scales) if ref else (), ref,
+                                        checkpoint=self.checkpoint(out, c.label(), seed), progress=show, **extra))
+        return tasks
+
+    def run_task(self, task) -> list:
+        """:func:`run_causal_task`."""
+        return run_causal_task(self.row, task)
+
+    def expected_rows(self, task) -> int:
+        """:func:`expected_causal_rows`."""
+        return expected_causal_rows(task)
+
+    def extra_header(self, tasks) -> dict:
+        """The RoPE variants, the test-time scales, the window baseline, what the heads are measured on."""
+        from ..schemes.rope import rerope_window
+
+        t = tasks[0]
+        L = t.config.train_length
+        return {"ropes": " ".join(t.ropes) + f" (rerope window {rerope_window(L)}; dynamic_ntk read per bucket of positions)",
+                "scales": "; ".join(sorted({f"{x.label}: " + " ".join(x.scales) for x in tasks})),
+                "window": f"sliding window of {L} bytes, rope none, scale as trained",
+                "measure": f"heads on {t.probe_windows} windows of {L}; entropy against n on {t.entropy_windows} windows "
+                           f"of {max(t.lengths)}"}
+
+    def summaries(self, table) -> list:
+        """The ablation in loss, then in accuracy."""
+        return [causal_markdown(table, "loss"), causal_markdown(table, "accuracy")]
+
+    def evidence(self, table) -> list:
+        """Every (trained scale, RoPE, test scale) against the window and against ``standard`` as trained.
+
+        At each test length past ``L``, the whole-sequence values paired by seed; ``standard`` under
+        the same RoPE variant.
+        """
+        r = table.rows
+        good = tr.ok(table)
+        try:
+            cfg = TrainConfig.from_json(table.header.get("config", "{}"))
+        except (TypeError, ValueError):
+            return []
+        L = cfg.train_length
+        test = good & (r["kind"] == "test")
+        window = good & (r["kind"] == "window")
+        out = []
+        for label, rope, scale in sorted(set(zip(r["scheme"][test], r["rope"][test], r["scale"][test]))):
+            m = test & (r["scheme"] == label) & (r["rope"] == rope) & (r["scale"] == scale)
+            name = label if scale == "trained" else f"{label} + {scale} at test"
+            refs = [("window", window & (r["scheme"] == label))]
+            if (label, scale) != (REFERENCE, "trained"):
+                refs.append((REFERENCE, test & (r["scheme"] == REFERENCE) & (r["rope"] == rope)
+                             & (r["scale"] == "trained")))
+            for n in np.unique(r["length"][m]):
+                if n <= L:
+                    continue
+                for ref_name, ref in refs:
+                    for metric in ("loss", "accuracy"):
+                        a, b = _per_seed(r, m, n, metric), _per_seed(r, ref, n, metric)
+                        seeds = tuple(sorted(set(a) & set(b)))
+                        if not seeds:
+                            continue
+                        d = np.array([a[sd] - b[sd] for sd in seeds])
+                        out.append(Evidence(self.name, "byte-level decoder", cfg.n_params, "parameters", rope,
+                                            "next byte", float(n) / L, name,
+                                            "sliding window of L" if ref_name == "window" else ref_name, metric,
+                                            float(np.mean(d)), float(tr.std(d)), seeds))
+        return out
+
+
+def _per_seed(r, mask, n, metric) -> dict:
+    """``{seed: count-weighted mean of metric over the buckets of length n}`` for the rows in ``mask``."""
+    m = mask & (r["length"] == n)
+    out = {}
+    for sd in np.unique(r["seed"][m]):
+        mm = m & (r["seed"] == sd)
+        w = r["count"][mm].astype(float)
+        if w.sum():
+            out[int(sd)] = float(np.sum(r[metric][mm] * w) / w.sum())
+    return out
+
+
+EXPERIMENT = CausalExperiment()

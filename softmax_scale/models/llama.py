@@ -32,7 +32,7 @@ import numpy as np
 
 from .._util.progress import progress_bar
 from .._util.validation import check_int
-from ..schemes import pinned
+from ..schemes import scheme_factor
 from ..schemes.rope import rerope_window, rope_frequencies
 from .attention import attention
 from .buckets import bucket_means, check_edges
@@ -60,14 +60,13 @@ __all__ = [
 def scale_factors(scheme: str, n_keys, head_dim: int, train_length: int) -> np.ndarray:
     """Multiplier on each query's logits, ``scheme(n) / standard(n)``, ``n`` = keys it sees.
 
-    The scheme pinned at ``train_length`` by :func:`softmax_scale.schemes.pinned` (the one
-    pinning rule of the toolkit: ``qwen_logn`` ``max(1, log_L n)``, ``entropy_invariant``
-    ``log_L n`` with no clamp, ``yarn`` dynamic ``(0.1 ln s + 1)^2``, ``llama4``
-    ``1 + 0.1 ln(1 + floor(n/L))``, ``ssmax`` ``s log n`` with ``s = 1/ln L``).  ``standard``
-    gives exactly 1.
+    The registry's one per-query factor, :func:`softmax_scale.schemes.scheme_factor`, of the
+    scheme pinned at ``train_length`` (its pinning rule: ``qwen_logn`` ``max(1, log_L n)``,
+    ``entropy_invariant`` ``log_L n`` with no clamp, ``yarn`` dynamic ``(0.1 ln s + 1)^2``,
+    ``llama4`` ``1 + 0.1 ln(1 + floor(n/L))``, ``ssmax`` ``s log n`` with ``s = 1/ln L``).
+    ``standard`` gives exactly 1.
     """
-    n = np.asarray(n_keys, dtype=np.float64)
-    return np.asarray(pinned(scheme, train_length).factor(n, head_dim), dtype=np.float64)
+    return scheme_factor(n_keys, head_dim, scheme, train_length)
 
 
 # --------------------------------------------------------------------------------------------

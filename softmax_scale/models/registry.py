@@ -9,18 +9,22 @@ the other by name (:func:`check_kind`) before reading any weights or text.
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
+
+from ._files import check_path
 
 __all__ = ["KINDS", "check_kind", "clear_cache", "list_models", "load", "model_kind"]
 
 #: The kinds of model: a bidirectional encoder (BERT) or a causal decoder (LLaMA).
 KINDS = ("encoder", "decoder")
 
-#: name -> (kind, module, loader function, description); the loader takes ``path=None``.
+#: name -> (kind, module, loader function, description, what ``path`` must name: its form and in words);
+#: the loader takes ``path=None``.
 _REGISTRY = {
     "minilm": ("encoder", "softmax_scale.models.bert", "load_minilm",
-               "all-MiniLM-L6-v2 sentence encoder (BERT, 6 layers, 12 heads of 32)"),
-    "smollm2": ("decoder", "softmax_scale.models.llama", "load_smollm2", "SmolLM2-135M-Instruct decoder (LLaMA, GGUF Q4_1)"),
+               "all-MiniLM-L6-v2 sentence encoder (BERT, 6 layers, 12 heads of 32)",
+               "directory", "a directory holding a BERT checkpoint"),
+    "smollm2": ("decoder", "softmax_scale.models.llama", "load_smollm2", "SmolLM2-135M-Instruct decoder (LLaMA, GGUF Q4_1)",
+                "file", "a GGUF file"),
 }
 
 _CACHE: dict = {}
@@ -28,7 +32,7 @@ _CACHE: dict = {}
 
 def list_models() -> dict[str, str]:
     """Registered model names with a one-line description."""
-    return {name: desc for name, (_, _, _, desc) in _REGISTRY.items()}
+    return {name: row[3] for name, row in _REGISTRY.items()}
 
 
 def model_kind(name: str) -> str:
@@ -62,21 +66,27 @@ def load(name: str, *, path=None):
     name : str
         A name from :func:`list_models`.
     path : str or path-like, optional
-        A directory (or file, for a decoder) holding a checkpoint of the same family in place
-        of the packaged weights.
+        A checkpoint of the same family in place of the packaged weights: a directory holding
+        ``config.json``, ``model.safetensors`` and ``tokenizer.json`` for ``"minilm"``, a GGUF file
+        for ``"smollm2"``.
 
     Raises
     ------
     ValueError
-        For an unknown name.
+        For an unknown name, or a ``path`` of the wrong form (a directory for a file, or the
+        reverse) or whose files cannot be read (empty, truncated, not of their format); the
+        message names ``path`` and the file.
+    TypeError
+        If ``path`` is not a str or path-like.
     MissingWeightsError
-        If the weights are missing; the message names the install command.
+        If the weights are missing (the message names the install command) or nothing exists
+        at ``path``.
     """
     if name not in _REGISTRY:
         raise ValueError(f"unknown model {name!r}; known: {', '.join(_REGISTRY)}")
-    key = (name, None if path is None else Path(path).expanduser().resolve())
+    _, module, func, _, form, what = _REGISTRY[name]
+    key = (name, None if path is None else check_path(path, form, what))
     if key not in _CACHE:
-        _, module, func, _ = _REGISTRY[name]
         loader = getattr(importlib.import_module(module), func)
         _CACHE[key] = loader(path=key[1])
     return _CACHE[key]

@@ -26,7 +26,7 @@ from typing import Callable
 import numpy as np
 
 from .._util.validation import check_alpha_array, check_choice, check_n_array
-from ..distributions import get_distribution
+from ..distributions import get_distribution, is_sample
 from ..exact import expected_grad, expected_optimum
 from .mean_field import mean_field_objective, mean_field_optimum, mean_field_sum_p2
 from .typical import mc_evaluator, mc_optimiser
@@ -50,6 +50,15 @@ class Objective:
     optimise: Callable
 
 
+def _expected_optimum(n, dist, **kwargs):
+    """The ``"expected"`` optimiser, refusing a sample: its ``E[G]`` has no finite supremum."""
+    if is_sample(dist):
+        raise ValueError("`objective`='expected' has no maximiser for an empirical sample `dist`: a finite sample "
+                         "ties its top scores with positive probability, so E[G] grows without bound in alpha; "
+                         "use objective='mean_field', 'typical' or 'geometric'")
+    return expected_optimum(n, dist, **kwargs)
+
+
 def _no_options(name, fn):
     def call(*args, **kwargs):
         if kwargs:
@@ -62,7 +71,7 @@ def _no_options(name, fn):
 #: Objective name -> :class:`Objective`, in the order of :data:`OBJECTIVES`.
 REGISTRY = {
     "mean_field": Objective(_no_options("mean_field", mean_field_objective), _no_options("mean_field", mean_field_optimum)),
-    "expected": Objective(expected_grad, expected_optimum),
+    "expected": Objective(expected_grad, _expected_optimum),
     "typical": Objective(mc_evaluator("typical"), mc_optimiser("typical")),
     "geometric": Objective(mc_evaluator("geometric"), mc_optimiser("geometric")),
 }

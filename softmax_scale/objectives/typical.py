@@ -43,9 +43,11 @@ from ..laws import LawFit, fit_alpha_law
 from ..montecarlo import mc_trials
 from .mean_field import mean_field_optimum
 
-__all__ = ["MC_OBJECTIVES", "ObjectiveTable", "mc_evaluator", "mc_objective", "mc_optimiser", "objective_table"]
+__all__ = ["MC_OBJECTIVES", "MC_TRIALS", "ObjectiveTable", "mc_evaluator", "mc_objective", "mc_optimiser", "objective_table"]
 
 MC_OBJECTIVES = ("typical", "geometric")
+#: Monte Carlo trials per ``n`` when none are given (evaluator, optimiser and :func:`mc_objective`).
+MC_TRIALS = 4000
 _COARSE = np.geomspace(0.12, 8.0, 28)  # coarse grid, in units of the mean-field alpha*
 _FINE = 25  # points of the fine grid across the coarse bracket
 
@@ -79,7 +81,7 @@ def _reduce_resampled(g: np.ndarray, counts: np.ndarray, objective: str) -> np.n
     return out
 
 
-def mc_objective(alpha, n, dist="normal", *, d=None, objective="typical", trials=4000, rng=None):
+def mc_objective(alpha, n, dist="normal", *, d=None, objective="typical", trials=MC_TRIALS, rng=None):
     """The typical (median) or geometric (``exp E[log G]``) gradient objective on common draws.
 
     Parameters
@@ -163,7 +165,7 @@ def _optimise(ns, dist, objectives, trials, rng, resamples, progress):
 def mc_optimiser(objective):
     """The optimiser of the Monte Carlo ``objective`` (``"typical"`` or ``"geometric"``) for :mod:`softmax_scale.objectives`."""
 
-    def optimiser(n, dist, *, trials=4000, rng=None, resamples=100, progress=None):
+    def optimiser(n, dist, *, trials=MC_TRIALS, rng=None, resamples=100, progress=None):
         res = _optimise(n, dist, (objective,), trials, rng, resamples, progress)
         cols = list(zip(*[r[objective] for r in res]))
         success = np.array(cols[4], dtype=bool)
@@ -189,7 +191,7 @@ def mc_optimiser(objective):
 def mc_evaluator(objective):
     """The evaluator of the Monte Carlo ``objective`` for :mod:`softmax_scale.objectives`: ``(alpha, n, dist, trials=, rng=)``."""
 
-    def evaluator(alpha, n, dist, *, trials=4000, rng=None):
+    def evaluator(alpha, n, dist, *, trials=MC_TRIALS, rng=None):
         alpha, n = np.broadcast_arrays(alpha, n)
         out = np.empty(alpha.shape)
         ss = seed_sequence(rng)

@@ -12,7 +12,7 @@ from ._style import new_figure
 _STYLES = {"sqrt_log": ":", "log": "--", "power": "-.", "affine_log": (0, (1, 1))}
 
 
-def alpha_star_vs_n(ns=NOTE_GRID, cosine_d: int = 128):
+def alpha_star_vs_n(ns=NOTE_GRID, cosine_d: int = 128, table=None):
     """Mean-field ``alpha*`` against ``n`` (normal and cosine scores), each law form fitted.
 
     Parameters
@@ -21,12 +21,21 @@ def alpha_star_vs_n(ns=NOTE_GRID, cosine_d: int = 128):
         Grid of ``n`` (default the note's 40..20000).
     cosine_d : int
         Dimension of the cosine scores.
+    table : AlphaTable, optional
+        The values already computed (:class:`~softmax_scale.experiments.alpha_table.AlphaTable`, or
+        the ``alpha_table`` experiment's result file read back); ``ns`` and ``cosine_d`` are then its own.
     """
+    if table is not None and not hasattr(table, "columns"):
+        from ..experiments.alpha_table import EXPERIMENT
+
+        table = EXPERIMENT.alpha_table(table)
+    if table is not None:
+        ns, cosine_d = table.ns, table.cosine_d
     ns = np.asarray(ns)
     fig, axes = new_figure(2, width=11, height=4.4)
     panels = [("normal", None, "normal scores"), ("cosine", cosine_d, f"cosine scores, d = {cosine_d}")]
     for ax, (dist, d, title) in zip(axes, panels):
-        a = optimal_alpha(ns, dist, d=d)
+        a = optimal_alpha(ns, dist, d=d) if table is None else list(table.columns.values())[d is not None]
         ax.plot(ns, a, color="k", lw=2.5, alpha=0.35, label="alpha* (mean-field)")
         for form, fit in compare_alpha_laws(ns, a).items():
             coef = ", ".join(f"{k}={v:.3g}" for k, v in fit.params.items())

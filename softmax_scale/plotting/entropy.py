@@ -14,36 +14,22 @@ from ..contrastive import temperature_table
 from ..entropy.invariant import invariant_scale
 from ..laws import law_value
 from ..objectives.causal import optimal_alpha_causal
-from ..schemes import pinned
+from ..schemes import CRITICAL, ENTROPY_INVARIANT, SCHEMES, SSMAX, STANDARD, default_list, pinned
 
 __all__ = ["FIGURES", "plot_causal_optimum", "plot_entropy_vs_n", "plot_extrapolation_drift",
            "plot_invariant_scale", "plot_phase_diagram", "plot_temperature_table"]
 
-_SHOWN = ("standard", "chiang_cholak", "entropy_invariant", "qwen_logn", "yarn", "llama4", "ssmax",
-          "gradient_optimal", "critical")
-
-
-#: One look per scheme in every figure: colour, line style, width. Schemes that coincide past L
-#: (entropy_invariant, qwen_logn, longrope and ssmax once pinned) are drawn wide-solid under
-#: dashed and dash-dotted lines, so each stays visible where it lies on another.
-SCHEME_STYLE = {
-    "standard": ("tab:blue", "-", 1.8),
-    "chiang_cholak": ("tab:orange", "-", 1.8),
-    "entropy_invariant": ("tab:green", "-", 3.2),
-    "qwen_logn": ("tab:red", (0, (5, 2.5)), 1.6),
-    "longrope": ("tab:cyan", (0, (2, 2)), 1.6),
-    "yarn": ("tab:purple", "-", 1.8),
-    "llama4": ("tab:brown", "-", 1.8),
-    "ssmax": ("magenta", (0, (6, 2, 1, 2)), 1.3),
-    "gradient_optimal": ("tab:gray", "-", 1.8),
-    "critical": ("tab:olive", "-", 1.8),
-}
+#: The schemes drawn by default: the registry's ``entropy_figures`` list (it follows registrations).
+_SHOWN = default_list("entropy_figures")
 
 
 def scheme_style(scheme) -> dict:
-    """``plot`` keywords (colour, line style, width) of a scheme, the same in every figure."""
-    color, ls, lw = SCHEME_STYLE.get(scheme, ("0.3", "-", 1.5))
-    return {"color": color, "ls": ls, "lw": lw}
+    """``plot`` keywords (colour, line style, width) of a scheme, the same in every figure: its registry style."""
+    return SCHEMES[scheme].style.line()
+
+
+def _label(scheme) -> str:
+    return SCHEMES[scheme].style.label
 
 
 def _colors(keys):
@@ -61,7 +47,7 @@ def plot_entropy_vs_n(ns=None, schemes=_SHOWN, *, d=128, train_length=512, match
     ns : array_like, optional
         Numbers of keys (default 24 values from 64 to 1e6).
     schemes : sequence of str
-        Schemes drawn.
+        Schemes drawn (by default the registry's ``entropy_figures`` list).
     d : int
         Head dimension.
     train_length : int
@@ -81,7 +67,7 @@ def plot_entropy_vs_n(ns=None, schemes=_SHOWN, *, d=128, train_length=512, match
             ax = axes[i, j]
             curves = E.entropy_curves(ns, schemes, d=d, score_model=model, match=m, train_length=train_length)
             for s, c in curves.items():
-                ax.plot(ns, c.entropy_ratio, label=s, **scheme_style(s))
+                ax.plot(ns, c.entropy_ratio, label=_label(s), **scheme_style(s))
                 if m is not None:
                     ax.plot(ns, c.signal_share, color=scheme_style(s)["color"], lw=0.8, ls=":")
             ax.axvline(train_length, color="0.5", lw=0.8, ls="--")
@@ -108,7 +94,7 @@ def plot_extrapolation_drift(train_length=512, schemes=_SHOWN, *, d=128, match=1
     train_length : int
         ``L``.
     schemes : sequence of str
-        Schemes drawn.
+        Schemes drawn (by default the registry's ``entropy_figures`` list).
     d : int
         Head dimension.
     match : float
@@ -123,9 +109,10 @@ def plot_extrapolation_drift(train_length=512, schemes=_SHOWN, *, d=128, match=1
     axes = fig.subplots(1, 3)
     for k, s in enumerate(t.schemes):
         st = scheme_style(s)
-        axes[0].plot(t.factors, t.drift_isotropic[k], marker="o", label=s, ms=3, **st)
-        axes[1].plot(t.factors, t.drift_signal[k], marker="o", ms=3, **st)
-        axes[2].plot(t.factors, t.share_signal[k], marker="o", ms=3, **st)
+        mark = SCHEMES[s].style.marker
+        axes[0].plot(t.factors, t.drift_isotropic[k], marker=mark, label=_label(s), ms=3, **st)
+        axes[1].plot(t.factors, t.drift_signal[k], marker=mark, ms=3, **st)
+        axes[2].plot(t.factors, t.share_signal[k], marker=mark, ms=3, **st)
     axes[0].plot(t.factors, t.log_n_drift, "k--", lw=1, label="log(n/L)")
     for ax, title, yl in zip(axes, ("isotropic scores", f"with one key at cosine {match:g}", "that key's share"),
                              ("E[H](n) - E[H](L)  (nats)", "E[H](n) - E[H](L)  (nats)", "E[p0]  (probability)")):
@@ -189,7 +176,7 @@ def plot_phase_diagram(ns=None, ratios=None, schemes=_SHOWN, *, d=128, train_len
     ns, ratios : array_like, optional
         Grid (see :func:`softmax_scale.entropy.phase_diagram`).
     schemes : sequence of str
-        Schemes drawn as curves ``alpha(n)/sqrt(2 log n)``.
+        Schemes drawn as curves ``alpha(n)/sqrt(2 log n)`` (by default the registry's ``entropy_figures`` list).
     d : int
         Head dimension (alpha = m sqrt(d)).
     train_length : int
@@ -214,10 +201,10 @@ def plot_phase_diagram(ns=None, ratios=None, schemes=_SHOWN, *, d=128, train_len
     xx = np.geomspace(pd.ns.min(), pd.ns.max(), 200).round()
     frozen = []
     for s in schemes:
-        if s == "critical":
+        if s == CRITICAL:
             continue
         r = pinned(s, train_length).alpha(xx, d, "normal") / np.sqrt(2 * np.log(xx))
-        ax.plot(xx, r, label=s, **scheme_style(s))
+        ax.plot(xx, r, label=_label(s), **scheme_style(s))
         if r[-1] >= 1.0:
             frozen.append(s)
     ax.set_ylim(0, pd.ratios.max())
@@ -310,7 +297,7 @@ def plot_temperature_table(ds=(128, 256, 512, 768), ns=(256, 4096, 65536)) -> Fi
 FIGURES = [
     ("entropy_vs_n", plot_entropy_vs_n, {}, {"ns": [64, 512, 4096, 32768]}),
     ("entropy_extrapolation", plot_extrapolation_drift, {}, {"train_length": 64,
-                                                            "schemes": ("standard", "entropy_invariant", "ssmax")}),
+                                                            "schemes": (STANDARD, ENTROPY_INVARIANT, SSMAX)}),
     ("entropy_invariant_scale", plot_invariant_scale, {}, {"ns": [64, 1000, 30000, 10**6], "targets": (2.0,)}),
     ("entropy_phase_diagram", plot_phase_diagram, {}, {"ns": [16, 256, 4096, 65536, 10**6],
                                                       "ratios": np.linspace(0, 2, 9)}),

@@ -48,7 +48,7 @@ def _layer_colors(layers):
     return {int(layer): cmap(0.9 * i / k) for i, layer in enumerate(layers)}
 
 
-def plot_real_heads_sigma(ns=(32, 64, 128, 256, 512), *, chunks=8, rng=0, layers=None) -> Figure:
+def plot_real_heads_sigma(ns=(32, 64, 128, 256, 512), *, chunks=8, rng=0, layers=None, table=None) -> Figure:
     """Each head's effective scale ``sigma`` against ``n``, with the ``alpha*`` laws and the freezing line.
 
     Parameters
@@ -61,6 +61,9 @@ def plot_real_heads_sigma(ns=(32, 64, 128, 256, 512), *, chunks=8, rng=0, layers
         Seed of the window offsets.
     layers : sequence of int, optional
         Layers shown (default all).
+    table : RealHeadTable, optional
+        The table already computed (e.g. the ``real_heads`` experiment's file read back); the
+        other arguments are then its own.
 
     Returns
     -------
@@ -68,7 +71,7 @@ def plot_real_heads_sigma(ns=(32, 64, 128, 256, 512), *, chunks=8, rng=0, layers
     """
     from ..optimize import optimal_alpha as alpha_mf
 
-    t = _table(tuple(ns), chunks, rng, None if layers is None else tuple(layers))
+    t = table if table is not None else _table(tuple(ns), chunks, rng, None if layers is None else tuple(layers))
     fig, ax = new_figure(width=8.0, height=6.0)
     col = _layer_colors(t.layer_index)
     n = t.ns.astype(np.float64)
@@ -98,7 +101,7 @@ def plot_real_heads_sigma(ns=(32, 64, 128, 256, 512), *, chunks=8, rng=0, layers
     return fig
 
 
-def plot_real_heads_entropy(ns=(32, 64, 128, 256, 512), *, chunks=8, rng=0, layers=None) -> Figure:
+def plot_real_heads_entropy(ns=(32, 64, 128, 256, 512), *, chunks=8, rng=0, layers=None, table=None) -> Figure:
     """Measured against predicted ``H / log n`` (one point per head and ``n``), and ``H`` against ``n`` per layer.
 
     Left: normal (dots) and empirical (crosses) i.i.d. predictions against the measurement.
@@ -107,7 +110,7 @@ def plot_real_heads_entropy(ns=(32, 64, 128, 256, 512), *, chunks=8, rng=0, laye
 
     Parameters are those of :func:`plot_real_heads_sigma`.
     """
-    t = _table(tuple(ns), chunks, rng, None if layers is None else tuple(layers))
+    t = table if table is not None else _table(tuple(ns), chunks, rng, None if layers is None else tuple(layers))
     fig, (ax, bx) = new_figure(2, width=12.0, height=5.2)
     col = _layer_colors(t.layer_index)
     for a, layer in enumerate(t.layer_index):

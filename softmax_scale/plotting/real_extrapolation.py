@@ -1,7 +1,7 @@
 """The real-decoder length-extrapolation figure, drawn from the CSV that the run committed.
 
-``make figures`` redraws it from ``figures/real_extrapolation.csv`` and never recomputes it: the
-run took 85 minutes on 2 cores (``softmax-scale extrapolate``).  Colours are the scales, line
+``make figures`` redraws it from ``figures/real_extrapolation.csv`` and never recomputes it
+(``softmax-scale extrapolate`` writes it).  Colours are the scales, line
 styles the RoPE variants, and, as in ``real_heads_entropy``, dots the normal and crosses the
 empirical i.i.d. prediction.
 """
@@ -14,14 +14,15 @@ import numpy as np
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MultipleLocator
 
+from ..schemes import SCHEMES, STANDARD
 from ._style import new_figure
 
 #: The committed result of the full run (inside a source checkout).
 DEFAULT_CSV = Path(__file__).resolve().parents[2] / "figures" / "real_extrapolation.csv"
 
-_COLORS = {"standard": "C0", "qwen_logn": "C1", "yarn": "C2", "entropy_invariant": "C3", "llama4": "C4",
-           "ssmax": "C5"}
 _STYLES = {"none": "-", "ntk": "--", "yarn": ":", "pi": "-."}
+#: The baseline's key in the loss table.
+_WINDOW = ("window", STANDARD)
 
 
 #: Past ``L``, panel (b) zooms on the RoPE variants whose every pair stays within this of the window (nats per token).
@@ -35,6 +36,23 @@ def _kilo(x):
     return f"{x / 1024:g}k" if x >= 1024 else str(x)
 
 
+def _color(scheme):
+    """A scale's colour: its registry style's ``decoder_color`` (black for a scale no longer registered)."""
+    return SCHEMES[scheme].style.decoder_color if scheme in SCHEMES else "k"
+
+
+def _label(scheme):
+    return SCHEMES[scheme].style.label if scheme in SCHEMES else scheme
+
+
+def _rank(scheme):
+    """Scales in the order of their colours in the colour cycle (``C0`` first), then the others in registry order."""
+    keys = list(SCHEMES)
+    c = _color(scheme)
+    cycle = int(c[1:]) if c[:1] == "C" and c[1:].isdigit() else len(keys)
+    return cycle, keys.index(scheme) if scheme in SCHEMES else len(keys), scheme
+
+
 def _mid(edges):
     return np.sqrt(np.maximum(edges[:, 0], 1) * edges[:, 1])
 
@@ -42,19 +60,20 @@ def _mid(edges):
 def _baseline(res, table, edges):
     """Per bucket: the sliding window past ``L``, the model itself (``none``/``standard``) below; NaN where missing."""
     nanrow = np.full(len(edges), np.nan)
-    base = table.get(("window", "standard"), (edges, nanrow))[1].copy()  # a partial run may lack it
+    base = table.get(_WINDOW, (edges, nanrow))[1].copy()  # a partial run may lack it
     inside = edges[:, 0] < res.train_length
-    base[inside] = table.get(("none", "standard"), (edges, nanrow))[1][inside]
+    base[inside] = table.get(("none", STANDARD), (edges, nanrow))[1][inside]
     return base
 
 
 def _panel_loss(ax, res, table, edges, base):
     """(a) loss minus the baseline of its bucket, every (RoPE, scale) pair, over all positions."""
     L = res.train_length
-    pairs = sorted(k for k in table if k != ("window", "standard"))
+    pairs = sorted(k for k in table if k != _WINDOW)
     for key in pairs:
         e, loss = table[key]
-        ax.plot(_mid(e), loss - base, _STYLES.get(key[0], "-"), color=_COLORS.get(key[1], "k"), marker="o", ms=3)
+        mark = SCHEMES[key[1]].style.marker if key[1] in SCHEMES else "o"
+        ax.plot(_mid(e), loss - base, _STYLES.get(key[0], "-"), color=_color(key[1]), marker=mark, ms=3)
     ax.axhline(0, color="k", lw=1)
     off = [(k, table[k][0], table[k][1]) for k in pairs if np.nanmax(table[k][1] - base) > TOP]
     if off:
@@ -77,13 +96,13 @@ def _panel_past(ax, res, table, edges, base):
     """(b) past ``L``: each pair's difference from the sliding window, per bucket and RoPE, on a scale that shows 0.01."""
     L = res.train_length
     past = np.nonzero((edges[:, 0] >= L) & np.isfinite(base))[0]
-    pairs = sorted(k for k in table if k != ("window", "standard"))
+    pairs = sorted(k for k in table if k != _WINDOW)
     diff = {k: table[k][1][past] - base[past] for k in pairs}
     off_ropes = {k[0] for k in pairs if not past.size or np.nanmax(np.abs(diff[k])) > ZOOM}  # a RoPE is shown whole
     near = [k for k in pairs if k[0] not in off_ropes]
     far = [k for k in pairs if k[0] in off_ropes]
     ropes = sorted({k[0] for k in near}, key=list(_STYLES).index)
-    scales = sorted({k[1] for k in near}, key=list(_COLORS).index)
+    scales = sorted({k[1] for k in near}, key=_rank)
     group = len(scales) + 1  # a gap after each RoPE's scales
     span = len(ropes) * group + 1  # and one more after each bucket
     centres, names = [], []
@@ -94,8 +113,8 @@ def _panel_past(ax, res, table, edges, base):
             for j, sc in enumerate(scales):
                 if (r, sc) in near:
                     x, y = b * span + i * group + j, diff[(r, sc)][b]
-                    ax.plot([x, x], [0.0, y], color=_COLORS[sc], lw=3, solid_capstyle="butt")
-                    ax.plot([x], [y], "o", color=_COLORS[sc], ms=5)
+                    ax.plot([x, x], [0.0, y], color=_color(sc), lw=3, solid_capstyle="butt")
+                    ax.plot([x], [y], "o", color=_color(sc), ms=5)
         if b:
             ax.axvline(b * span - 1.0, color="0.6", lw=0.8)
         ax.text(b * span + (len(ropes) * group - 2) / 2, 1.0, f"bucket [{_kilo(edges[past[b], 0])}, "
@@ -120,7 +139,7 @@ def _panel_past(ax, res, table, edges, base):
                  "(0: as good as the window; below 0: the long context helps)", fontsize=10, pad=16)
 
 
-def extrapolation_figure(res=None, csv=None):
+def extrapolation_figure(table=None, csv=None):
     """Five panels and a legend from an :class:`~softmax_scale.experiments.real_extrapolation.ExtrapolationResult`.
 
     (a) loss per bucket minus the baseline of the same bucket (the sliding window past ``L``,
@@ -129,11 +148,13 @@ def extrapolation_figure(res=None, csv=None):
     all stay within 0.25 nats; the others are named with their range); (c) per-head entropy in the last bucket,
     measured against the i.i.d. prediction from the head's ``sigma`` and scores inside ``L``
     (dot: normal scores, x: the head's own, as in ``real_heads_entropy``); (d) the change of each
-    head's entropy from ``[L/2, L)`` to the last bucket, measured against predicted; (e) the
+    head's entropy from ``[L/2, L)`` to the last bucket, measured against predicted, under the
+    scales equal to ``standard`` at every position inside ``L``; (e) the
     factor on each head's scale that would hold its ``E[H]`` (``invariant_scale``) against the
-    factors the schemes apply; (f) one legend for all: colour = scale, line style = RoPE, marker
-    = prediction.
+    factors the schemes apply; (f) one legend for all: colour = scale (its registry style's
+    ``decoder_color``), line style = RoPE, marker = prediction.
     """
+    res = table
     if res is None:
         from ..experiments.real_extrapolation import read_extrapolation_csv
 
@@ -141,7 +162,7 @@ def extrapolation_figure(res=None, csv=None):
         if not path.exists():
             from . import FigureUnavailable
 
-            raise FigureUnavailable(f"{path} not found: it is written by `softmax-scale extrapolate` (85 minutes on 2 cores); "
+            raise FigureUnavailable(f"{path} not found: it is written by `softmax-scale extrapolate`; "
                                     "`make figures` only redraws it")
         res = read_extrapolation_csv(path)
     fig, axes = new_figure(2, 3, width=11.0, height=13.0)
@@ -157,17 +178,17 @@ def extrapolation_figure(res=None, csv=None):
     ref_b = int(np.nonzero(edges[:, 1] == L)[0][0])
     lo = np.inf
     hi = -np.inf
-    rope = "yarn" if ("yarn", "standard") in table else "none"  # the RoPE that keeps the model working
-    schemes = [s for s in ("standard", "qwen_logn", "yarn", "entropy_invariant") if (rope, s) in table]
-    have_pred = res.has("none", "standard", kind="iid")
+    rope = "yarn" if ("yarn", STANDARD) in table else "none"  # the RoPE that keeps the model working
+    schemes = sorted((s for r, s in table if r == rope), key=_rank)
+    have_pred = res.has("none", STANDARD, kind="iid")
     for s in schemes if have_pred else ():
         meas, _ = res.head_stat("entropy", rope, s)
         pn, _ = res.prediction("pred_normal", s)
         pe, _ = res.prediction("pred_empirical", s)
         y = meas[..., last].ravel()
         x_n, x_e = pn[..., last].ravel(), pe[..., last].ravel()
-        ax_c.scatter(x_n, y, s=5, alpha=0.35, color=_COLORS[s])
-        ax_c.scatter(x_e, y, s=9, alpha=0.35, marker="x", lw=0.6, color=_COLORS[s])
+        ax_c.scatter(x_n, y, s=5, alpha=0.35, color=_color(s))
+        ax_c.scatter(x_e, y, s=9, alpha=0.35, marker="x", lw=0.6, color=_color(s))
         lo, hi = min(lo, x_n.min(), x_e.min(), y.min()), max(hi, x_n.max(), x_e.max(), y.max())
     if np.isfinite(lo):
         ax_c.plot([lo, hi], [lo, hi], "k-", lw=0.8)
@@ -175,12 +196,17 @@ def extrapolation_figure(res=None, csv=None):
     ax_c.set_ylabel(f"measured entropy (nats), RoPE {rope}")
     ax_c.set_title(f"(c) per head, last bucket [{_kilo(edges[last, 0])}, {_kilo(edges[last, 1])})", fontsize=10)
 
-    for s in [s for s in ("standard", "qwen_logn", "yarn") if s in schemes and have_pred]:
+    from ..models.buckets import bucket_keys
+    from ..models.llama import scale_factors
+
+    inside = np.arange(1, L + 1)
+    unit = [s for s in schemes if np.all(scale_factors(s, inside, res.head_dim, L) == 1.0)]  # standard inside L
+    for s in unit if have_pred else ():
         meas, _ = res.head_stat("entropy", rope, s)
         pe, _ = res.prediction("pred_empirical", s)
         dm = (meas[..., last] - meas[..., ref_b]).ravel()
         dp = (pe[..., last] - pe[..., ref_b]).ravel()
-        ax_d.scatter(dp, dm, s=6, alpha=0.5, color=_COLORS[s])
+        ax_d.scatter(dp, dm, s=6, alpha=0.5, color=_color(s))
     lim = np.array(ax_d.get_xlim())
     ax_d.plot(lim, lim, "k-", lw=0.8)
     ax_d.axhline(0, color="0.6", lw=0.6)
@@ -196,20 +222,17 @@ def extrapolation_figure(res=None, csv=None):
     v = v[np.isfinite(v)]
     if v.size:
         ax_e.hist(v, bins=40, color="0.6")
-    from ..models.buckets import bucket_keys
-    from ..models.llama import scale_factors
-
     nb = float(bucket_keys(edges)[last])
     factor = {s: float(scale_factors(s, [nb], res.head_dim, L)[0])
-              for s in sorted({k[1] for k in table if k != ("window", "standard")}, key=list(_COLORS).index)}
+              for s in sorted({k[1] for k in table if k != _WINDOW}, key=_rank)}
     for s in schemes:
-        ax_e.axvline(factor[s], color=_COLORS[s], lw=2)
+        ax_e.axvline(factor[s], color=_color(s), lw=2)
     ax_e.set_xlabel(f"factor on the scale at n = {nb:.0f} that holds the head's E[H]")
     ax_e.set_ylabel("heads")
     ax_e.set_title(f"(e) invariant_scale per head ({v.size} of {inv[..., last].size} solvable);\n"
                    "lines: the factors the scales apply", fontsize=10)
 
-    _legend_panel(ax_f, factor, nb, sorted({k[0] for k in table if k != ("window", "standard")}, key=list(_STYLES).index))
+    _legend_panel(ax_f, factor, nb, sorted({k[0] for k in table if k != _WINDOW}, key=list(_STYLES).index))
     return fig
 
 
@@ -217,7 +240,7 @@ def _legend_panel(ax, factor, nb, ropes):
     """(f) the legend of every panel, grouped: scales (colour), RoPE variants (line style), predictions (marker)."""
     ax.axis("off")
     kw = {"fontsize": 10, "title_fontsize": 10, "frameon": False, "alignment": "left"}
-    scales = [Line2D([], [], color=_COLORS.get(s, "k"), lw=2.5, label=f"{s}  x{f:.3f}") for s, f in factor.items()]
+    scales = [Line2D([], [], color=_color(s), lw=2.5, label=f"{_label(s)}  x{f:.3f}") for s, f in factor.items()]
     first = ax.legend(handles=scales, title=f"softmax scale (colour, every panel),\nits factor at n = {nb:.0f} (e)",
                       loc="upper left", bbox_to_anchor=(0.0, 1.0), **kw)
     ax.add_artist(first)
@@ -233,7 +256,3 @@ def _legend_panel(ax, factor, nb, ropes):
 #: The figure runner redraws it from the committed CSV (quick or not: it recomputes nothing).
 FIGURES = [("real_extrapolation", extrapolation_figure, {}, {})]
 
-
-def save_extrapolation_figure(res, path, dpi: int = 110):
-    """Draw :func:`extrapolation_figure` and save it as a PNG."""
-    extrapolation_figure(res).savefig(path, dpi=dpi)

@@ -1,8 +1,7 @@
-"""The training experiments' figures, drawn from the committed CSVs (``softmax-scale train`` writes them).
+"""The masked-LM training experiments' figures, drawn from their CSVs (``softmax-scale run mlm`` and ``run alpha`` write them).
 
 ``make figures`` redraws them from ``figures/train_mlm.csv`` and ``figures/train_alpha.csv`` and
-never trains (the runs take about 90 minutes); without a CSV the figure is skipped with one line.
-Reading needs numpy only, not JAX.
+never trains; without a CSV the figure is skipped with one line.  Reading needs numpy only, not JAX.
 """
 
 from __future__ import annotations
@@ -11,25 +10,33 @@ from pathlib import Path
 
 import numpy as np
 
+from ..schemes import ENTROPY_INVARIANT, SCHEMES, STANDARD, TRAIN_NAMES, train_scheme
 from ._style import new_figure
 
 #: The committed results (inside a source checkout).
 FIGURE_DIR = Path(__file__).resolve().parents[2] / "figures"
-_COLORS = {"standard": "C0", "entropy_invariant@512": "C3", "ssmax": "C2", "alpha_star": "C1"}
 
 
-def _table(experiment, table, csv):
+def _color(label):
+    """A trained scale's colour: its scheme's ``train_color`` (``entropy_invariant@512`` is ``entropy_invariant``)."""
+    name = label.partition("@")[0]
+    return train_scheme(name)[0].style.train_color if name in TRAIN_NAMES else "C4"
+
+
+def committed_table(experiment, table=None, csv=None):
+    """``table``, or the experiment's result file ``csv`` (default: the committed one) read back.
+
+    Raises :class:`~softmax_scale.plotting.FigureUnavailable` when the file does not exist.
+    """
     if table is not None:
         return table
-    from ..experiments.training import read_results, result_path
-
-    path = Path(csv) if csv is not None else result_path(experiment, FIGURE_DIR)
+    path = Path(csv) if csv is not None else experiment.result_path(experiment.config(), FIGURE_DIR)
     if not path.exists():
         from . import FigureUnavailable
 
-        raise FigureUnavailable(f"{path} not found: it is written by `softmax-scale train --experiment {experiment}` "
-                                "(about 90 minutes for both experiments); `make figures` only redraws it")
-    return read_results(experiment, path=path)
+        raise FigureUnavailable(f"{path} not found: it is written by `softmax-scale run {experiment.name}`; "
+                                "`make figures` only redraws it")
+    return experiment.read(path)
 
 
 def _config(table):
@@ -44,9 +51,9 @@ def train_mlm_figure(table=None, csv=None):
     Per trained scale the mean and the seed spread (each seed a dot), the note's two rows in
     their own panel, and the training curves.
     """
-    from ..experiments.training import PUBLISHED, mlm_summary
+    from ..experiments.mlm import EXPERIMENT, PUBLISHED, mlm_summary
 
-    table = _table("mlm", table, csv)
+    table = committed_table(EXPERIMENT, table, csv)
     s = mlm_summary(table)
     fig, (ax, ax_p, ax_c) = new_figure(3, 1, width=15.0, height=4.4)
     r = table.rows
@@ -54,7 +61,7 @@ def train_mlm_figure(table=None, csv=None):
         if key == "diverged":
             continue
         label, scale = key
-        color = _COLORS.get(label, "C4")
+        color = _color(label)
         style = "-" if scale == "trained" else "--"
         name = label if scale == "trained" else f"{label}, {scale} at test only"
         ax.errorbar(v["lengths"], 100 * v["accuracy"], yerr=100 * np.nan_to_num(v["accuracy_std"]), fmt=style,
@@ -75,7 +82,8 @@ def train_mlm_figure(table=None, csv=None):
                  f"{c.get('steps')} steps (mean ± std over seeds, each seed a dot)", fontsize=9)
     ax.set_ylim(0, None)
     ax.legend(fontsize=7, loc="lower left")
-    for name, color in zip(list(PUBLISHED)[1:], ("C0", "C3")):
+    for name, scheme in zip(list(PUBLISHED)[1:], (STANDARD, ENTROPY_INVARIANT)):  # Attention-O and -E
+        color = SCHEMES[scheme].style.train_color
         ax_p.plot(PUBLISHED["lengths"], PUBLISHED[name], "-s", color=color, ms=4, label=name)
     ax_p.set_title("(b) published numbers from a larger model\n(RoFormer-small on Chinese text, kexue.fm 8823)", fontsize=9)
     ax_p.set_ylim(0, None)
@@ -86,7 +94,7 @@ def train_mlm_figure(table=None, csv=None):
         m = curve & (r["scheme"] == label)
         steps = np.unique(r["x"][m])
         loss = np.array([r["loss"][m & (r["x"] == x)].mean() for x in steps])
-        ax_c.plot(steps, loss, color=_COLORS.get(label, "C4"), label=label)
+        ax_c.plot(steps, loss, color=_color(label), label=label)
         late.append(loss[steps >= steps.max() / 5])
     if late:
         lo, hi = min(x.min() for x in late), max(x.max() for x in late)
@@ -106,10 +114,10 @@ def train_alpha_figure(table=None, csv=None):
     ``optimal_alpha(L)`` (mean-field and geometric) marked; each head's ``sigma`` at the end
     against its value at initialisation.
     """
-    from ..experiments.training import alpha_summary
+    from ..experiments.alpha import EXPERIMENT, alpha_summary
     from ..optimize import optimal_alpha
 
-    table = _table("alpha", table, csv)
+    table = committed_table(EXPERIMENT, table, csv)
     s = alpha_summary(table)
     L = int(float(table.header.get("lengths", "64").split()[0]))
     fig, (ax, ax_s) = new_figure(2, 1, width=12.0, height=4.6)
@@ -154,13 +162,3 @@ def train_alpha_figure(table=None, csv=None):
 #: The figure runner redraws both from the committed CSVs (quick or not: it trains nothing).
 FIGURES = [("train_mlm", train_mlm_figure, {}, {}), ("train_alpha", train_alpha_figure, {}, {})]
 
-
-def save_train_figure(experiment: str, table, path, dpi: int = 110) -> None:
-    """Draw the experiment's figure from ``table`` and save it as a PNG (``causal``: also ``<name>_heads.png``)."""
-    if experiment == "causal":
-        from .train_causal import save_causal_figures
-
-        save_causal_figures(table, path, dpi=dpi)
-        return
-    fig = (train_mlm_figure if experiment == "mlm" else train_alpha_figure)(table)
-    fig.savefig(path, dpi=dpi)

@@ -1,4 +1,4 @@
-"""The causal experiment's figures (issue 16), drawn from the committed ``figures/train_causal.csv``.
+"""The causal experiment's figures, drawn from the committed ``figures/train_causal.csv``.
 
 ``make figures`` redraws them and never trains; without the CSV both are skipped with one line.
 Reading needs numpy only, not JAX.
@@ -7,34 +7,32 @@ Reading needs numpy only, not JAX.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 
+from ..schemes import ENTROPY_INVARIANT, QWEN_LOGN, SCHEMES, STANDARD, YARN
 from ._style import new_figure
 
-FIGURE_DIR = Path(__file__).resolve().parents[2] / "figures"
-#: (test scale, label, color, line style) of each curve; the trained-in row is the entropy_invariant model.
-_CURVES = (("standard", "trained", "no log n", "C0", "-"),
-           ("standard", "qwen_logn", "log n at test (qwen_logn)", "C1", "--"),
-           ("standard", "yarn", "YaRN temperature at test", "C2", "--"),
-           ("entropy_invariant", "trained", "log n trained in", "C3", "-"),
-           ("standard", "toolkit_iid", "toolkit per-head (i.i.d.)", "C4", ":"),
-           ("standard", "toolkit_measured", "toolkit per-head (measured)", "C5", ":"))
+
+def _train_color(scheme):
+    return SCHEMES[scheme].style.train_color
+
+
+#: (trained scheme, test scale, label, color, line style) of each curve; a registry scale's colour is its
+#: style's ``train_color`` (the trained scheme's when the test scale is the trained one).
+_CURVES = ((STANDARD, "trained", "no log n", _train_color(STANDARD), "-"),
+           (STANDARD, QWEN_LOGN, "log n at test (qwen_logn)", _train_color(QWEN_LOGN), "--"),
+           (STANDARD, YARN, "YaRN temperature at test", _train_color(YARN), "--"),
+           (ENTROPY_INVARIANT, "trained", "log n trained in", _train_color(ENTROPY_INVARIANT), "-"),
+           (STANDARD, "toolkit_iid", "toolkit per-head (i.i.d.)", "C4", ":"),
+           (STANDARD, "toolkit_measured", "toolkit per-head (measured)", "C5", ":"))
 
 
 def _table(table, csv):
-    if table is not None:
-        return table
-    from ..experiments.training import read_results, result_path
+    from ..experiments.causal import EXPERIMENT
+    from .train import committed_table
 
-    path = Path(csv) if csv is not None else result_path("causal", FIGURE_DIR)
-    if not path.exists():
-        from . import FigureUnavailable
-
-        raise FigureUnavailable(f"{path} not found: it is written by `softmax-scale train --experiment causal` "
-                                "(about 90 minutes); `make figures` only redraws it")
-    return read_results("causal", path=path)
+    return committed_table(EXPERIMENT, table, csv)
 
 
 def _per_bucket(r, mask, n):
@@ -64,7 +62,7 @@ def train_causal_figure(table=None, csv=None):
     cfg = json.loads(table.header.get("config", "{}"))
     L = int(cfg.get("train_length", 0)) or int(r["length"][test].min())
     fig, axes = new_figure(len(ROPES), 2, width=3.1 * len(ROPES), height=7.6, sharex=True)
-    wmask = ok & (r["kind"] == "window") & np.char.startswith(r["scheme"].astype(str), "standard")
+    wmask = ok & (r["kind"] == "window") & np.char.startswith(r["scheme"].astype(str), STANDARD)
     for col, rope in enumerate(ROPES):
         for row, what in enumerate(("loss", "accuracy")):
             ax = axes[row, col]
@@ -113,7 +111,7 @@ def train_causal_heads_figure(table=None, csv=None):
     table = _table(table, csv)
     r = table.rows
     m0 = (r["status"] == "ok") & (r["kind"] == "head_entropy")
-    models = [lab for lab in ("standard", "entropy_invariant") if np.any(np.char.startswith(r["scheme"][m0].astype(str), lab))]
+    models = [lab for lab in (STANDARD, ENTROPY_INVARIANT) if np.any(np.char.startswith(r["scheme"][m0].astype(str), lab))]
     ropes = [x for x in ("none", "rerope") if np.any(r["rope"][m0] == x)]
     fig, axes = new_figure(max(1, len(ropes)), max(1, len(models)), width=11.0, height=8.0, sharey=True)
     axes = np.asarray(axes).reshape(max(1, len(models)), max(1, len(ropes)))
@@ -145,7 +143,7 @@ def train_causal_heads_figure(table=None, csv=None):
             ax.axvline(1.0, color="0.6", lw=0.8)
             ax.axhline(0.0, color="0.6", lw=0.8)
             ax.set_xscale("log", base=2)
-            ax.set_title(f"{'log n trained in' if lab == 'entropy_invariant' else 'standard'}, RoPE {rope}", fontsize=10)
+            ax.set_title(f"{'log n trained in' if lab == ENTROPY_INVARIANT else STANDARD}, RoPE {rope}", fontsize=10)
             ax.set_xlabel("position / L")
             if j == 0:
                 ax.set_ylabel("entropy minus its value in [L/2, L) (nats)")
@@ -155,11 +153,3 @@ def train_causal_heads_figure(table=None, csv=None):
 
 FIGURES = [("train_causal", train_causal_figure, {}, {}), ("train_causal_heads", train_causal_heads_figure, {}, {})]
 
-
-def save_causal_figures(table, path, dpi: int = 110) -> list:
-    """Both figures from ``table``: ``path`` and ``path`` with ``_heads`` before the suffix; returns the paths."""
-    path = Path(path)
-    heads = path.with_name(path.stem + "_heads" + path.suffix)
-    train_causal_figure(table).savefig(path, dpi=dpi)
-    train_causal_heads_figure(table).savefig(heads, dpi=dpi)
-    return [path, heads]

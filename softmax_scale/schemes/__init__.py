@@ -1,17 +1,35 @@
-"""Published softmax scales: the registry, the one pinning rule, and RoPE variants (:mod:`.rope`)."""
+"""Published softmax scales: the registry of :class:`Scheme` objects, the one pinning rule, and RoPE variants (:mod:`.rope`)."""
 
 from ._registry import (
     COSINE_SCHEMES,
+    CRITICAL,
+    DEFAULT_LISTS,
+    ENTROPY_INVARIANT,
     QK_SCHEMES,
+    QWEN_LOGN,
     SCHEMES,
     SCORE_MODELS,
+    SSMAX,
+    STANDARD,
+    TRAIN_NAMES,
+    YARN,
     PinnedScheme,
-    SchemeInfo,
+    Scheme,
+    SchemeKeys,
+    Style,
     attention_scale,
+    default_list,
     list_schemes,
     pinned,
+    register_scheme,
+    registered,
     scheme_alpha,
+    scheme_factor,
+    train_scheme,
+    unregister_scheme,
 )
 
-__all__ = ["COSINE_SCHEMES", "QK_SCHEMES", "SCHEMES", "SCORE_MODELS", "PinnedScheme", "SchemeInfo", "attention_scale",
-           "list_schemes", "pinned", "scheme_alpha"]
+__all__ = ["COSINE_SCHEMES", "CRITICAL", "DEFAULT_LISTS", "ENTROPY_INVARIANT", "QK_SCHEMES", "QWEN_LOGN", "SCHEMES",
+           "SCORE_MODELS", "SSMAX", "STANDARD", "TRAIN_NAMES", "YARN", "PinnedScheme", "Scheme", "SchemeKeys", "Style",
+           "attention_scale", "default_list", "list_schemes", "pinned", "register_scheme", "registered",
+           "scheme_alpha", "scheme_factor", "train_scheme", "unregister_scheme"]

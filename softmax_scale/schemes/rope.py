@@ -1,4 +1,4 @@
-"""RoPE and its variants for positions beyond the training length (``SCHEMES.md``, last table).
+"""RoPE and its variants for positions beyond the training length.
 
 One definition of the rotation frequencies, used by the numpy decoder
 (:mod:`softmax_scale.models.llama`) and the JAX training harness (:mod:`softmax_scale.train`).
@@ -48,7 +48,7 @@ def rope_frequencies(rope: str, head_dim: int, base: float, train_length: int, n
       interpolated (``theta_i / s``). Between them the ramp follows the authors' reference code
       (``_yarn_find_correction_range`` / ``linear_ramp_mask``, also Hugging Face's
       ``_compute_yarn_parameters``): linear in the dimension *index* between the indices where
-      ``r = 32`` and ``r = 1``, rounded outward; the paper (and ``SCHEMES.md``) write the ramp as
+      ``r = 32`` and ``r = 1``, rounded outward; the paper writes the ramp as
       linear in ``r`` itself. The two agree outside the ramp; for SmolLM2 (``d = 64``,
       base 100000, ``L = 8192``) the ramp runs over frequency indices 10 to 20 of 32.
 

@@ -1,4 +1,4 @@
-"""Training small byte-level transformers with the softmax scale trained in (issue "Train with the scale").
+"""Training small byte-level transformers with the softmax scale trained in: the harness the experiments use.
 
 Needs the ``train`` extra (JAX, optax, dask.distributed)::
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib
 
-from .config import OBJECTIVES, QUICK, TrainConfig
+from .config import QUICK, TRAINING_OBJECTIVES, TrainConfig
 from .scales import TRAIN_SCALES, keys_seen, model_factors, query_factors, ssmax_init
 
 #: name -> submodule, for the names that need JAX (imported on first access).
@@ -24,7 +24,6 @@ _LAZY = {
     "train_model": "loop", "TrainResult": "loop", "load_checkpoint": "loop", "make_optimizer": "loop",
     "DIVERGENCE_LOSS": "loop", "evaluate": "evaluation", "EvalResult": "evaluation", "LengthEval": "evaluation",
     "head_sigmas": "evaluation", "forward": "model", "init_params": "model", "model": "model",
-    "run_sweep": "sweep", "Task": "sweep", "run_task": "sweep", "run_summary": "sweep", "local_executor": "sweep",
 }
 
 
@@ -36,5 +35,5 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["OBJECTIVES", "QUICK", "TRAIN_SCALES", "TrainConfig", "keys_seen", "model_factors", "query_factors",
+__all__ = ["QUICK", "TRAINING_OBJECTIVES", "TRAIN_SCALES", "TrainConfig", "keys_seen", "model_factors", "query_factors",
            "ssmax_init", *sorted(_LAZY)]

@@ -11,22 +11,23 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
+from typing import ClassVar
 
 from .._util.validation import check_choice, check_int, check_positive_float
 from ..schemes.rope import ROPES
 from .scales import TRAIN_SCALES
 
-__all__ = ["FFNS", "OBJECTIVES", "QUICK", "TrainConfig"]
+__all__ = ["FFNS", "QUICK", "TRAINING_OBJECTIVES", "TrainConfig"]
 
 #: ``"mlm"``: bidirectional masked-byte prediction (15% of positions, 80/10/10 as in BERT);
 #: ``"causal"``: next-byte prediction, each query sees itself and the positions before it.
-OBJECTIVES = ("mlm", "causal")
+TRAINING_OBJECTIVES = ("mlm", "causal")
 #: ``"relu"``: ``relu(x W1) W2`` (the default, fast on XLA's CPU backend); ``"swiglu"``:
 #: ``(silu(x W1) * x W3) W2``, LLaMA's feed-forward (a model that can be exported to GGUF).
 FFNS = ("relu", "swiglu")
-#: Fields added after results were written: left out of :meth:`TrainConfig.describe` at these
-#: values, so that the headers and checkpoints of earlier runs still match their configuration.
-_LATER_DEFAULTS = {"ffn": "relu"}
+#: Options that :meth:`TrainConfig.describe` names only when they differ from these values: a
+#: description lists the plain model's fields and what sets a variant apart from it.
+_PLAIN = {"ffn": "relu", "compute_dtype": "float32"}
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,14 @@ class TrainConfig:
         Steps between two checkpoints (when a checkpoint file is given).
     max_length : int
         The longest sequence the model is built for (training and test lengths above it are refused).
+    compute_dtype : {"float32", "bfloat16"}
+        The input type of the matrix products (projections, feed-forward, query-key and
+        probability-value products, output logits), always accumulated in float32; parameters,
+        optimiser state, softmax, norms and the loss are float32 either way.
     """
+
+    #: The values of ``compute_dtype``.
+    COMPUTE_DTYPES: ClassVar[tuple] = ("float32", "bfloat16")
 
     objective: str = "mlm"
     scheme: str = "standard"
@@ -102,10 +110,12 @@ class TrainConfig:
     checkpoint_every: int = 200
     max_length: int = 16384
     ffn: str = "relu"
+    compute_dtype: str = "float32"
 
     def __post_init__(self):
-        check_choice(self.objective, "objective", OBJECTIVES)
+        check_choice(self.objective, "objective", TRAINING_OBJECTIVES)
         check_choice(self.ffn, "ffn", FFNS)
+        check_choice(self.compute_dtype, "compute_dtype", self.COMPUTE_DTYPES)
         check_choice(self.scheme, "scheme", TRAIN_SCALES)
         check_choice(self.rope, "rope", ROPES)
         if self.rope == "rerope":
@@ -186,11 +196,11 @@ class TrainConfig:
     def describe(self) -> str:
         """One line of JSON with every field, sorted: the form in headers and checkpoints.
 
-        A field added after results were first written (``ffn``) is left out at its default
-        value, so that a configuration of the earlier experiments describes itself as before and
-        their CSVs and checkpoints still resume.
+        The variant options (``ffn``, ``compute_dtype``) appear only when they differ from the
+        plain model's, so a description is the same whichever other variants exist; result files
+        and checkpoints are matched on it.
         """
-        d = {k: v for k, v in self.to_dict().items() if _LATER_DEFAULTS.get(k, object()) != v}
+        d = {k: v for k, v in self.to_dict().items() if _PLAIN.get(k, object()) != v}
         return json.dumps(d, sort_keys=True, separators=(",", ":"))
 
     @classmethod

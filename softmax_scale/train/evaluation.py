@@ -22,6 +22,7 @@ import numpy as np
 from .._util.progress import progress_bar
 from .._util.validation import check_choice, check_int
 from ..heads import head_stats
+from ..models.buckets import bucket_edges
 from ..schemes.rope import ROPES, rerope_window
 from .backend import jax, jnp
 from .config import TrainConfig
@@ -116,10 +117,11 @@ def check_lengths(lengths, config: TrainConfig) -> tuple:
     return tuple(out)
 
 
-@partial(jax.jit, static_argnames=("heads", "causal", "window", "rerope"))
-def _score(params, inputs, targets, weights, cos, sin, factors, *, heads, causal, window=None, rerope=None):
+@partial(jax.jit, static_argnames=("heads", "causal", "window", "rerope", "compute_dtype"))
+def _score(params, inputs, targets, weights, cos, sin, factors, *, heads, causal, window=None, rerope=None,
+           compute_dtype="float32"):
     logits = forward(params, inputs, cos=cos, sin=sin, factors=factors, heads=heads, causal=causal, window=window,
-                     rerope=rerope)
+                     rerope=rerope, compute_dtype=compute_dtype)
     logp = jax.nn.log_softmax(logits, axis=-1)
     nll = -jnp.take_along_axis(logp, targets[..., None], axis=-1)[..., 0]
     correct = (jnp.argmax(logits, axis=-1) == targets).astype(jnp.float32)
@@ -237,7 +239,8 @@ def evaluate(params, config: TrainConfig, lengths, *, scheme: str | None = None,
             for i in range(0, count, per):
                 sl = slice(i, i + per)
                 a, c = _score(params, b.inputs[sl, :width], b.targets[sl, :width], b.weights[sl, :width], cos, sin, f,
-                              heads=config.heads, causal=config.causal, window=window, rerope=rerope)
+                              heads=config.heads, causal=config.causal, window=window, rerope=rerope,
+                              compute_dtype=config.compute_dtype)
                 nll[lo:hi] += np.asarray(a, dtype=np.float64)[lo:hi]
                 correct[lo:hi] += np.asarray(c, dtype=np.float64)[lo:hi]
         counts = b.weights.sum(axis=0, dtype=np.float64)
@@ -251,13 +254,12 @@ def evaluate(params, config: TrainConfig, lengths, *, scheme: str | None = None,
 def position_buckets(train_length: int, length: int) -> np.ndarray:
     """Edges of the buckets of positions of a causal evaluation at ``length``: :func:`softmax_scale.models.bucket_edges`.
 
-    ``L x (0, 1/8, 1/4, 1/2, 1, 3/2, 2, 3, 4, 6, 8, 12, 16, ...)`` cut at ``length``.  Here a
-    bucket ``[lo, hi)`` holds the *queries* at positions ``lo .. hi - 1`` (0-based), which see
-    ``lo + 1 .. hi`` keys and predict the bytes after them; ``[0, L)`` are exactly the positions
-    of training.  (The decoder's buckets count the predicted tokens instead: one position later.)
+    ``L x (0, 1/8, 1/4, 1/2, 1, 3/2, 2, 3, 4, 6, 8, 12, 16, ...)`` cut at ``length``.  The edges
+    count *queries* (:data:`softmax_scale.models.buckets.BUCKET_COUNTS`): the bucket ``[lo, hi)``
+    holds the queries at positions ``lo .. hi - 1`` (0-based), which see ``lo + 1 .. hi`` keys and
+    predict the bytes after them (:func:`softmax_scale.models.buckets.bucket_queries` with
+    ``counts="queries"``); ``[0, L)`` are exactly the positions of training.
     """
-    from ..models.buckets import bucket_edges
-
     return bucket_edges(check_int(train_length, "train_length", minimum=2), check_int(length, "length", minimum=1))
 
 
@@ -296,15 +298,18 @@ def _check_factors(factors, config, longest):
     return f.astype(np.float32)
 
 
-@partial(jax.jit, static_argnames=("heads", "causal", "rerope"))
-def _scores(params, inputs, cos, sin, factors, *, heads, causal, rerope=None):
+@partial(jax.jit, static_argnames=("heads", "causal", "rerope", "compute_dtype"))
+def _scores(params, inputs, cos, sin, factors, *, heads, causal, rerope=None, compute_dtype="float32"):
     return forward(params, inputs, cos=cos, sin=sin, factors=factors, heads=heads, causal=causal, rerope=rerope,
-                   return_scores=True)[1]
+                   return_scores=True, compute_dtype=compute_dtype)[1]
 
 
 def attention_scores(params, config: TrainConfig, length: int, *, windows: int = 2, rope: str | None = None,
                      seed: int = EVAL_SEED) -> np.ndarray:
     """The scores the softmax sees (trained scale applied, before the mask) on held-out windows, float32.
+
+    Computed as in training (the query-key product's inputs in ``config.compute_dtype``,
+    accumulated in float32).
 
     ``rope`` as in :func:`evaluate` (``"dynamic_ntk"`` here is the static ``ntk`` of the whole
     window).  Returns ``[layers, windows, heads, length, length]``.
@@ -317,7 +322,7 @@ def attention_scores(params, config: TrainConfig, length: int, *, windows: int =
         rerope = rerope_window(config.train_length) if rope == "rerope" else None
     cos, sin = rope_tables(config, n, rope)
     return np.asarray(_scores(params, b.inputs, cos, sin, model_factors(config, n), heads=config.heads,
-                              causal=config.causal, rerope=rerope))
+                              causal=config.causal, rerope=rerope, compute_dtype=config.compute_dtype))
 
 
 def head_sigmas(params, config: TrainConfig, *, length: int | None = None, windows: int = 8,
@@ -337,7 +342,7 @@ def head_sigmas(params, config: TrainConfig, *, length: int | None = None, windo
     b = eval_batch(config.objective, n, check_int(windows, "windows", minimum=1), config.mask_rate, seed)
     cos, sin = rope_tables(config, n)
     s = np.asarray(_scores(params, b.inputs, cos, sin, model_factors(config, n), heads=config.heads,
-                           causal=config.causal), dtype=np.float64)  # [L, B, H, T, T]
+                           causal=config.causal, compute_dtype=config.compute_dtype), dtype=np.float64)  # [L, B, H, T, T]
     s = s.transpose(0, 2, 1, 3, 4).reshape(config.layers, config.heads, -1, n)  # rows of all windows
     mask = None
     if config.causal:  # each window's rows see their own prefix; its first row (one key) is left out

@@ -1,12 +1,13 @@
-"""The toolkit's own per-head scale for a causal model (issue 16): each head measured inside ``L``, a factor past it.
+"""The toolkit's own per-head scale for a causal model: each head measured inside ``L``, a factor past it.
 
 A trained ``standard`` model's heads are measured just below its training length ``L``
 (:func:`probe_heads`: ``sigma`` and pooled standardised scores, as :func:`softmax_scale.head_stats`
-reads them), and two rules turn that into a factor per head at each ``n > L``
-(:func:`head_factors`): hold the head's i.i.d. ``E[H]`` (``toolkit_iid``), or cancel the entropy
-drift the head shows inside ``L`` (``toolkit_measured``).  :func:`position_factors` gives the factor
-per query position, which :func:`softmax_scale.train.evaluate` applies at test time.  The causal
-experiment (:mod:`softmax_scale.experiments.causal`) runs them.
+reads them), and the rules of :func:`softmax_scale.heads.rule_factors` turn that into a factor
+per head at each ``n > L`` (:func:`head_factors`): hold the head's i.i.d. ``E[H]``
+(``toolkit_iid``), or cancel the entropy drift the head shows inside ``L`` (``toolkit_measured``).
+:func:`position_factors` gives the factor per query position, which
+:func:`softmax_scale.train.evaluate` applies at test time.  The causal experiment
+(:mod:`softmax_scale.experiments.causal`) runs them.
 """
 
 from __future__ import annotations
@@ -16,16 +17,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._util.validation import check_int, check_positive_float
-from ..distributions import get_distribution
-from ..exact import exact_stats
+from .._util.validation import check_int
+from ..heads import TOOLKIT_RULES, exact_entropy, rule_factors
+from ..models.buckets import bucket_queries
 from .config import TrainConfig
 
-__all__ = ["TOOLKIT_RULES", "HeadFactors", "exact_entropy", "factor_grid", "head_factors", "position_factors",
-           "probe_heads", "query_rows"]
-
-#: The toolkit's two per-head rules (:func:`head_factors`).
-TOOLKIT_RULES = ("toolkit_iid", "toolkit_measured")
+__all__ = ["HeadFactors", "factor_grid", "head_factors", "position_factors", "probe_heads", "query_rows"]
 
 
 @dataclass(frozen=True)
@@ -84,33 +81,6 @@ def query_rows(s, lo, hi, windows):
     return logits, np.tile(rows, (windows, 1))
 
 
-def exact_entropy(alpha, n, dist) -> float:
-    """The exact evaluator's ``E[H]`` at one ``alpha`` and ``n`` on ``dist``; NaN where it cannot answer.
-
-    Bad arguments are still errors (``ValueError`` naming the parameter); only the evaluator's own
-    refusal (a head frozen far past its critical scale) becomes NaN.
-    """
-    alpha = check_positive_float(alpha, "alpha", allow_zero=True)
-    n = check_int(n, "n", minimum=2)
-    dist = get_distribution(dist)
-    return _or_nan(lambda: float(exact_stats(alpha, n, dist, error_estimate=False).entropy))
-
-
-def _solve(ns, target, dist):
-    """``alpha`` with ``E[H](alpha, n) = target`` at each ``n`` on ``dist`` (:func:`softmax_scale.invariant_scale`)."""
-    from ..entropy.invariant import invariant_scale
-
-    return invariant_scale(ns, target, dist=dist).alpha
-
-
-def _or_nan(f, *args):
-    """``f(*args)``, or NaN where the exact evaluator cannot answer (a head frozen far past its critical scale)."""
-    try:
-        return f(*args)
-    except (ValueError, RuntimeError):
-        return np.nan
-
-
 def probe_heads(params, config: TrainConfig, windows: int, sample_size: int = 1024) -> dict:
     """Each head of a causal model just below ``L``: what the i.i.d. predictions start from.
 
@@ -125,9 +95,10 @@ def probe_heads(params, config: TrainConfig, windows: int, sample_size: int = 10
 
     L = config.train_length
     s = attention_scores(params, config, L, windows=windows, rope="none")
-    logits, mask = query_rows(s, L // 2, L, windows)
+    q = bucket_queries(L // 2, L, counts="queries")
+    logits, mask = query_rows(s, int(q[0]), int(q[-1]) + 1, windows)
     st = head_stats(logits, mask=mask, predict=False)
-    n_ref = float(np.mean(np.arange(L // 2, L) + 1))
+    n_ref = float(np.mean(q + 1))
     return {"scores": s, "stats": st, "alpha": st.sigma * math.sqrt(n_ref / (n_ref - 1.0)),
             "pools": head_pools(logits, mask=mask, sample_size=sample_size)}
 
@@ -140,19 +111,14 @@ def head_factors(params, config: TrainConfig, *, windows: int = 16, longest: int
     trained) with :func:`softmax_scale.head_stats`: its ``sigma`` and entropy over the queries at
     positions ``L/2 .. L-1``, its pooled standardised scores there
     (:func:`softmax_scale.heads.head_pools`), and its entropy per bucket of queries inside ``L``.
-    At each ``n`` of a grid past ``L`` (``L sqrt(2)^k`` up to ``longest``, default ``16L``) two
-    rules give the factor ``f`` on the head's scores:
+    At each ``n`` of a grid past ``L`` (``L sqrt(2)^k`` up to ``longest``, default ``16L``) the
+    rules of :func:`softmax_scale.heads.rule_factors` give the factor ``f`` on the head's scores,
+    with the reference ``n_ref = L``, the head's ``alpha`` and its own pooled scores:
 
-    - ``toolkit_iid``: hold the head's i.i.d. ``E[H]`` at its value at ``L``:
-      ``E[H](f alpha, n) = E[H](alpha, L)`` on the head's own pooled scores
-      (:func:`softmax_scale.invariant_scale`);
-    - ``toolkit_measured``: cancel the drift the head *shows*, not the one the i.i.d. model
-      predicts: its measured entropy rises by ``b ln(n / L)`` (``b`` the slope of its entropy
-      against ``ln n`` over the buckets ``[L/8, L/4), [L/4, L/2), [L/2, L)``, extrapolated), and
-      the i.i.d. model only says how the entropy at ``n`` answers the factor:
-      ``E[H](f alpha, n) = E[H](alpha, n) - b ln(n / L)`` (``invariant_scale`` at that target).
-      A head whose entropy rises as the i.i.d. theory says gets the ``toolkit_iid`` factor; one
-      whose entropy does not move gets 1; one whose entropy falls gets ``f < 1``.
+    - ``toolkit_iid``: ``E[H](f alpha, n) = E[H](alpha, L)``;
+    - ``toolkit_measured``: ``E[H](f alpha, n) = E[H](alpha, n) - b ln(n / L)``, ``b`` the slope of
+      the head's measured entropy against ``ln n`` over the buckets ``[L/8, L/4), [L/4, L/2),
+      [L/2, L)``.
 
     The factor is 1 at ``n <= L``; :func:`position_factors` interpolates it between grid points.
     Where the exact evaluator cannot answer for a head (a softmax frozen far past its critical
@@ -171,12 +137,12 @@ def head_factors(params, config: TrainConfig, *, windows: int = 16, longest: int
     s, st, alpha, pools = probe["scores"], probe["stats"], probe["alpha"], probe["pools"]  # s: [layers, windows, heads, L, L]
     ents, logn = [], []
     for lo, hi in ((L // 8, L // 4), (L // 4, L // 2), (L // 2, L)):
-        lo = max(lo, 1)
-        if hi - lo < 1:
+        q = bucket_queries(lo, hi, counts="queries")
+        if not q.size:
             continue
-        lg, mk = query_rows(s, lo, hi, windows)
+        lg, mk = query_rows(s, int(q[0]), int(q[-1]) + 1, windows)
         ents.append(head_stats(lg, mask=mk, predict=False).entropy)
-        logn.append(math.log(np.mean(np.arange(lo, hi) + 1)))
+        logn.append(math.log(np.mean(q + 1)))
     ents = np.array(ents)  # [buckets, layers, heads]
     x = np.array(logn)
     slope = np.tensordot(x - x.mean(), ents - ents.mean(axis=0), axes=(0, 0)) / np.sum((x - x.mean()) ** 2)
@@ -188,17 +154,10 @@ def head_factors(params, config: TrainConfig, *, windows: int = 16, longest: int
         dist, a = pools[h], float(alpha[layer, head])
         if dist is None or not a > 0:
             continue
-        target = exact_entropy(a, L, dist)
-        pred[layer, head] = target
-        if not np.isfinite(target):
-            fac["toolkit_iid"][layer, head] = fac["toolkit_measured"][layer, head] = np.nan
-            continue
-        fac["toolkit_iid"][layer, head] = _or_nan(_solve, ns, target, dist) / a
-        for j, n in enumerate(ns):
-            goal = exact_entropy(a, n, dist) - slope[layer, head] * math.log(n / L)
-            goal = min(max(goal, 1e-3), math.log(n) - 1e-3) if np.isfinite(goal) else goal
-            fac["toolkit_measured"][layer, head, j] = (np.atleast_1d(_or_nan(_solve, [n], goal, dist))[0] / a
-                                                       if np.isfinite(goal) else np.nan)
+        pred[layer, head] = exact_entropy(a, L, dist)
+        fac["toolkit_iid"][layer, head] = rule_factors("toolkit_iid", a, dist, L, ns)
+        fac["toolkit_measured"][layer, head] = rule_factors("toolkit_measured", a, dist, L, ns,
+                                                            slope=float(slope[layer, head]))
     return HeadFactors(L, st.sigma, alpha, st.entropy, pred, slope, ns, fac, pools)
 
 

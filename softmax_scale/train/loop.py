@@ -1,4 +1,7 @@
-"""Training: AdamW with warm-up and cosine decay, gradient clipping, one jit-compiled step, float32.
+"""Training: AdamW with warm-up and cosine decay, gradient clipping, one jit-compiled step.
+
+Parameters, optimiser state and the loss are float32; the matrix products take their inputs in
+the configuration's ``compute_dtype`` (:func:`softmax_scale.train.model.matmul`).
 
 :func:`train_model` trains one model from a :class:`~softmax_scale.train.config.TrainConfig`
 and a seed.  The seed fixes the initialisation and the data order (two independent child seeds:
@@ -191,7 +194,7 @@ def _step_function(config, devices):
 
     mesh = jax.sharding.Mesh(np.asarray(devices), ("data",))
     opt, _ = make_optimizer(config)
-    loss = partial(loss_and_accuracy, heads=config.heads, causal=config.causal)
+    loss = partial(loss_and_accuracy, heads=config.heads, causal=config.causal, compute_dtype=config.compute_dtype)
     replicated = NamedSharding(mesh, PartitionSpec())
     split = NamedSharding(mesh, PartitionSpec("data"))
 

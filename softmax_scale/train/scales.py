@@ -1,17 +1,18 @@
 """The softmax scale in the trained model: a factor per query on ``q.k / sqrt(d_head)``.
 
 The factor is a function of the number of keys ``n`` the query sees (the sequence length in a
-bidirectional model, ``position + 1`` in a causal one), taken from the toolkit's scheme registry
-through :func:`softmax_scale.schemes.pinned`, the one rule for a scheme pinned at a length:
+bidirectional model, ``position + 1`` in a causal one): the registry's one per-query factor,
+:func:`softmax_scale.schemes.scheme_factor`, of a scheme pinned at the pin length ``P``.  A run
+names its scale by a training name of the registry (:attr:`softmax_scale.schemes.Scheme.train_names`):
 
-- ``"standard"``: 1;
-- ``"entropy_invariant"``: ``log_P n`` (``P`` the pin length; the note pins at 512, so 6/9 at n = 64);
-- ``"ssmax"``: ``s log n``; ``s`` is learned per head, initialised to ``pinned("ssmax", P).params["s"]
-  = 1/ln P``; the fixed part passed to the model is ``log n`` (:func:`query_factors` returns it
+- ``standard``: 1;
+- ``entropy_invariant``: ``log_P n`` (the note pins at 512, so 6/9 at n = 64);
+- ``ssmax``: ``s log n``; ``s`` is learned per head (the scheme's
+  :attr:`~softmax_scale.schemes.Scheme.learned` parameter), initialised by the pinning rule to
+  ``1/ln P``; the fixed part passed to the model is ``log n`` (:func:`query_factors` returns it
   times that initial ``s``, and :func:`ssmax_init` gives ``s``);
-- ``"alpha_star"``: the mean-field ``alpha*(n)`` on unit-variance scores,
-  ``pinned("gradient_optimal").factor(n, d)``;
-- ``"alpha"``: a constant, ``pinned("gradient_optimal", value=alpha).factor(n, d)``;
+- ``alpha_star``: the mean-field ``alpha*(n)`` on unit-variance scores (``gradient_optimal``);
+- ``alpha``: a constant, ``gradient_optimal`` with ``value=alpha``;
 - any other key of the registry that scales ``q.k`` (``qwen_logn``, ``yarn``, ...), pinned at
   ``P``: for test-time overrides (``qwen_logn`` at 64 is ``max(1, log_64 n)``).
 
@@ -23,12 +24,12 @@ from __future__ import annotations
 import numpy as np
 
 from .._util.validation import check_choice, check_int
-from ..schemes import QK_SCHEMES, pinned
+from ..schemes import QK_SCHEMES, SCHEMES, SSMAX, TRAIN_NAMES, pinned, scheme_factor, train_scheme
 
 __all__ = ["TRAIN_SCALES", "keys_seen", "model_factors", "query_factors", "ssmax_init"]
 
-#: The scales a model can be trained with.
-TRAIN_SCALES = ("standard", "entropy_invariant", "ssmax", "alpha_star", "alpha")
+#: The scales a model can be trained with: the registry's training names (they follow registrations).
+TRAIN_SCALES = TRAIN_NAMES
 
 
 def keys_seen(length: int, causal: bool) -> np.ndarray:
@@ -39,12 +40,19 @@ def keys_seen(length: int, causal: bool) -> np.ndarray:
     return np.full(length, float(length))
 
 
-def _pinned(scheme, pin_length, alpha):
-    if scheme == "alpha_star":
-        return pinned("gradient_optimal")
-    if scheme == "alpha":
-        return pinned("gradient_optimal", value=alpha)
-    return pinned(scheme, pin_length)
+def _resolve(scheme, alpha):
+    """The registry key and parameters of a training name (or of a registry key, as it is)."""
+    if scheme in TRAIN_SCALES:
+        info, params = train_scheme(scheme, alpha)
+        return info.key, params
+    return scheme, {}
+
+
+def _learned_init(scheme, pin_length):
+    """The initial value, pinned at ``pin_length``, of the parameter the scheme learns (``None``: it learns none)."""
+    key, _ = _resolve(scheme, None)
+    learned = SCHEMES[key].learned
+    return None if learned is None else float(pinned(key, pin_length).params[learned])
 
 
 def query_factors(scheme: str, length: int, d_head: int, *, causal: bool, pin_length: int,
@@ -74,28 +82,30 @@ def query_factors(scheme: str, length: int, d_head: int, *, causal: bool, pin_le
     check_choice(scheme, "scheme", sorted(set(TRAIN_SCALES) | set(QK_SCHEMES)))
     n = keys_seen(length, causal)
     pin_length = check_int(pin_length, "pin_length", minimum=2)
-    return np.asarray(_pinned(scheme, pin_length, alpha).factor(n, check_int(d_head, "d_head", minimum=1)),
-                      dtype=np.float64)
+    key, params = _resolve(scheme, alpha)
+    return scheme_factor(n, check_int(d_head, "d_head", minimum=1), key, pin_length, **params)
 
 
 def ssmax_init(pin_length: int) -> float:
-    """The initial per-head ``s`` of SSMax: ``pinned("ssmax", pin_length).params["s"]`` (``1/ln pin_length``)."""
-    return float(pinned("ssmax", pin_length).params["s"])
+    """The initial per-head ``s`` of SSMax: its pinning rule's ``s`` at ``pin_length`` (``1/ln pin_length``)."""
+    return _learned_init(SSMAX, pin_length)
 
 
 def model_factors(config, length: int, *, scheme: str | None = None, pin_length: int | None = None) -> np.ndarray:
     """The per-query factors a model of ``config`` is run with at ``length`` (float32, for the jitted model).
 
-    With ``scheme=None`` the trained scale: for ``ssmax`` the fixed part ``log n`` (the model
-    multiplies it by its learned per-head ``s``).  With a ``scheme`` (and ``pin_length``, by
-    default ``config.pin``): that scale instead of the trained one, at test time only.
+    With ``scheme=None`` the trained scale: for a scheme with a learned parameter (``ssmax``)
+    the fixed part, ``log n`` (the model multiplies it by its learned per-head ``s``).  With a
+    ``scheme`` (and ``pin_length``, by default ``config.pin``): that scale instead of the
+    trained one, at test time only.
     """
     pin = config.pin if pin_length is None else pin_length
     if scheme is None:
         f = query_factors(config.scheme, length, config.d_head, causal=config.causal, pin_length=config.pin,
                           alpha=config.alpha)
-        if config.scheme == "ssmax":
-            f = f / ssmax_init(config.pin)
+        init = _learned_init(config.scheme, config.pin)
+        if init is not None:
+            f = f / init
     else:
         f = query_factors(scheme, length, config.d_head, causal=config.causal, pin_length=pin)
     return f.astype(np.float32)

@@ -68,7 +68,8 @@ def test_standard_grows_log2_per_doubling():
     ns = 2 ** np.arange(9, 21)
     c = E.entropy_curve(ns, "standard", d=64, score_model="normal")
     np.testing.assert_allclose(np.diff(c.entropy), math.log(2), atol=0.02)
-    assert np.all(c.entropy <= np.log(ns)) and np.all(c.entropy_ratio < 1)
+    assert np.all(c.entropy <= np.log(ns))
+    assert np.all(c.entropy_ratio < 1)
     # Under standard on normal scores alpha = 1: E[H] ~ log n - 1/2 for large n.
     assert c.entropy[-1] == pytest.approx(math.log(ns[-1]) - 0.5, abs=0.02)
 
@@ -95,7 +96,8 @@ def test_isotropic_drift_invariant_smaller_than_standard():
 def test_signal_share_falls_under_standard_not_under_invariant():
     tab = E.extrapolation_table(512, ("standard", "entropy_invariant"), d=128, score_model="cosine", match=1.0)
     std, inv = tab.share_signal
-    assert np.all(np.diff(std) < 0) and std[-1] < std[0] - 0.2
+    assert np.all(np.diff(std) < 0)
+    assert std[-1] < std[0] - 0.2
     assert np.all(np.diff(inv) >= -1e-12)
     # the entropy with the signal present stays within 0.15 nats of its value at L
     assert np.max(np.abs(tab.drift_signal[1])) < 0.15
@@ -147,7 +149,8 @@ def test_optimal_alpha_causal_matches_brute_force(L):
     a, v = _brute_force_causal(L)
     assert r.alpha == pytest.approx(a, abs=1e-4)
     assert r.value == pytest.approx(v, rel=1e-8)
-    assert r.value >= r.value_heuristic >= 0 and r.value >= r.value_at_length
+    assert r.value >= r.value_heuristic >= 0
+    assert r.value >= r.value_at_length
     assert r.loss_heuristic == pytest.approx(1 - r.value_heuristic / r.value)
 
 
@@ -179,8 +182,10 @@ def test_temperature_table():
 
     t = temperature_table(ds=(128, 768), ns=(256, 65536))
     np.testing.assert_allclose(t.tau * t.alpha, 1.0)
-    assert np.all(np.diff(t.alpha, axis=0) > 0) and np.all(np.diff(t.alpha, axis=1) > 0)
-    assert t.published["clip"] == pytest.approx(1 / 0.07) and t.published["simcse"] == pytest.approx(20.0)
+    assert np.all(np.diff(t.alpha, axis=0) > 0)
+    assert np.all(np.diff(t.alpha, axis=1) > 0)
+    assert t.published["clip"] == pytest.approx(1 / 0.07)
+    assert t.published["simcse"] == pytest.approx(20.0)
     for loss in t.published_loss.values():
         assert np.all((loss >= 0) & (loss <= 1))
     # mean-field objective for cosine by dense quadrature: the optimum beats CLIP's 14.3 at d=128, n=65536
@@ -192,5 +197,6 @@ def test_temperature_table():
         return a * (1 - np.dot(w, np.exp(2 * a * s)) / (n * np.dot(w, np.exp(a * s)) ** 2))
 
     a = t.alpha[0, 1]
-    assert g(a, 65536) > g(a * 1.01, 65536) and g(a, 65536) > g(a * 0.99, 65536)
+    assert g(a, 65536) > g(a * 1.01, 65536)
+    assert g(a, 65536) > g(a * 0.99, 65536)
     assert t.published_loss["clip"][0, 1] == pytest.approx(1 - g(1 / 0.07, 65536) / g(a, 65536), abs=1e-6)

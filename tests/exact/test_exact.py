@@ -90,18 +90,24 @@ def test_invariants(dist, d, n):
     r = exact_stats(alphas, n, dist, d=d, error_estimate=False)
     tol = 1e-12
     assert np.all(np.isfinite([r.sum_p2, r.entropy, r.grad, r.log_z]))
-    assert np.all(r.sum_p2 >= 1.0 / n - tol) and np.all(r.sum_p2 <= 1.0 + tol)
-    assert np.all(r.entropy >= -tol) and np.all(r.entropy <= np.log(n) + tol)
+    assert np.all(r.sum_p2 >= 1.0 / n - tol)
+    assert np.all(r.sum_p2 <= 1.0 + tol)
+    assert np.all(r.entropy >= -tol)
+    assert np.all(r.entropy <= np.log(n) + tol)
     assert np.allclose(r.grad, alphas * (1.0 - r.sum_p2), rtol=1e-9, atol=1e-12)
     # E[sum p^2] rises and E[H] falls with alpha (more peaked softmax)
-    assert np.all(np.diff(r.sum_p2) >= -1e-12) and np.all(np.diff(r.entropy) <= 1e-12)
+    assert np.all(np.diff(r.sum_p2) >= -1e-12)
+    assert np.all(np.diff(r.entropy) <= 1e-12)
     # Jensen: E[log Z] <= log E[Z] = log n + log M(alpha)
     assert np.all(r.log_z <= np.log(n) + ss.get_distribution(dist, d).log_mgf(alphas) + 1e-9)
 
 
 def test_alpha_zero_is_exactly_uniform():
     r = exact_stats(0.0, 1000)
-    assert r.sum_p2 == 1.0 / 1000 and r.entropy == np.log(1000) and r.grad == 0.0 and r.log_z == np.log(1000)
+    assert r.sum_p2 == 1.0 / 1000
+    assert r.entropy == np.log(1000)
+    assert r.grad == 0.0
+    assert r.log_z == np.log(1000)
 
 
 def test_entropy_identity_between_independent_formulas():
@@ -136,7 +142,9 @@ def test_large_n_matches_the_law_of_large_numbers():
 def test_huge_n_and_huge_scales_are_finite():
     for dist, d in [("normal", None), ("cosine", 128)]:
         r = exact_stats(np.array([1e-9, 1.0, 1e3, 1e5, 1e6]), 10**12, dist, d=d)
-        assert np.all(np.isfinite(r.sum_p2)) and np.all(np.isfinite(r.log_z)) and np.all(np.isfinite(r.grad))
+        assert np.all(np.isfinite(r.sum_p2))
+        assert np.all(np.isfinite(r.log_z))
+        assert np.all(np.isfinite(r.grad))
         assert r.sum_p2[0] * 1e12 == pytest.approx(1.0, rel=1e-6)
         # nearly one-hot: 1 - E[sum p^2] ~ sup E[G] / alpha, so E[G] has converged between 1e5 and 1e6
         assert r.sum_p2[-1] > 0.999
@@ -145,14 +153,17 @@ def test_huge_n_and_huge_scales_are_finite():
 
 def test_cost_is_fine_for_n_from_2_to_1e15():
     r = exact_stats(2.0, 10**15)
-    assert np.isfinite(r.sum_p2) and r.quad_error < 1e-6
+    assert np.isfinite(r.sum_p2)
+    assert r.quad_error < 1e-6
 
 
 def test_softmax_stats_dispatches_to_exact():
     a = ss.softmax_stats(np.array([1.0, 2.0]), 64, method="exact")
     b = exact_stats(np.array([1.0, 2.0]), 64)
-    assert a.method == "exact" and a.trials == 0
-    assert np.array_equal(a.sum_p2, b.sum_p2) and np.all(a.grad_se == 0)
+    assert a.method == "exact"
+    assert a.trials == 0
+    assert np.array_equal(a.sum_p2, b.sum_p2)
+    assert np.all(a.grad_se == 0)
 
 
 @pytest.mark.parametrize(
@@ -193,7 +204,8 @@ def test_small_dimension_cosine_follows_the_second_order_expansion(d, alpha, n):
     v = (n - 1) / n / d
     assert abs(r.sum_p2 * n - 1 - alpha * alpha * v) < 1e-9 + 2 * alpha**4
     assert abs(r.entropy - np.log(n) + 0.5 * alpha * alpha * v) < 1e-9 + 2 * alpha**4
-    assert 1.0 / n <= r.sum_p2 <= 1.0 and 0.0 <= r.entropy <= np.log(n)
+    assert 1.0 / n <= r.sum_p2 <= 1.0
+    assert 0.0 <= r.entropy <= np.log(n)
     assert r.quad_error < 1e-6
 
 
@@ -224,4 +236,6 @@ def test_softmax_stats_defaults_to_the_deterministic_exact_method():
     a = ss.softmax_stats(1.7, 333)
     b = ss.softmax_stats(1.7, 333)
     c = ss.softmax_stats(1.7, 333, method="exact")
-    assert a.method == "exact" and a.entropy == b.entropy == c.entropy and a.sum_p2 == c.sum_p2
+    assert a.method == "exact"
+    assert a.entropy == b.entropy == c.entropy
+    assert a.sum_p2 == c.sum_p2

@@ -1,4 +1,4 @@
-"""Issue 16: RoPE variants in the trained model, test-time scales, the toolkit's per-head scale, the GGUF cross-check.
+"""The causal experiment: RoPE variants in the trained model, test-time scales, the toolkit's per-head scale, the GGUF cross-check.
 
 - each RoPE variant of the JAX model against a naive float64 forward written from the formulas
   (relative positions as complex rotations; ReRoPE as relative position ``min(i - j, w)``);
@@ -22,13 +22,12 @@ import pytest
 jax = pytest.importorskip("jax")
 
 from softmax_scale import models  # noqa: E402
+from softmax_scale.experiments import EXPERIMENTS  # noqa: E402
 from softmax_scale.experiments.causal import CAUSAL_COLUMNS, causal_summary, expected_causal_rows  # noqa: E402
-from softmax_scale.experiments.training import experiment_tasks, read_results  # noqa: E402
 from softmax_scale.schemes.rope import ROPES, rerope_window, rope_frequencies  # noqa: E402
 from softmax_scale.train import TrainConfig, model_factors  # noqa: E402
 from softmax_scale.train.evaluation import attention_scores, evaluate, position_buckets  # noqa: E402
 from softmax_scale.train.export import export_gguf  # noqa: E402
-from softmax_scale.train.head_scales import exact_entropy, head_factors, position_factors  # noqa: E402
 from softmax_scale.train.loop import train_model  # noqa: E402
 from softmax_scale.train.model import forward, init_params, rope_tables  # noqa: E402
 
@@ -155,7 +154,8 @@ def test_rope_frequencies_of_the_new_variants():
         np.testing.assert_allclose(rope_frequencies("dynamic_ntk", 8, 100.0, 8, n), naive_theta("dynamic_ntk", 8, 100.0, 8, n),
                                    rtol=1e-13)
         assert np.array_equal(rope_frequencies("rerope", 8, 100.0, 8, n), rope_frequencies("none", 8, 100.0, 8, n))
-    assert rerope_window(64) == 32 and rerope_window(512) == 256
+    assert rerope_window(64) == 32
+    assert rerope_window(512) == 256
 
 
 @pytest.fixture(scope="module")
@@ -170,13 +170,15 @@ def test_dynamic_ntk_leaves_sequences_up_to_L_bit_identical(trained):
     for n in (L // 2, L):
         a = evaluate(p, cfg, [n], rope="dynamic_ntk", tokens=256)[n]
         b = evaluate(p, cfg, [n], rope="none", tokens=256)[n]
-        assert np.array_equal(a.nll, b.nll) and np.array_equal(a.correct, b.correct)
+        assert np.array_equal(a.nll, b.nll)
+        assert np.array_equal(a.correct, b.correct)
     # past L it differs from none and, read per bucket, from the static ntk of the whole sequence
     n = 8 * L
     d, s, z = (evaluate(p, cfg, [n], rope=r, tokens=512)[n] for r in ("dynamic_ntk", "ntk", "none"))
     # inside L: the trained RoPE, from a prefix pass of another shape (float32 rounding of other products)
     np.testing.assert_allclose(d.nll[:L], z.nll[:L], rtol=1e-5, atol=1e-5)
-    assert not np.allclose(d.nll[L:], z.nll[L:]) and not np.allclose(d.nll[L:], s.nll[L:])
+    assert not np.allclose(d.nll[L:], z.nll[L:])
+    assert not np.allclose(d.nll[L:], s.nll[L:])
     # the last bucket ends at n: its positions are the static ntk's, to float32 accuracy (prefix = whole)
     lo = position_buckets(L, n)[-2]
     np.testing.assert_allclose(d.nll[lo:], s.nll[lo:], rtol=1e-5, atol=1e-5)
@@ -190,7 +192,8 @@ def test_rerope_keeps_every_pair_inside_the_window(trained):
     b = attention_scores(p, cfg, n, windows=2, rope="none")[0]
     i, j = np.indices((n, n))
     near, far = (i - j < w) & (j <= i), i - j >= w
-    assert np.array_equal(a[..., near], b[..., near]) and not np.allclose(a[..., far], b[..., far])
+    assert np.array_equal(a[..., near], b[..., near])
+    assert not np.allclose(a[..., far], b[..., far])
     # a far key is seen at relative position w: its score is the none score of the pair at distance w
     cos, sin = rope_tables(cfg, n, "none")
     assert np.allclose(a[..., far].std(), b[..., i - j == w].std(), rtol=0.5)
@@ -206,10 +209,12 @@ def test_a_scale_of_one_changes_nothing(trained):
     n = 4 * L
     ref = evaluate(p, cfg, [n], tokens=512)[n]
     ones = evaluate(p, cfg, [n], factors=np.ones((cfg.layers, cfg.heads, n), np.float32), tokens=512)[n]
-    assert np.array_equal(ref.nll, ones.nll) and np.array_equal(ref.correct, ones.correct)
+    assert np.array_equal(ref.nll, ones.nll)
+    assert np.array_equal(ref.correct, ones.correct)
     for scheme in ("qwen_logn", "yarn"):  # 1 up to n = L: those positions bit for bit, the rest changed
         e = evaluate(p, cfg, [n], scheme=scheme, pin_length=L, tokens=512)[n]
-        assert np.array_equal(e.nll[:L], ref.nll[:L]) and not np.allclose(e.nll[L:], ref.nll[L:])
+        assert np.array_equal(e.nll[:L], ref.nll[:L])
+        assert not np.allclose(e.nll[L:], ref.nll[L:])
 
 
 @pytest.mark.parametrize("rope", ROPES)
@@ -224,28 +229,8 @@ def test_causal_outputs_never_see_later_bytes(trained, rope):
     for kw in ({}, {"factors": f}, {"window": cfg.train_length}):
         a, b = jax_logits(cfg, p, ids, rope, **kw), jax_logits(cfg, p, other, rope, **kw)
         changed = np.max(np.abs(a - b), axis=-1)[0]
-        assert np.all(changed[:j] == 0.0) and changed[j] > 0.0
-
-
-def test_the_toolkit_per_head_factors(trained):
-    import softmax_scale as ss
-
-    cfg, p = trained
-    L = cfg.train_length
-    hf = head_factors(p, cfg, windows=4, longest=4 * L, sample_size=256)
-    assert hf.ns.tolist() == [11, 16, 23, 32]  # L sqrt(2)^k
-    f = hf.factors["toolkit_iid"]
-    assert np.all(np.isfinite(f)) and np.all(f > 0)
-    # the i.i.d. rule holds E[H] at its value at L, on the head's own pooled scores
-    for idx in np.ndindex(cfg.layers, cfg.heads):
-        dist = hf.pools[idx[0] * cfg.heads + idx[1]]
-        e = ss.softmax_stats(float(f[idx][-1] * hf.alpha[idx]), 32, dist, method="exact", error_estimate=False).entropy
-        assert abs(e - hf.predicted[idx]) < 1e-6
-    pf = position_factors(hf, "toolkit_measured", 4 * L)
-    assert pf.shape == (cfg.layers, cfg.heads, 4 * L) and np.all(pf[..., :L] == 1.0)
-    np.testing.assert_allclose(pf[..., 15], hf.factors["toolkit_measured"][..., 1], rtol=1e-6)  # n = 16 keys
-    with pytest.raises(ValueError, match="`config`"):
-        head_factors(p, cfg.replace(scheme="entropy_invariant"))
+        assert np.all(changed[:j] == 0.0)
+        assert changed[j] > 0.0
 
 
 def test_export_to_gguf_and_the_numpy_decoder_agree(trained, tmp_path):
@@ -258,7 +243,8 @@ def test_export_to_gguf_and_the_numpy_decoder_agree(trained, tmp_path):
         params = p if scheme == "standard" else train_model(c, rng=1, progress=False).params
         path = export_gguf(params, c, tmp_path / f"{scheme}.gguf")
         dec = models.load("smollm2", path=path)
-        assert dec.config.context_length == c.train_length and dec.config.vocab_size == 257
+        assert dec.config.context_length == c.train_length
+        assert dec.config.vocab_size == 257
         L, n = c.train_length, 6 * c.train_length
         ids = np.random.default_rng(8).integers(0, 256, size=n + 1).astype(np.int64)
         f = scale_factors(scheme, np.arange(1, n + 1), c.d_head, L)
@@ -289,13 +275,12 @@ def test_bad_input(trained):
         evaluate(p, cfg, [16], factors=np.ones((3, 16), np.float32))
     with pytest.raises(ValueError, match="`factors`"):
         evaluate(p, cfg, [16], factors=np.ones(16, np.float32), scheme="qwen_logn")
-    with pytest.raises(ValueError, match="`rule`"):
-        position_factors(head_factors(p, cfg, windows=2, longest=16, sample_size=64), "nope", 16)
 
 
 def test_a_relu_config_describes_itself_as_before():
     """The mlm/alpha result files and checkpoints written before ``ffn`` existed still match."""
-    assert '"ffn"' not in TrainConfig().describe() and '"ffn":"swiglu"' in tiny().describe()
+    assert '"ffn"' not in TrainConfig().describe()
+    assert '"ffn":"swiglu"' in tiny().describe()
     assert TrainConfig.from_json(TrainConfig().describe()) == TrainConfig()
 
 
@@ -306,16 +291,32 @@ def test_quick_causal_end_to_end(tmp_path):
     # no wall-time assertion (timings belong to the benchmarks and the README); a hang guard only
     res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False, cwd=ROOT)
     assert res.returncode == 0, res.stderr[-3000:]
-    t = read_results("causal", path=tmp_path / "train_causal_quick.csv")
+    causal = EXPERIMENTS["causal"]
+    t = causal.read(tmp_path / "train_causal_quick.csv")
     assert tuple(t.rows) == CAUSAL_COLUMNS
     for key in ("command", "config", "corpus", "jax", "code", "date", "ropes", "window"):
         assert t.header[key], key
-    tasks = experiment_tasks("causal", quick=True)
+    tasks = causal.tasks(causal.config(quick=True))
     assert len(t) == sum(expected_causal_rows(x) for x in tasks)
     s = causal_summary(t)
-    assert s["diverged"] == [] and s["lengths"].tolist() == [16, 128, 256]
+    assert s["diverged"] == []
+    assert s["lengths"].tolist() == [16, 128, 256]
     assert {k[1] for k in s["rows"]} == set(ROPES)
     assert (tmp_path / "train_causal_quick.png").read_bytes()[:4] == b"\x89PNG"
+    assert (tmp_path / "train_causal_quick_heads.png").read_bytes()[:4] == b"\x89PNG"
+    # the rows in task order: seed by seed, each trained scale's block whole
+    blocks = [(a, int(b)) for a, b in dict.fromkeys(zip(t.rows["scheme"], t.rows["seed"]))]
+    assert blocks == [(x.label, x.seed) for x in tasks]
+    ev = causal.evidence(t)
+    assert {e.multiple for e in ev} == {8.0, 16.0}
+    assert {e.rope for e in ev} == set(ROPES)
+    one = next(e for e in ev if e.scale == "entropy_invariant@16" and e.reference == "standard" and e.metric == "loss"
+               and e.rope == "none" and e.multiple == 16.0)
+    assert one.seeds == (0, 1)
+    s16 = causal_summary(t)["rows"]
+    per_seed = s16[("entropy_invariant@16", "none", "trained")]["loss_seeds"][-1] - s16[("standard", "none", "trained")]["loss_seeds"][-1]
+    assert one.difference == pytest.approx(per_seed.mean(), abs=1e-12)
+    assert one.spread == pytest.approx(per_seed.std(ddof=1), abs=1e-12)
     # a rerun trains nothing: the same rows, no checkpoint left behind
     before = (tmp_path / "train_causal_quick.csv").read_bytes()
     res = subprocess.run(cmd + ["--no-figure"], env=env, capture_output=True, text=True, timeout=600, check=False,
@@ -323,18 +324,3 @@ def test_quick_causal_end_to_end(tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     assert (tmp_path / "train_causal_quick.csv").read_bytes() == before
     assert not list((tmp_path / ".train-checkpoints").glob("*.npz"))
-
-
-def test_exact_entropy_refuses_bad_arguments_and_turns_only_the_evaluators_refusal_into_nan():
-    from softmax_scale import exact_stats
-    from softmax_scale.distributions import get_distribution
-
-    assert exact_entropy(1.0, 100, "normal") == float(exact_stats(1.0, 100, "normal", error_estimate=False).entropy)
-    for args, name in (((-1.0, 100, "normal"), "alpha"), ((1.0, 1, "normal"), "n"), ((1.0, 100, "nope"), "dist")):
-        with pytest.raises(ValueError, match=f"`{name}`"):
-            exact_entropy(*args)
-    # a sample with a huge spread at a huge scale: the quadrature refuses (too much work), the head gets NaN
-    wide = get_distribution(np.array([-1e6, 0.0, 1e6]))
-    with pytest.raises(ValueError):
-        exact_stats(1e6, 100, wide, error_estimate=False)
-    assert np.isnan(exact_entropy(1e6, 100, wide))

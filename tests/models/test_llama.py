@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 
 from softmax_scale import models
-from softmax_scale import rope as ropes
 from softmax_scale.experiments import _iid_prediction as iid_prediction
 from softmax_scale.experiments import real_extrapolation as ex
 from softmax_scale.models import gguf_file, llama
+from softmax_scale.schemes import rope as ropes
 
 # ---------------------------------------------------------------------------------------------
 # A tiny random LLaMA as GGUF.
@@ -278,7 +278,8 @@ def test_unit_scale_below_L_is_bit_identical(tiny):
     st_ref = tiny.positions(ids, block=8)
     for scheme in ("qwen_logn", "yarn"):
         f = llama.scale_factors(scheme, np.arange(1, len(ids) + 1), TINY["head_dim"], L)
-        assert np.all(f[:L] == 1.0) and np.any(f[L:] != 1.0)
+        assert np.all(f[:L] == 1.0)
+        assert np.any(f[L:] != 1.0)
         st = tiny.positions(ids, factors=f, block=8)
         below = slice(0, L - 1)  # queries 0..L-1 see <= L keys; nll[i] belongs to query i
         assert np.array_equal(st.nll[below], st_ref.nll[below])
@@ -286,10 +287,12 @@ def test_unit_scale_below_L_is_bit_identical(tiny):
         assert np.array_equal(st.sigma[..., :L], st_ref.sigma[..., :L])
         assert not np.array_equal(st.entropy[..., L:], st_ref.entropy[..., L:])
         ev = tiny.evaluate(ids, scheme=scheme, train_length=L, progress=False, buckets=[0, L, 3 * L])
-        assert ev.loss[0] == ref.loss[0] and ev.loss[1] != ref.loss[1]
+        assert ev.loss[0] == ref.loss[0]
+        assert ev.loss[1] != ref.loss[1]
     # llama4 steps up at n = L itself (floor(n / L) = 1): queries seeing fewer than L keys unchanged
     f = llama.scale_factors("llama4", np.arange(1, len(ids) + 1), TINY["head_dim"], L)
-    assert np.all(f[:L - 1] == 1.0) and f[L - 1] > 1.0
+    assert np.all(f[:L - 1] == 1.0)
+    assert f[L - 1] > 1.0
     st = tiny.positions(ids, factors=f, block=8)
     assert np.array_equal(st.entropy[..., :L - 1], st_ref.entropy[..., :L - 1])
     # negative control: entropy_invariant is not 1 below L, and it changes those positions
@@ -422,7 +425,8 @@ def test_pipeline_resumes(tiny, tmp_path, monkeypatch):
         ex.length_extrapolation(tiny, **{**kw, "lengths": (32, 64)})
     # the window baseline has no loss below L and the standard run's prefix equals it there
     w = r2.loss_table()[("window", "standard")][1]
-    assert np.all(np.isnan(w[:4])) and np.all(np.isfinite(w[4:]))
+    assert np.all(np.isnan(w[:4]))
+    assert np.all(np.isfinite(w[4:]))
 
 
 def test_bucket_edges():
@@ -455,7 +459,8 @@ def test_prediction_spline_matches_direct_evaluation():
     np.testing.assert_allclose(pe["standard"][0, 0], pn["standard"][0, 0], atol=0.02)
     # the invariant factor holds E[H] at the reference length: > 1 (the scale must grow) past L
     far = edges[:-1] >= L
-    assert np.all(inv[0][:, far] > 1.0) and np.all(inv[0][:, far] < 2.0)
+    assert np.all(inv[0][:, far] > 1.0)
+    assert np.all(inv[0][:, far] < 2.0)
     assert np.all(np.isnan(inv[0][:, ~far]))
 
 
@@ -466,10 +471,12 @@ def test_quick_pipeline_cli(tmp_path, capsys):
     out = tmp_path / "real_extrapolation_quick.csv"  # --out is a folder, as for `figures`
     assert cli.main(["extrapolate", "--quick", "--out", str(tmp_path), "--no-progress"]) == 0
     text = capsys.readouterr().out
-    assert "sliding window (baseline)" in text and (tmp_path / "real_extrapolation_quick.png").exists()
+    assert "sliding window (baseline)" in text
+    assert (tmp_path / "real_extrapolation_quick.png").exists()
     res = ex.read_extrapolation_csv(out)
     assert res.header["model_sha256"] == models.load("smollm2").sha256
-    assert res.header["train_length"] == "256" and res.header["length"] == "768"
+    assert res.header["train_length"] == "256"
+    assert res.header["length"] == "768"
     keys = set(res.loss_table())
     want = {(r, s) for r in ex.QUICK["ropes"] for s in ex.QUICK["schemes"]} | {("window", "standard")}
     assert want <= keys

@@ -76,7 +76,8 @@ def test_sample_weights_uncorrected_truncation_variance():
 @pytest.mark.parametrize("d", [1, 16, 128])
 def test_dot_product_variance_is_d(dist, d):
     r = m.dot_product_variance(d, dist, trials=20_000, rng=d)
-    assert r.closed_form == pytest.approx(d) and r.target == d
+    assert r.closed_form == pytest.approx(d)
+    assert r.target == d
     assert within(r.estimate, r.stderr, d)
     s = m.dot_product_variance(d, dist, trials=20_000, scaled=True, rng=d + 1)
     assert within(s.estimate, s.stderr, 1.0)
@@ -96,7 +97,8 @@ def test_reproducible():
     a = m.dot_product_variance(32, "uniform", trials=1000, rng=7)
     b = m.dot_product_variance(32, "uniform", trials=1000, rng=7)
     c = m.dot_product_variance(32, "uniform", trials=1000, rng=8)
-    assert a == b and a.estimate != c.estimate
+    assert a == b
+    assert a.estimate != c.estimate
     g1 = m.depth_second_moments(3, "tanh", "lecun", width=8, trials=4, rng=np.random.default_rng(5))
     g2 = m.depth_second_moments(3, "tanh", "lecun", width=8, trials=4, rng=5)
     np.testing.assert_array_equal(g1.second_moment, g2.second_moment)
@@ -133,7 +135,8 @@ def test_rescaled_activation_zero_mean_unit_second_moment(name):
     assert ref_expectation(c) == pytest.approx(0.0, abs=1e-9)
     assert ref_expectation(lambda x: c(x) ** 2) == pytest.approx(1.0, rel=1e-9)
     g = m.rescale_activation(name, center=False)
-    assert g.shift == 0.0 and g.scale == pytest.approx(m.preserving_gain(name))
+    assert g.shift == 0.0
+    assert g.scale == pytest.approx(m.preserving_gain(name))
     assert ref_expectation(lambda x: g(x) ** 2) == pytest.approx(1.0, rel=1e-9)
     # and by Monte Carlo
     x = np.random.default_rng(11).standard_normal(200_000)
@@ -203,7 +206,8 @@ def test_preserving_gain_keeps_one_at_large_width(act):
 
 def test_mean_field_recursion_tanh_lecun_vanishes():
     q = m.mean_field_second_moments(50, "tanh", "lecun")
-    assert np.all(np.diff(q) < 0) and q[-1] < 0.1
+    assert np.all(np.diff(q) < 0)
+    assert q[-1] < 0.1
     r = m.depth_second_moments(5, "tanh", "lecun", width=256, trials=16, rng=26)
     assert np.all(np.abs(r.second_moment - r.predicted) <= Z * r.stderr + 0.02 * r.predicted)
 
@@ -367,7 +371,8 @@ def test_quick_figures_return_labelled_figures():
     from softmax_scale.plotting.moments import FIGURES
 
     names = [f[0] for f in FIGURES]
-    assert len(set(names)) == len(names) and all(n.startswith("moments_") for n in names)
+    assert len(set(names)) == len(names)
+    assert all(n.startswith("moments_") for n in names)
     for _name, func, full, quick in FIGURES:
         assert set(quick) <= set(full) | {"activations"}
         fig = func(**quick)
@@ -376,5 +381,6 @@ def test_quick_figures_return_labelled_figures():
         assert fig.get_suptitle()
         for ax in fig.axes:
             if ax.get_visible():
-                assert ax.get_xlabel() and ax.get_ylabel()
+                assert ax.get_xlabel()
+                assert ax.get_ylabel()
                 assert ax.get_legend() is not None

@@ -13,7 +13,8 @@ FIGS = all_figures()
 
 def test_figure_names_are_unique():
     names = [f[0] for f in FIGS]
-    assert len(names) == len(set(names)) and "alpha_star_vs_n" in names
+    assert len(names) == len(set(names))
+    assert "alpha_star_vs_n" in names
 
 
 @pytest.mark.parametrize("name, func, full, quick", FIGS, ids=[f[0] for f in FIGS])
@@ -56,7 +57,7 @@ def test_interrupted_write_leaves_no_half_written_file(tmp_path):
 
 
 def test_main_job_computes_the_objective_tables_once(monkeypatch, tmp_path):
-    """The alpha* table and the figure of alpha* per objective share one computation (issue 12)."""
+    """The alpha* table and the figure of alpha* per objective share one computation."""
     from softmax_scale import plotting
     from softmax_scale.objectives import typical
 
@@ -87,7 +88,8 @@ def test_real_extrapolation_figure_shows_the_small_differences_and_reads():
     fig = extrapolation_figure(res)
     ax_a, ax_b, ax_c, ax_d, ax_e, ax_f = fig.axes
     lo, hi = ax_b.get_ylim()
-    assert hi - lo < 0.1 and ax_b.get_yticks()[1] - ax_b.get_yticks()[0] == pytest.approx(0.01)  # 0.01 nats readable
+    assert hi - lo < 0.1
+    assert ax_b.get_yticks()[1] - ax_b.get_yticks()[0] == pytest.approx(0.01)
     assert any("off this scale: RoPE none" in t.get_text() for t in ax_b.texts)  # computed, not typed
     # panel (c): dots are the normal prediction, crosses the empirical one (as in real_heads_entropy)
     last = len(res.buckets) - 1
@@ -100,5 +102,6 @@ def test_real_extrapolation_figure_shows_the_small_differences_and_reads():
     legends = [a for a in ax_f.get_children() if type(a).__name__ == "Legend"]
     assert len(legends) == 3
     texts = [t for leg in legends for t in [*leg.get_texts(), leg.get_title()]]
-    assert len(texts) >= 12 and min(t.get_fontsize() for t in texts) >= 8
+    assert len(texts) >= 12
+    assert min(t.get_fontsize() for t in texts) >= 8
     assert any("qwen_logn  x1.062" in t.get_text() for t in texts)

@@ -33,7 +33,8 @@ def reference():
 
 def test_same_seed_same_loss_bit_for_bit(reference):
     again = train_model(CFG, rng=7, progress=False)
-    assert again.finished and not again.diverged
+    assert again.finished
+    assert not again.diverged
     np.testing.assert_array_equal(again.history["loss"], reference.history["loss"])
     assert same_bits(again.params, reference.params)
     other = train_model(CFG, rng=8, progress=False)
@@ -44,14 +45,18 @@ def test_same_seed_same_loss_bit_for_bit(reference):
 def test_resume_after_a_stop_is_bit_identical(reference, tmp_path):
     ckpt = tmp_path / "run.npz"
     part = train_model(CFG, rng=7, checkpoint=ckpt, stop_after=13, progress=False)
-    assert not part.finished and part.steps == 13 and ckpt.exists()  # last checkpoint: step 10
+    assert not part.finished
+    assert part.steps == 13
+    assert ckpt.exists()
     rest = train_model(CFG, rng=7, checkpoint=ckpt, progress=False)
-    assert rest.resumed_from == 10 and rest.finished
+    assert rest.resumed_from == 10
+    assert rest.finished
     assert same_bits(rest.params, reference.params)
     np.testing.assert_array_equal(rest.history["loss"], reference.history["loss"])
     # a finished checkpoint resumes to the same end without training
     done = train_model(CFG, rng=7, checkpoint=ckpt, progress=False)
-    assert done.resumed_from == CFG.steps and same_bits(done.params, reference.params)
+    assert done.resumed_from == CFG.steps
+    assert same_bits(done.params, reference.params)
 
 
 def test_a_checkpoint_of_another_run_is_refused(tmp_path):
@@ -69,16 +74,19 @@ def test_a_corrupt_checkpoint_is_one_clear_error(tmp_path, content):
     ckpt.write_bytes(content)
     with pytest.raises(ValueError) as err:
         train_model(CFG, rng=7, checkpoint=ckpt, progress=False)
-    assert "`checkpoint`" in str(err.value) and str(ckpt) in str(err.value)
+    assert "`checkpoint`" in str(err.value)
+    assert str(ckpt) in str(err.value)
     assert ckpt.read_bytes() == content  # left as it was, nothing written beside it
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.npz"]
 
 
 def test_divergence_stops_with_a_message():
     res = train_model(CFG.replace(lr=500.0, clip=1e9, warmup=0), rng=0, progress=False)
-    assert res.diverged and not res.finished
+    assert res.diverged
+    assert not res.finished
     assert "diverged at step" in res.message
-    assert res.steps < CFG.steps and len(res.history["loss"]) == res.steps
+    assert res.steps < CFG.steps
+    assert len(res.history["loss"]) == res.steps
 
 
 def test_bad_input_names_the_parameter():

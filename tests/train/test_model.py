@@ -36,7 +36,7 @@ def random_params(cfg, seed=0):
 
 
 def naive_factor(cfg, n):
-    """The per-query factor written out from SCHEMES.md, not through the registry."""
+    """The per-query factor written out from the published formulas, not through the registry."""
     if cfg.scheme == "standard":
         return 1.0
     if cfg.scheme == "entropy_invariant":
@@ -48,8 +48,18 @@ def naive_factor(cfg, n):
     return 0.0 if n < 2 else float(ss.optimal_alpha(n))  # alpha*(n) on unit-variance scores
 
 
-def naive_forward(params, ids, cfg):
-    """Float64, one sequence, one head at a time, full T x T matrices; RoPE as complex rotations."""
+def bf16(a):
+    """``a`` rounded to bfloat16 (to nearest, ties to even), back in float64: written out on the bits, not through JAX."""
+    bits = np.asarray(a, np.float64).astype(np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def naive_forward(params, ids, cfg, rounded=False):
+    """Float64, one sequence, one head at a time, full T x T matrices; RoPE as complex rotations.
+
+    ``rounded``: every matrix product's two inputs rounded to bfloat16 first (the sum in float64).
+    """
     p = {k: v for k, v in params.items()}
     D, H = cfg.d_model, cfg.heads
     dh = D // H
@@ -61,6 +71,9 @@ def naive_forward(params, ids, cfg):
     def norm(v, g):
         return v / np.sqrt(np.mean(v * v, axis=-1, keepdims=True) + 1e-6) * g
 
+    def mm(a, b):
+        return bf16(a) @ bf16(b) if rounded else a @ b
+
     def rope(m):  # [T, dh]: pair (i, i + dh/2) as one complex number
         c = (m[:, : dh // 2] + 1j * m[:, dh // 2:]) * rot
         return np.concatenate([c.real, c.imag], axis=1)
@@ -71,24 +84,24 @@ def naive_forward(params, ids, cfg):
         out = np.zeros((T, D))
         for head in range(H):
             sl = slice(head * dh, (head + 1) * dh)
-            q, k, v = rope(h @ lay["wq"][:, sl]), rope(h @ lay["wk"][:, sl]), h @ lay["wv"][:, sl]
+            q, k, v = rope(mm(h, lay["wq"][:, sl])), rope(mm(h, lay["wk"][:, sl])), mm(h, lay["wv"][:, sl])
             for i in range(T):
                 keys = i + 1 if cfg.objective == "causal" else T
                 f = naive_factor(cfg, keys) * (lay["s"][head] if "s" in lay else 1.0)
-                z = f * (q[i] @ k[:keys].T) / math.sqrt(dh)
+                z = f * mm(q[i], k[:keys].T) / math.sqrt(dh)
                 w = np.exp(z - z.max())
                 w /= w.sum()
-                out[i, sl] = w @ v[:keys]
-        x = x + out @ lay["wo"]
-        h = norm(x, lay["norm2"]) @ lay["w1"]
-        x = x + np.maximum(h, 0.0) @ lay["w2"]
-    return norm(x, np.asarray(p["norm"], np.float64)) @ np.asarray(p["embed"], np.float64).T
+                out[i, sl] = mm(w, v[:keys])
+        x = x + mm(out, lay["wo"])
+        h = mm(norm(x, lay["norm2"]), lay["w1"])
+        x = x + mm(np.maximum(h, 0.0), lay["w2"])
+    return mm(norm(x, np.asarray(p["norm"], np.float64)), np.asarray(p["embed"], np.float64).T)
 
 
 def run(cfg, params, ids):
     cos, sin = rope_tables(cfg, ids.shape[1])
     return np.asarray(forward(params, ids, cos=cos, sin=sin, factors=model_factors(cfg, ids.shape[1]),
-                              heads=cfg.heads, causal=cfg.causal))
+                              heads=cfg.heads, causal=cfg.causal, compute_dtype=cfg.compute_dtype))
 
 
 @pytest.mark.parametrize("objective", ["mlm", "causal"])
@@ -104,12 +117,47 @@ def test_forward_matches_a_naive_numpy_forward(scheme, kw, objective):
         assert err < 2e-5, err  # float32 against float64
 
 
+#: bfloat16's unit roundoff: 8 significant bits, a rounded input is within 2^-8 of its value (relative).
+U_BF16 = 2.0 ** -8
+
+
+@pytest.mark.parametrize("objective", ["mlm", "causal"])
+@pytest.mark.parametrize("scheme, kw", SCHEMES, ids=[s for s, _ in SCHEMES])
+def test_bfloat16_forward_matches_the_naive_forward(scheme, kw, objective):
+    cfg = small(scheme, objective, **kw).replace(compute_dtype="bfloat16")
+    params = random_params(cfg)
+    ids = np.random.default_rng(2).integers(0, 257, size=(2, cfg.train_length)).astype(np.int32)
+    got = run(cfg, params, ids)
+    for b in range(2):
+        # Rounded alike: a product of two bfloat16 numbers (8 + 8 significant bits) is exact in float32, so
+        # what is left is float32 accumulation and elementwise work, as in the float32 test.
+        alike = naive_forward(params, ids[b], cfg, rounded=True)
+        assert np.max(np.abs(got[b] - alike)) / np.max(np.abs(alike)) < 2e-5
+        # Against exact products: each product's two inputs carry up to U_BF16 each (2 U_BF16 on the
+        # output's own product) and the residual stream carries the earlier products' errors in by addition,
+        # as much again: 4 U_BF16 relative to the largest logit.
+        exact = naive_forward(params, ids[b], cfg)
+        err = np.max(np.abs(got[b] - exact)) / np.max(np.abs(exact))
+        assert err < 4 * U_BF16
+        assert err > 1e-4  # the products are rounded: float32 (2e-5 above) is not what ran
+
+
+def test_the_bfloat16_rounding_of_the_reference_is_jax_s():
+    g = np.random.default_rng(0)
+    x = np.concatenate([g.standard_normal(10000) * 10.0 ** g.uniform(-30, 30, 10000),
+                        [0.0, 1.0, 1 + 2 ** -8, 1 + 3 * 2 ** -8, -(1 + 2 ** -8)]])  # ties to even, both ways
+    want = np.asarray(jax.numpy.asarray(x, jax.numpy.float32).astype(jax.numpy.bfloat16), np.float64)
+    np.testing.assert_array_equal(bf16(x), want)
+
+
 def test_the_public_names():
     import softmax_scale.train as st
 
     assert callable(st.evaluate)
     assert callable(st.train_model)
-    assert st.model.forward is forward and st.TrainResult.__name__ == "TrainResult"
+    assert not hasattr(st, "run_sweep")  # the sweep runner is the experiments' (softmax_scale.experiments.sweep)
+    assert st.model.forward is forward
+    assert st.TrainResult.__name__ == "TrainResult"
     with pytest.raises(AttributeError):
         st.no_such_name  # noqa: B018
 

@@ -21,10 +21,15 @@ def test_round_trip_and_resume(tmp_path):
     s.append([("b", 1, 1, 1 / 3)])
     t = read_table(p, COLS, text=("task",), ints=("seed", "x"))
     assert t.header == {"command": "test", "version": "1"}
-    assert list(t.rows["task"]) == ["a", "a", "b"] and t.rows["seed"].dtype == np.int64
-    assert np.isnan(t.rows["y"][1]) and t.rows["y"][2] == pytest.approx(1 / 3, rel=1e-6)
+    assert list(t.rows["task"]) == ["a", "a", "b"]
+    assert t.rows["seed"].dtype == np.int64
+    assert np.isnan(t.rows["y"][1])
+    assert t.rows["y"][2] == pytest.approx(1 / 3, rel=1e-6)
     again = _store(p)
-    assert again.has(("a", 0), 2) and again.has(("b", 1)) and not again.has(("a", 0), 3) and not again.has(("c", 0))
+    assert again.has(("a", 0), 2)
+    assert again.has(("b", 1))
+    assert not again.has(("a", 0), 3)
+    assert not again.has(("c", 0))
 
 
 def test_a_resume_that_appends_updates_the_provenance_and_keeps_the_old(tmp_path):
@@ -56,7 +61,8 @@ def test_partial_and_torn_blocks_are_dropped(tmp_path):
     again = _store(p)
     assert again.drop_partial(lambda k: 2) == [("b", "0")]
     t = read_table(p, COLS, text=("task",))
-    assert list(t.rows["task"]) == ["a", "a"] and not again.has(("b", 0))
+    assert list(t.rows["task"]) == ["a", "a"]
+    assert not again.has(("b", 0))
     assert p.read_text().endswith("\n")
 
 
@@ -72,7 +78,8 @@ def test_foreign_files_are_refused(tmp_path):
     with pytest.raises(ValueError, match="cells"):
         _store(p).append([("a", 1, 2)])
     fresh = _store(p, overwrite=True)
-    assert fresh.done == {} and len(read_table(p)) == 0
+    assert fresh.done == {}
+    assert len(read_table(p)) == 0
 
 
 def test_format_value():
@@ -86,3 +93,22 @@ def test_source_revision_names_a_commit():
 
     rev = source_revision()
     assert rev == "unknown" or (len(rev.split("+")[0]) == 40 and rev.split("+")[0].isalnum())
+
+
+def test_reorder_sorts_the_rows_stably_and_keeps_the_header(tmp_path):
+    p = tmp_path / "r.csv"
+    s = _store(p)
+    s.append([("b", 1, 1, 0.5), ("b", 1, 2, 0.25)])
+    s.append([("a", 0, 2, 1.0), ("a", 0, 1, 2.0)])
+    rank = {"a": 0, "b": 1}
+    assert s.reorder(lambda cells: rank[cells[0]])
+    t = read_table(p, COLS, text=("task",), ints=("seed", "x"))
+    assert t.header == {"command": "test", "version": "1"}
+    assert list(t.rows["task"]) == ["a", "a", "b", "b"]
+    assert list(t.rows["x"]) == [2, 1, 1, 2]  # within a task: the order written
+    before = p.read_bytes()
+    assert not s.reorder(lambda cells: rank[cells[0]])  # already in order: not rewritten
+    assert p.read_bytes() == before
+    again = _store(p)
+    assert again.has(("a", 0), 2)
+    assert again.has(("b", 1), 2)

@@ -1,0 +1,71 @@
+"""The alpha* table and the real heads as experiments: the same numbers as the functions the figures and the
+``table`` and ``heads`` commands call, written, read back and resumed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from softmax_scale.cli import main
+from softmax_scale.experiments import EXPERIMENTS, run_experiment
+from softmax_scale.experiments.alpha_table import NOTE_GRID, alpha_table
+
+
+def test_the_alpha_table_experiment_is_the_table(tmp_path, capsys):
+    exp = EXPERIMENTS["alpha_table"]
+    t = run_experiment("alpha_table", quick=True, out=tmp_path, progress=False)
+    direct = alpha_table(NOTE_GRID[::10])
+    for label, values in direct.columns.items():
+        got = t.rows["alpha"][t.rows["scores"] == label]
+        np.testing.assert_array_equal(got, values)  # written with 17 digits: exact
+    np.testing.assert_array_equal(t.rows["n"][t.rows["scores"] == "normal"], NOTE_GRID[::10])
+    assert exp.summaries(t) == [direct.to_markdown()]
+    assert main(["table", "--quick"]) == 0
+    assert capsys.readouterr().out == direct.to_markdown() + "\n"
+    before = (tmp_path / "alpha_star_quick.csv").read_bytes()
+    assert main(["run", "alpha_table", "--quick", "--out", str(tmp_path), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert (tmp_path / "alpha_star_quick.csv").read_bytes() == before
+    png = tmp_path / "alpha_star_quick_vs_n.png"
+    assert f"wrote {png}" in out
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_alpha_figure_from_the_table_is_the_figure_that_computes_it(tmp_path):
+    from softmax_scale.plotting.alpha import alpha_star_vs_n
+
+    t = run_experiment("alpha_table", quick=True, out=tmp_path, progress=False)
+    a, b = tmp_path / "a.png", tmp_path / "b.png"
+    alpha_star_vs_n(ns=NOTE_GRID[::10]).savefig(a, dpi=50)
+    alpha_star_vs_n(table=t).savefig(b, dpi=50)
+    assert a.read_bytes() == b.read_bytes()
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    from softmax_scale import models
+
+    try:
+        return models.load("minilm")
+    except (ImportError, FileNotFoundError) as exc:
+        pytest.skip(f"MiniLM not installed: {exc}")
+
+
+def test_the_real_heads_experiment_reads_back_the_table(minilm, tmp_path):
+    from softmax_scale.experiments.real_heads import real_head_table
+
+    exp = EXPERIMENTS["real_heads"]
+    cfg = exp.config(quick=True)
+    t = run_experiment("real_heads", quick=True, out=tmp_path, progress=False)
+    direct = real_head_table("minilm", ns=cfg.ns, chunks=cfg.chunks, rng=cfg.rng, layers=cfg.layers)
+    for k in ("sigma", "entropy", "predicted_entropy", "alpha_star", "entropy_rescaled", "slope", "slope_iid", "sep"):
+        np.testing.assert_allclose(getattr(t, k), getattr(direct, k), rtol=1e-5, atol=1e-7, err_msg=k)  # 6 digits
+    np.testing.assert_array_equal(t.ns, direct.ns)
+    np.testing.assert_array_equal(t.layer_index, direct.layer_index)
+    np.testing.assert_allclose(t.scale_factor, direct.scale_factor, rtol=1e-15)
+    assert (t.model, t.chunks, t.head_dim) == (direct.model, direct.chunks, direct.head_dim)
+    assert exp.summaries(t)[0].count("\n| 32 |") == 1
+    csv = tmp_path / "real_heads_quick.csv"
+    before = csv.read_bytes()
+    run_experiment("real_heads", quick=True, out=tmp_path, progress=False)  # done: nothing recomputed
+    assert csv.read_bytes() == before

@@ -1,0 +1,113 @@
+"""The benchmarks' results files: each generated one is what the harness renders, and no prose is copied between files.
+
+``benchmarks/run.py`` writes every results file it lists from its topics' rows and notes only;
+the others (``results_before_after.md``, ``results_real_heads.md``) are records kept by hand.
+Nothing here measures: the topics are replaced by planted ones where ``run.main`` is exercised.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # `benchmarks` is a folder of the repository, not an installed package
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks import _harness, run  # noqa: E402
+
+RESULTS_FILES = sorted((ROOT / "benchmarks").glob("results*.md"))
+
+
+def paragraphs(text: str) -> list[str]:
+    """The prose paragraphs of a Markdown text (not headings, not table rows), whitespace normalised."""
+    out = []
+    for block in re.split(r"\n\s*\n", text):
+        lines = [x for x in block.splitlines() if x.strip() and not x.lstrip().startswith(("|", "#"))]
+        if lines:
+            out.append(" ".join(" ".join(lines).split()))
+    return out
+
+
+def copied_paragraphs(texts: dict[str, str]) -> dict[str, list[str]]:
+    """The paragraphs that appear in more than one of ``texts`` (name -> text), with the names holding each."""
+    where: dict[str, list[str]] = {}
+    for name, text in texts.items():
+        for p in set(paragraphs(text)):
+            where.setdefault(p, []).append(name)
+    return {p: names for p, names in where.items() if len(names) > 1}
+
+
+def test_every_generated_results_file_is_committed_and_known():
+    names = {p.name for p in RESULTS_FILES}
+    assert set(run.RESULTS) <= names
+    assert {"results_before_after.md", "results_real_heads.md"} <= names
+
+
+@pytest.mark.parametrize("name", sorted(run.RESULTS))
+def test_generated_results_file_is_what_the_harness_renders_from_its_rows(name):
+    """The committed file is its own run paragraph and table, rendered with its topics' titles and notes: nothing else."""
+    text = (ROOT / "benchmarks" / name).read_text(encoding="utf-8")
+    assert run.results_text(name, *_harness.parse(text)) == text, f"{name}: run `python benchmarks/run.py --rewrite`"
+
+
+@pytest.mark.parametrize("name", sorted(run.RESULTS))
+def test_generated_results_file_holds_rows_of_its_topics(name):
+    _, lines = _harness.parse((ROOT / "benchmarks" / name).read_text(encoding="utf-8"))
+    assert lines, f"{name}: no rows"
+    assert all(line.count(" | ") == 4 for line in lines), f"{name}: a row without the five columns"
+
+
+def test_no_paragraph_is_copied_between_results_files():
+    texts = {p.name: p.read_text(encoding="utf-8") for p in RESULTS_FILES}
+    assert copied_paragraphs(texts) == {}
+
+
+def test_every_topic_is_in_one_results_file_and_has_notes_or_none():
+    held = [t for _, topics in run.RESULTS.values() for t in topics]
+    assert len(held) == len(set(held))
+    assert all(isinstance(getattr(t, "NOTES", ""), str) for t in held)
+    notes = [t.NOTES for t in held if getattr(t, "NOTES", "").strip()]
+    assert len(set(notes)) == len(notes)
+
+
+def test_the_checks_catch_a_copied_paragraph_and_a_changed_file():
+    """Negative controls: a paragraph planted in two files, and a committed file with a line of prose added."""
+    texts = {p.name: p.read_text(encoding="utf-8") for p in RESULTS_FILES}
+    planted = dict(texts)
+    planted["results_train.md"] += "\n" + paragraphs(texts["results.md"])[-1] + "\n"
+    assert list(copied_paragraphs(planted).values()) == [["results.md", "results_train.md"]]
+    text = texts["results_decoder.md"] + "\nA note copied in by hand.\n"
+    assert run.results_text("results_decoder.md", *_harness.parse(text)) != text
+    with pytest.raises(ValueError, match="text"):
+        _harness.parse("# Benchmarks\n\nno table here\n")
+
+
+def _planted(name: str, rows: list[dict], notes: str):
+    """A topic module as ``run`` sees one: a name, ``run(quick) -> rows`` and ``NOTES``."""
+    topic = types.ModuleType(f"benchmarks.{name}")
+    topic.run, topic.NOTES = (lambda quick: rows), notes
+    return topic
+
+
+def test_main_writes_a_file_only_when_all_its_topics_ran(tmp_path, monkeypatch, capsys):
+    row = {"name": "planted", "value": 2.0, "unit": "x", "target": ">= 1", "detail": "d"}
+    a, b = _planted("alpha", [row], "**A.** Notes of a."), _planted("beta", [dict(row, value=0.5)], "")
+    monkeypatch.setattr(run, "RESULTS", {"results_ab.md": ("Benchmarks: a and b", (a, b))})
+    monkeypatch.setattr(run, "TOPICS", (a, b))
+    run.main(["--out", str(tmp_path), "--only", "alpha"])
+    assert not (tmp_path / "results_ab.md").exists()
+    assert "results_ab.md not written: it also holds beta" in capsys.readouterr().out
+    run.main(["--out", str(tmp_path)])
+    text = (tmp_path / "results_ab.md").read_text()
+    assert text.startswith("# Benchmarks: a and b\n\n`python benchmarks/run.py` on ")
+    assert _harness.parse(text)[1] == ["| planted | 2 x | >= 1 | met | d |", "| planted | 0.5 x | >= 1 | MISSED | d |"]
+    assert text.endswith("## Notes\n\n**A.** Notes of a.\n")
+    monkeypatch.setattr(a, "NOTES", "**A.** New notes.")
+    run.main(["--out", str(tmp_path), "--rewrite"])
+    rewritten = (tmp_path / "results_ab.md").read_text()
+    assert rewritten == text.replace("Notes of a.", "New notes.")
