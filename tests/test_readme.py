@@ -1,30 +1,22 @@
-"""Every Python block of the README runs as pasted, and the values its comments state are what it prints.
+"""Every Python block of the README and of the docs pages runs as pasted, and the values its comments state are what it prints.
 
 A line ``expr  # 2.0084: text`` (or ``# array([18.25, 24.21])``, ``# {'c': 0.8413}``) states a value:
-the expression must equal it to the digits shown.  Blocks run in order, in one namespace, as a reader
-pasting them into one session would.
-
-The default run executes every block with the training harness's model sized as its ``--quick``
-model (:data:`softmax_scale.train.QUICK`'s layers, width, batch and steps; every call as written,
-every stated value checked); ``-m slow`` executes the blocks exactly as pasted, training included.
+the expression must equal it to the digits shown.  A page's blocks run in order, in one namespace, as a
+reader pasting them into one session would.
 """
 
 from __future__ import annotations
 
 import ast
-import functools
 import io
 import re
 import tokenize
-import types
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 README = Path(__file__).resolve().parent.parent / "README.md"
-#: The :class:`TrainConfig` fields the default run takes from the quick model: its size and its length of training.
-QUICK_SIZE = ("layers", "d_model", "heads", "d_ff", "batch", "steps", "warmup")
 _VALUE = re.compile(r"^\s*(array\(\[.*?\]\)|\{.*?\}|-?\d[\d.eE+-]*)(?=[:\s]|$)")
 
 
@@ -71,16 +63,8 @@ def test_the_checker_reads_comments():
         _close(2.0095, 2.0084, 0.00005)
 
 
-def quick_sized(train):
-    """The module ``train`` as a block sees it, but whose ``TrainConfig`` defaults to the quick model's size."""
-    small = types.ModuleType(train.__name__)
-    small.__dict__.update(vars(train))
-    small.TrainConfig = functools.partial(train.TrainConfig, **{f: getattr(train.QUICK, f) for f in QUICK_SIZE})
-    return small
-
-
-def run_readme_blocks(blocks: list[str], *, quick: bool) -> int:
-    """Run ``blocks`` in order in one namespace, check every stated value; returns how many were checked."""
+def run_blocks(blocks: list[str], name: str) -> int:
+    """Run ``blocks`` in order in one namespace and check every value a comment states; returns how many."""
     ns: dict = {}
     checked = 0
     for src in blocks:
@@ -89,39 +73,31 @@ def run_readme_blocks(blocks: list[str], *, quick: bool) -> int:
             code = ast.get_source_segment(src, node)
             assert code
             if isinstance(node, ast.Expr):
-                got = eval(compile(ast.Expression(node.value), "README", "eval"), ns)  # noqa: S307
+                got = eval(compile(ast.Expression(node.value), name, "eval"), ns)  # noqa: S307
                 stated = stated_value(comments.get(node.end_lineno, ""))
                 if stated is not None:
                     _close(got, *stated)
                     checked += 1
             else:
-                exec(compile(ast.Module([node], []), "README", "exec"), ns)  # noqa: S102
-                if quick:
-                    for k, v in ns.items():
-                        if isinstance(v, types.ModuleType) and v.__name__ == "softmax_scale.train" and hasattr(v, "QUICK"):
-                            ns[k] = quick_sized(v)
+                exec(compile(ast.Module([node], []), name, "exec"), ns)  # noqa: S102
     return checked
-
-
-def test_quick_sized_keeps_every_name_and_shrinks_only_the_size():
-    import softmax_scale.train as st
-
-    small = quick_sized(st)
-    assert set(vars(st)) <= set(vars(small))
-    cfg = small.TrainConfig(scheme="entropy_invariant", pin_length=512)
-    assert cfg == st.TrainConfig(scheme="entropy_invariant", pin_length=512,
-                                 **{f: getattr(st.QUICK, f) for f in QUICK_SIZE})
-    assert cfg.steps < st.TrainConfig().steps
-    assert small.train_model is st.train_model
 
 
 def test_readme_python_blocks_run_and_state_true_values():
     blocks = python_blocks(README.read_text(encoding="utf-8"))
     assert blocks, "the README has Python blocks"
-    assert any("softmax_scale.train" in b for b in blocks), "the README trains a model (else drop quick_sized)"
-    assert run_readme_blocks(blocks, quick=True) >= 5
+    assert run_blocks(blocks, "README") >= 5
 
 
-@pytest.mark.slow
-def test_readme_python_blocks_run_as_pasted():
-    assert run_readme_blocks(python_blocks(README.read_text(encoding="utf-8")), quick=False) >= 5
+DOCS = README.parent / "docs"
+#: The documentation pages with Python blocks; each page's blocks run in one namespace of their own.
+DOC_PAGES = sorted(p for p in DOCS.rglob("*.md") if "_build" not in p.parts and python_blocks(p.read_text(encoding="utf-8")))
+
+
+def test_the_docs_have_python_blocks():
+    assert len(DOC_PAGES) >= 5
+
+
+@pytest.mark.parametrize("page", DOC_PAGES, ids=[str(p.relative_to(DOCS)) for p in DOC_PAGES])
+def test_docs_python_blocks_run_and_state_true_values(page):
+    assert run_blocks(python_blocks(page.read_text(encoding="utf-8")), str(page.relative_to(DOCS))) >= 1

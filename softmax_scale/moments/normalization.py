@@ -95,7 +95,7 @@ NORM_FUNCS = {"layer": layer_norm, "rms": rms_norm}
 
 @dataclass(frozen=True)
 class NormMoments:
-    """Moments of a normalised vector with i.i.d. N(``input_mean``, ``input_std``²) entries.
+    """Moments of a normalised vector with i.i.d. normal entries of mean ``input_mean`` and std ``input_std``.
 
     Per-vector statistics (over the ``width`` units) are averaged over trials.
 

@@ -1,0 +1,168 @@
+"""The documentation site builds with warnings as errors, has a page for every public name, and cites only files in the repository."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import inspect
+import io
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+README = ROOT / "README.md"
+#: The Markdown pages of the site (``docs/notebooks/`` and ``docs/_build/`` are written by the build).
+PAGES = sorted(p for p in DOCS.rglob("*.md") if not {"_build", "notebooks"} & set(p.relative_to(DOCS).parts))
+#: The packages whose every public name the API reference must document.
+API_PACKAGES = ("softmax_scale", "softmax_scale.models", "softmax_scale.train")
+#: Where the build writes (the pages name it; a fresh clone has none of it).
+BUILT = ("docs/_build",)
+#: Files of other projects the pages name (everything else they name is in this repository).
+EXTERNAL_FILES = {"_pydecimal.py", "convert_hf_to_gguf.py", "modeling_qwen.py"}
+#: Folders a path in a page may start from: the repository's, and the package's (``train/model.py``).
+ROOTS = {p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(".")} | {
+    p.name for p in (ROOT / "softmax_scale").iterdir() if p.is_dir() and not p.name.startswith("__")}
+_FILE = re.compile(r"^[\w.\-/]+\.(py|md|csv|png|ipynb|cfg|toml|json)$")
+_PATH = re.compile(r"^[\w.\-]+(/[\w.\-]*)+$")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """The site built as ``make docs`` builds it (warnings are errors), into a temporary folder."""
+    out = tmp_path_factory.mktemp("site")
+    res = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-q",
+                          "-d", str(out / "doctrees"), str(DOCS), str(out / "html")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
+    return res, out / "html"
+
+
+def test_the_site_builds_with_warnings_as_errors(site):
+    res, _ = site
+    assert res.returncode == 0, res.stderr[-5000:]
+
+
+def _documented_object(stem: str):
+    """The object a generated API page is named for: ``softmax_scale.models.corpus`` is the function, not its module."""
+    parent, _, name = stem.rpartition(".")
+    if parent:
+        module = importlib.import_module(parent)
+        if hasattr(module, name):
+            return getattr(module, name)
+    return importlib.import_module(stem)
+
+
+def test_every_public_name_has_a_page(site):
+    _, html = site
+    pages = [p.stem for p in (html / "api" / "generated").glob("*.html")]
+    documented = {id(_documented_object(stem)) for stem in pages}
+    missing = []
+    for package in API_PACKAGES:
+        module = importlib.import_module(package)
+        missing += [f"{package}.{name}" for name in module.__all__ if id(getattr(module, name)) not in documented]
+    assert missing == []
+
+
+def test_no_api_page_for_a_name_outside_all(site):
+    _, html = site
+    strays = []
+    for page in (html / "api" / "generated").glob("*.html"):
+        if inspect.ismodule(_documented_object(page.stem)):
+            continue
+        parent, name = page.stem.rsplit(".", 1)
+        if name not in importlib.import_module(parent).__all__:
+            strays.append(page.stem)
+    assert strays == []
+
+
+def test_every_notebook_is_shown_with_its_committed_outputs(site):
+    _, html = site
+    for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        page = html / "notebooks" / f"{notebook.stem}.html"
+        assert "cell_output" in page.read_text(encoding="utf-8"), notebook.name
+
+
+def _scales_table() -> str:
+    """The published-scales table as the guide shows it, from ``softmax-scale scale --list --json``."""
+    from softmax_scale import cli
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        cli.main(["scale", "--list", "--json"])
+
+    def shown(v):
+        return "None" if v is None else f"{v:g}" if isinstance(v, float) else str(v)
+
+    lines = ["| scheme | applies to | formula | published defaults | `--train-length L` sets | source |",
+             "|---|---|---|---|---|---|"]
+    for key, r in json.loads(out.getvalue()).items():
+        defaults = ", ".join(f"{k}={shown(v)}" for k, v in r["defaults"].items()) or "no parameters"
+        lines.append(f"| `{key}` | {r['applies_to']} | {r['formula']} | {defaults} | "
+                     f"{r['pinned_at_train_length'] or ''} | {r['source']} |")
+    return "\n".join(lines)
+
+
+def test_the_guide_shows_the_scheme_registry():
+    text = (DOCS / "choosing_a_scale.md").read_text(encoding="utf-8")
+    table = text[text.index("<!-- scales-table:start -->\n") + 28:text.index("\n<!-- scales-table:end -->")]
+    assert table == _scales_table()
+
+
+def _prose(text: str) -> str:
+    """``text`` without its fenced blocks (code and directives)."""
+    return re.sub(r"^(```|~~~).*?^\1", "", text, flags=re.S | re.M)
+
+
+def _cited(page: Path) -> list[tuple[str, Path | None]]:
+    """Every repository file a page names: (what it says, where that is), ``None`` where nothing fits."""
+    text = _prose(page.read_text(encoding="utf-8"))
+    out = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", re.sub(r"`[^`]*`", "", text)):
+        target = target.split("#")[0]
+        if target and "://" not in target and not target.startswith("mailto:"):
+            path = (page.parent / target).resolve()
+            out.append((target, path if path.exists() else None))
+    for span in re.findall(r"`([^`\s]+)`", text):
+        if span in EXTERNAL_FILES or span.startswith(BUILT) or not (_FILE.match(span) or _PATH.match(span)):
+            continue
+        if "/" in span:
+            if span.split("/")[0] not in ROOTS:
+                continue
+            hits = [p for p in (ROOT / span, ROOT / "softmax_scale" / span) if p.exists()]
+        else:
+            hits = [p for p in ROOT.rglob(span) if ".venv" not in p.parts and "_build" not in p.parts]
+        out.append((span, hits[0] if hits else None))
+    return out
+
+
+@pytest.mark.parametrize("page", [README, *PAGES], ids=lambda p: str(p.relative_to(ROOT)))
+def test_pages_cite_only_files_in_the_repository(page):
+    assert [what for what, where in _cited(page) if where is None] == []
+
+
+def test_the_citation_check_can_fail(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("See `DESIGN.md`, `figures/nowhere.png`, `E[H](64L)` and [the notes](notes.md).\n", encoding="utf-8")
+    assert [what for what, where in _cited(page) if where is None] == ["notes.md", "DESIGN.md", "figures/nowhere.png"]
+
+
+def test_the_benchmarks_page_includes_every_results_file():
+    text = (DOCS / "benchmarks.md").read_text(encoding="utf-8")
+    included = set(re.findall(r"^```\{include\} \.\./benchmarks/(\S+)$", text, flags=re.M))
+    assert included == {p.name for p in (ROOT / "benchmarks").glob("results*.md")}
+
+
+def test_the_readme_fits_on_a_few_screens():
+    assert len(README.read_bytes()) < 12 * 1024
+
+
+def test_the_readme_links_every_page():
+    """The README's table of contents names every page but the site's own front page (which the README is on a code host)."""
+    text = README.read_text(encoding="utf-8")
+    linked = {(ROOT / t.split("#")[0]).resolve() for t in re.findall(r"\]\((docs/[^)\s]+)\)", text)}
+    assert [str(p.relative_to(ROOT)) for p in PAGES if p.resolve() not in linked and p != DOCS / "index.md"] == []
