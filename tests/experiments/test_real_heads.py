@@ -27,7 +27,7 @@ def table():
 
 
 def test_public_name_is_lazy_and_the_same_function():
-    assert ss.real_head_table is ss.models.real_head_table
+    assert ss.real_head_table is heads_table.real_head_table
     assert ss.RealHeadTable is heads_table.RealHeadTable
 
 
