@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 
 from softmax_scale import models
-from softmax_scale.schemes import rope as ropes
 from softmax_scale.experiments import _iid_prediction as iid_prediction
 from softmax_scale.experiments import real_extrapolation as ex
 from softmax_scale.models import gguf_file, llama
+from softmax_scale.schemes import rope as ropes
 
 # ---------------------------------------------------------------------------------------------
 # A tiny random LLaMA as GGUF.
