@@ -16,6 +16,9 @@ exact evaluations, or Monte Carlo at a fixed size and seed), and a last cell, ma
   writes it.
 
 A notebook without these tags is only executed (so a new notebook can adopt the check later).
+
+``-m slow`` also runs every notebook in full mode, as ``make notebooks`` does, and compares its key
+numbers with the committed ones the same way (without saving anything).
 """
 
 from __future__ import annotations
@@ -166,24 +169,23 @@ def test_the_checks_catch_planted_mismatches():
                                                                                 (10.1, 1)]
 
 
-def _execute_quick(path):
+def _execute(path, monkeypatch, *, quick: bool):
+    """``path`` run top to bottom in its folder, in quick or full mode, with the Agg backend; the notebook with its outputs."""
+    if quick:
+        monkeypatch.setenv("SOFTMAX_SCALE_QUICK", "1")
+    else:
+        monkeypatch.delenv("SOFTMAX_SCALE_QUICK", raising=False)
+    monkeypatch.setenv("MPLBACKEND", "Agg")
     nb = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(
-        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
-    )
+    client = nbclient.NotebookClient(nb, timeout=300 if quick else execute_tool.TIMEOUT, kernel_name="python3",
+                                     resources={"metadata": {"path": str(path.parent)}})
     client.execute()
     return nb
 
 
-# jupyter_client/zmq emit deprecation warnings of their own on some versions; the cells' output is what is tested.
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")
-@pytest.mark.filterwarnings("ignore::RuntimeWarning:zmq")
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_runs_and_reproduces_its_key_numbers(path, monkeypatch):
-    monkeypatch.setenv("SOFTMAX_SCALE_QUICK", "1")
-    monkeypatch.setenv("MPLBACKEND", "Agg")
+def check_fresh_run(path, nb) -> None:
+    """Assert that the fresh run ``nb`` of ``path`` has no error, ends by printing, and reproduces the committed key numbers."""
     committed = nbformat.read(path, as_version=4)
-    nb = _execute_quick(path)
     errors = [
         out
         for cell in nb.cells
@@ -197,3 +199,19 @@ def test_notebook_runs_and_reproduces_its_key_numbers(path, monkeypatch):
     assert last.get("outputs"), "the last cell should state the answer"
     if tagged(committed, KEY):
         compare_key_numbers(key_output(committed), key_output(nb), path.name)
+
+
+# jupyter_client/zmq emit deprecation warnings of their own on some versions; the cells' output is what is tested.
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.filterwarnings("ignore::RuntimeWarning:zmq")
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_runs_and_reproduces_its_key_numbers(path, monkeypatch):
+    check_fresh_run(path, _execute(path, monkeypatch, quick=True))
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.filterwarnings("ignore::RuntimeWarning:zmq")
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_in_full_mode_reproduces_its_key_numbers(path, monkeypatch):
+    check_fresh_run(path, _execute(path, monkeypatch, quick=False))
