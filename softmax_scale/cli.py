@@ -78,8 +78,10 @@ def _cmd_alpha(args):
 
     ns = args.n if len(args.n) > 1 else args.n[0]
     mc = args.objective in MC_OBJECTIVES
-    kw = {"trials": MC_TRIALS if args.trials is None else args.trials, "rng": 0 if args.seed is None else args.seed} if mc else {
-        k: v for k, v in (("trials", args.trials), ("rng", args.seed)) if v is not None}  # refused by the objective
+    if mc:  # seeded by default, as `stats --method mc` is
+        kw = {"trials": MC_TRIALS if args.trials is None else args.trials, "rng": 0 if args.seed is None else args.seed}
+    else:  # passed on only when given, for the deterministic objective to refuse
+        kw = {k: v for k, v in (("trials", args.trials), ("rng", args.seed)) if v is not None}
     res = optimize_alpha(ns, args.dist, d=args.d, objective=args.objective, **kw)
     n_arr = np.atleast_1d(res.n)
     a_arr = np.atleast_1d(res.alpha)
@@ -507,7 +509,7 @@ def _parser() -> argparse.ArgumentParser:
     sp = add("table", _cmd_table, "print the alpha* table with the fitted laws")
     sp.add_argument("--d", type=int, default=128, help="dimension of the cosine scores (default 128)")
     sp.add_argument("--quick", action="store_true",
-                    help="only the printed rows n = 40, 80, ..., 20000 (the laws are fitted to those 10 values of n)")
+                    help="only the rows the full table prints (n = 40, 80, 160, ..., 20000), the laws fitted to them alone")
     json_opt(sp)
     return p
 

