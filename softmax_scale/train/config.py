@@ -27,7 +27,7 @@ TRAINING_OBJECTIVES = ("mlm", "causal")
 FFNS = ("relu", "swiglu")
 #: Options that :meth:`TrainConfig.describe` names only when they differ from these values: a
 #: description lists the plain model's fields and what sets a variant apart from it.
-_PLAIN = {"ffn": "relu", "compute_dtype": "float32"}
+_PLAIN = {"ffn": "relu", "compute_dtype": "float32", "copy_share": 0.0, "passkey_share": 0.0}
 
 
 @dataclass(frozen=True)
@@ -81,6 +81,11 @@ class TrainConfig:
         The input type of the matrix products (projections, feed-forward, query-key and
         probability-value products, output logits), always accumulated in float32; parameters,
         optimiser state, softmax, norms and the loss are float32 either way.
+    copy_share, passkey_share : float
+        Causal only: the fraction of each batch's sequences made into copies (a training segment
+        repeated, :func:`~softmax_scale.train.tasks.copy_batch`) and into passkey prompts
+        (:func:`~softmax_scale.train.tasks.passkey_batch`), the rest natural text
+        (:func:`~softmax_scale.train.tasks.training_mix`).
     """
 
     #: The values of ``compute_dtype``.
@@ -111,6 +116,8 @@ class TrainConfig:
     max_length: int = 16384
     ffn: str = "relu"
     compute_dtype: str = "float32"
+    copy_share: float = 0.0
+    passkey_share: float = 0.0
 
     def __post_init__(self):
         check_choice(self.objective, "objective", TRAINING_OBJECTIVES)
@@ -144,6 +151,20 @@ class TrainConfig:
             v = check_positive_float(getattr(self, name), name, allow_zero=name == "min_lr_ratio")
             if v > 1 or (v == 1 and name != "min_lr_ratio"):
                 raise ValueError(f"`{name}` must be in {'[0, 1]' if name == 'min_lr_ratio' else '(0, 1)'}, got {v!r}")
+        for name in ("copy_share", "passkey_share"):
+            v = check_positive_float(getattr(self, name), name, allow_zero=True)
+            if v > 1:
+                raise ValueError(f"`{name}` must be a fraction in [0, 1], got {v!r}")
+            if v and self.objective != "causal":
+                raise ValueError(f"`{name}` applies to objective='causal' only, got {v!r} with objective={self.objective!r}")
+        if self.copy_share + self.passkey_share > 1:
+            raise ValueError(f"`copy_share` + `passkey_share` must be at most 1, got {self.copy_share} + {self.passkey_share}")
+        if self.passkey_share:
+            from .tasks import passkey_min_length
+
+            if self.train_length < passkey_min_length():
+                raise ValueError(f"`train_length` must be at least {passkey_min_length()} to hold a passkey prompt "
+                                 f"(passkey_share > 0), got {self.train_length}")
         if self.objective == "mlm" and round(self.mask_rate * self.train_length) < 1:
             raise ValueError(f"`train_length` {self.train_length} with mask_rate {self.mask_rate} masks no position")
 

@@ -177,7 +177,12 @@ def _batch(text, objective, length, count, rate, gen) -> Batch:
 def train_batch(config, data_seed: np.random.SeedSequence, step: int) -> Batch:
     """The batch of training step ``step`` (0-based) of a run whose data seed is ``data_seed``."""
     gen = _generator(data_seed, check_int(step, "step", minimum=0))
-    return _batch(training_bytes(), config.objective, config.train_length, config.batch, config.mask_rate, gen)
+    b = _batch(training_bytes(), config.objective, config.train_length, config.batch, config.mask_rate, gen)
+    if config.copy_share or config.passkey_share:
+        from .tasks import training_mix
+
+        b = training_mix(b, config, gen)
+    return b
 
 
 #: Seed of the evaluation windows and masks: the same for every model.

@@ -26,8 +26,8 @@ import numpy as np
 from .._util.validation import check_float_array, check_int
 from .data import Batch
 
-__all__ = ["FILLER", "FIRST_VOCAB", "PASSKEY_LINE", "QUESTION", "FirstBatch", "OneKeyBatch", "copy_batch",
-           "copy_control", "first_batch", "passkey_batch"]
+__all__ = ["FILLER", "FIRST_VOCAB", "MIX_DISTANCES", "PASSKEY_LINE", "QUESTION", "FirstBatch", "OneKeyBatch",
+           "copy_batch", "copy_control", "first_batch", "passkey_batch", "passkey_min_length", "training_mix"]
 
 #: The filler of the passkey prompt (repeated), as in the landmark-attention passkey test; it holds no digit.
 FILLER = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. "
@@ -153,11 +153,9 @@ def passkey_batch(length: int, depth: float, count: int, gen: np.random.Generato
     if depth is None or not 0.0 <= depth <= 1.0:
         raise ValueError(f"`depth` must be in [0, 1] (a fraction of the filler), got {depth!r}")
     count = check_int(count, "count", minimum=1)
-    tail = len(QUESTION) + _DIGITS
-    line_len = len(PASSKEY_LINE.format(key="0" * _DIGITS))
-    room = length + 1 - tail - line_len
+    room = length - passkey_min_length()
     if room < 0:
-        raise ValueError(f"`length` must be at least {tail + line_len - 1} bytes to hold the key's line and the "
+        raise ValueError(f"`length` must be at least {passkey_min_length()} bytes to hold the key's line and the "
                          f"question, got {length}")
     filler = np.frombuffer((FILLER * (room // len(FILLER) + 1)).encode(), dtype=np.uint8)[:room]
     at = int(round(depth * room))
@@ -176,6 +174,46 @@ def passkey_batch(length: int, depth: float, count: int, gen: np.random.Generato
         source[i, length - _DIGITS:] = at + first + np.arange(_DIGITS)
     distance = np.full(count, length + 1 - _DIGITS - (at + first), dtype=np.int64)
     return OneKeyBatch(Batch(inputs, targets, weights), source, distance)
+
+
+def passkey_min_length() -> int:
+    """The shortest passkey prompt (no filler): the key's line, the question and the key, less the last byte."""
+    return len(PASSKEY_LINE.format(key="0" * _DIGITS)) + len(QUESTION) + _DIGITS - 1
+
+
+#: The copy distances of the training mix, as fractions of the training length: ``m`` uniform in ``[L/8, L/2]``.
+MIX_DISTANCES = (0.125, 0.5)
+
+
+def training_mix(batch: Batch, config, gen: np.random.Generator) -> Batch:
+    """A causal training batch with its last rows made into copies and passkey prompts.
+
+    ``round(config.copy_share * B)`` rows become :func:`copy_batch` sequences of the training
+    text, each with its own distance ``m`` drawn uniformly from :data:`MIX_DISTANCES` x ``L``,
+    then ``round(config.passkey_share * B)`` rows :func:`passkey_batch` prompts at a uniform
+    depth; the natural rows before them are ``batch``'s, unchanged.  Every position of a mixed
+    row is trained on (the first copy and the filler are text too).
+    """
+    from .data import training_bytes
+
+    if config.objective != "causal":
+        raise ValueError(f"`config`: a training mix needs objective='causal', got {config.objective!r}")
+    B, L = batch.inputs.shape
+    n_copy, n_pass = round(config.copy_share * B), round(config.passkey_share * B)
+    rows = []
+    lo, hi = (max(1, int(round(f * L))) for f in MIX_DISTANCES)
+    for m in gen.integers(lo, hi + 1, size=n_copy):
+        rows.append(copy_batch(training_bytes(), L, int(m), 1, gen).batch)
+    for depth in gen.random(n_pass):
+        rows.append(passkey_batch(L, float(depth), 1, gen).batch)
+    if not rows:
+        return batch
+    k = len(rows)
+    inputs, targets, weights = batch.inputs.copy(), batch.targets.copy(), batch.weights.copy()
+    inputs[B - k:] = np.concatenate([r.inputs for r in rows])
+    targets[B - k:] = np.concatenate([r.targets for r in rows])
+    weights[B - k:] = 1.0
+    return Batch(inputs, targets, weights)
 
 
 @dataclass(frozen=True)

@@ -98,3 +98,37 @@ def test_bad_input_is_one_clear_error(text, call, name):
 def test_a_non_number_depth_is_a_type_error():
     with pytest.raises(TypeError, match="`depth`"):
         tasks.passkey_batch(256, "half", 1, np.random.default_rng(0))
+
+
+def test_the_training_mix_keeps_the_natural_rows_and_makes_copies_and_prompts():
+    from softmax_scale.train.config import TrainConfig
+    from softmax_scale.train.data import train_batch
+    from softmax_scale.train.tasks import MIX_DISTANCES, passkey_min_length
+
+    c = TrainConfig(objective="causal", train_length=128, batch=16, copy_share=0.25, passkey_share=0.125)
+    plain = c.replace(copy_share=0.0, passkey_share=0.0)
+    seed = np.random.SeedSequence(5)
+    mixed, natural = train_batch(c, seed, 7), train_batch(plain, seed, 7)
+    np.testing.assert_array_equal(mixed.inputs[:10], natural.inputs[:10])
+    np.testing.assert_array_equal(mixed.targets[:, :-1], mixed.inputs[:, 1:])
+    assert np.all(mixed.weights == 1.0)
+    lo, hi = (round(f * 128) for f in MIX_DISTANCES)
+    for row in mixed.inputs[10:14]:  # a copy: some period m in [L/8, L/2] holds for the whole row
+        periods = [m for m in range(lo, hi + 1) if np.array_equal(row[m:], row[:-m])]
+        assert periods
+    for row in mixed.inputs[14:]:
+        text = bytes(row.astype(np.uint8)).decode()
+        assert "The pass key is" in text
+    assert passkey_min_length() < 128
+    assert c.describe() != plain.describe()
+    assert "copy_share" not in plain.describe()
+
+
+@pytest.mark.parametrize("changes, name", [({"copy_share": 0.5}, "objective"), ({"objective": "causal", "copy_share": 1.5}, "copy_share"),
+                                           ({"objective": "causal", "copy_share": 0.6, "passkey_share": 0.6}, "at most 1"),
+                                           ({"objective": "causal", "passkey_share": 0.1, "train_length": 64}, "train_length")])
+def test_a_bad_training_mix_is_refused_by_name(changes, name):
+    from softmax_scale.train.config import TrainConfig
+
+    with pytest.raises(ValueError, match=name):
+        TrainConfig(**changes)
