@@ -228,23 +228,44 @@ def _test_factors(config, n, scheme, pin_length, factors, window):
     return f_all
 
 
-def _position_sums(params, config, b, scheme, pin_length, rope, rerope, factors, window, batch_tokens):
-    """Summed cross-entropy, number correct and number predicted per position of the batch ``b``."""
+@partial(jax.jit, static_argnames=("heads", "causal", "window", "rerope", "compute_dtype"))
+def _score_cells(params, inputs, targets, weights, cos, sin, factors, *, heads, causal, window=None, rerope=None,
+                 compute_dtype="float32"):
+    logits = forward(params, inputs, cos=cos, sin=sin, factors=factors, heads=heads, causal=causal, window=window,
+                     rerope=rerope, compute_dtype=compute_dtype)
+    logp = jax.nn.log_softmax(logits, axis=-1)
+    nll = -jnp.take_along_axis(logp, targets[..., None], axis=-1)[..., 0]
+    correct = (jnp.argmax(logits, axis=-1) == targets).astype(jnp.float32)
+    return nll * weights, correct * weights
+
+
+def _position_sums(params, config, b, scheme, pin_length, rope, rerope, factors, window, batch_tokens, rows=False):
+    """Summed cross-entropy, number correct and number predicted per position of the batch ``b``.
+
+    ``rows``: the same per row and position, ``[count, length]`` each (a row's exact match needs them).
+    """
     count, n = b.inputs.shape
     f_all = _test_factors(config, n, scheme, pin_length, factors, window)
-    nll = np.zeros(n)
-    correct = np.zeros(n)
+    nll = np.zeros((count, n) if rows else n)
+    correct = np.zeros_like(nll)
+    score = _score_cells if rows else _score
     for lo, hi, width, r in _passes(config, n, rope):
         cos, sin = rope_tables(config, width, r, rope_length=hi if rope == "dynamic_ntk" else n)
         f = f_all[..., :width]
         per = max(1, batch_tokens // width)
         for i in range(0, count, per):
             sl = slice(i, i + per)
-            a, c = _score(params, b.inputs[sl, :width], b.targets[sl, :width], b.weights[sl, :width], cos, sin, f,
-                          heads=config.heads, causal=config.causal, window=window, rerope=rerope,
-                          compute_dtype=config.compute_dtype)
-            nll[lo:hi] += np.asarray(a, dtype=np.float64)[lo:hi]
-            correct[lo:hi] += np.asarray(c, dtype=np.float64)[lo:hi]
+            a, c = score(params, b.inputs[sl, :width], b.targets[sl, :width], b.weights[sl, :width], cos, sin, f,
+                         heads=config.heads, causal=config.causal, window=window, rerope=rerope,
+                         compute_dtype=config.compute_dtype)
+            if rows:
+                nll[sl, lo:hi] += np.asarray(a, dtype=np.float64)[:, lo:hi]
+                correct[sl, lo:hi] += np.asarray(c, dtype=np.float64)[:, lo:hi]
+            else:
+                nll[lo:hi] += np.asarray(a, dtype=np.float64)[lo:hi]
+                correct[lo:hi] += np.asarray(c, dtype=np.float64)[lo:hi]
+    if rows:
+        return nll, correct, b.weights.astype(np.float64)
     return nll, correct, b.weights.sum(axis=0, dtype=np.float64)
 
 
@@ -274,12 +295,14 @@ def _test_options(config, scheme, pin_length, rope, factors, factors_label, wind
 
 def evaluate_batch(params, config: TrainConfig, batch, *, scheme: str | None = None, pin_length: int | None = None,
                    rope: str | None = None, factors=None, window: int | None = None,
-                   batch_tokens: int = 16384) -> tuple[float, float, int]:
-    """Summed cross-entropy (nats), number correct and number predicted on a given batch.
+                   batch_tokens: int = 16384) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row of a given batch: summed cross-entropy (nats), number correct and number predicted.
 
     ``batch`` is a :class:`~softmax_scale.train.data.Batch` (e.g. a copy or passkey test,
     :mod:`softmax_scale.train.tasks`) of at most ``config.max_length`` positions, scored where its
-    weights are 1; the test-time options are those of :func:`evaluate`, and the computation is its own.
+    weights are 1; the test-time options are those of :func:`evaluate`, and so is the computation.
+    A row whose every predicted position is correct (``correct == count``) is an exact match under
+    greedy decoding.  Returns three float64 arrays of shape ``[rows]``.
     """
     if not isinstance(config, TrainConfig):
         raise TypeError(f"`config` must be a TrainConfig, got {type(config).__name__}")
@@ -287,8 +310,8 @@ def evaluate_batch(params, config: TrainConfig, batch, *, scheme: str | None = N
     _, factors, rerope, window = _test_options(config, scheme, pin_length, rope, factors, "per-head", window, n)
     batch_tokens = check_int(batch_tokens, "batch_tokens", minimum=1)
     nll, correct, counts = _position_sums(params, config, batch, scheme, pin_length, rope, rerope, factors, window,
-                                          batch_tokens)
-    return float(nll.sum()), float(correct.sum()), int(counts.sum())
+                                          batch_tokens, rows=True)
+    return nll.sum(axis=1), correct.sum(axis=1), counts.sum(axis=1)
 
 
 def batch_scores(params, config: TrainConfig, inputs, *, scheme: str | None = None, pin_length: int | None = None,
