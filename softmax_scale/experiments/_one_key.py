@@ -40,8 +40,8 @@ from . import _training as tr
 
 __all__ = ["COLUMNS", "INTS", "ONE_KEY_MODEL", "ONE_KEY_ROPES", "ONE_KEY_SCALES", "ONE_KEY_TEST_SCALES",
            "QUICK_ONE_KEY_MODEL", "REFERENCE", "RULES", "SIZE_MODELS", "SIZE_SCALES", "TEXT", "OneKeyExperiment",
-           "OneKeyTask", "Probe", "model_checkpoint", "one_key_model", "probe_model", "scales_of", "share_row",
-           "trained_model"]
+           "OneKeyTask", "Probe", "check_one_key_config", "model_checkpoint", "one_key_model", "probe_model",
+           "scales_of", "share_markdown", "share_row", "trained_model"]
 
 #: The one-key models: the causal experiment's layout (SwiGLU, 4 layers, 4 heads, ``L = 128``,
 #: 16 sequences per step) at ``d_model`` 64, 2000 steps, with the copy and passkey mix.
@@ -77,6 +77,23 @@ INTS = ("seed", "length", "distance", "layer", "head", "count")
 SIZE_MODELS = ((32, 64), (64, 172), (128, 344))
 #: The scales compared in the size trend.
 SIZE_SCALES = ONE_KEY_SCALES[:2]
+
+
+def check_one_key_config(config) -> None:
+    """The checks the copy and passkey configurations share: a causal model, known scales, counts >= 1."""
+    from .._util.validation import check_choice, check_int
+
+    if not isinstance(config.model, TrainConfig) or not config.model.causal:
+        raise ValueError(f"`model` must be a causal TrainConfig, got {config.model!r}")
+    check_int(config.seeds, "seeds", minimum=1, maximum=1000)
+    for name in ("count", "share_windows", "probe_windows", "entropy_windows", "curve_every"):
+        check_int(getattr(config, name), name, minimum=1)
+    from ..schemes.rope import ROPES
+
+    for r in config.ropes:
+        check_choice(r, "ropes", ROPES)
+    for r in config.rules:
+        check_choice(r, "rules", RULES)
 
 
 def one_key_model(base: TrainConfig, scheme: str, pin_length=None, size=None) -> TrainConfig:
@@ -122,6 +139,8 @@ class OneKeyTask:
         Published scales added at test time (``standard`` models only), pinned at ``L``.
     toolkit : bool
         Also the toolkit's per-head rules (``standard`` models).
+    rules : tuple of str
+        Which of :data:`RULES` are tested (with ``toolkit``).
     tests : tuple
         The experiment's test cells (copy distances; passkey lengths).
     count : int
@@ -143,6 +162,7 @@ class OneKeyTask:
     ropes: tuple
     test_scales: tuple
     toolkit: bool
+    rules: tuple
     tests: tuple
     count: int
     share_windows: int = 4
@@ -155,7 +175,7 @@ class OneKeyTask:
     def scales(self) -> tuple:
         """The test-time scales, as written in the ``scale`` column."""
         L = self.config.train_length
-        return ("trained", *(f"{s}@{L}" for s in self.test_scales), *(RULES if self.toolkit else ()))
+        return ("trained", *(f"{s}@{L}" for s in self.test_scales), *(self.rules if self.toolkit else ()))
 
 
 @dataclass(frozen=True)
@@ -233,7 +253,7 @@ def scales_of(task: OneKeyTask, probe: Probe, length: int) -> list:
         f = model_factors(c, length, scheme=s, pin_length=L)
         out.append((f"{s}@{L}", {"scheme": s, "pin_length": L}, np.broadcast_to(f, (c.layers, c.heads, length))))
     if task.toolkit:
-        for r in RULES:
+        for r in task.rules:
             f = position_factors(probe.factors, r, length)
             out.append((r, {"factors": f}, f))
     return out
@@ -292,7 +312,7 @@ class OneKeyExperiment(tr.TrainingExperiment):
     reference = REFERENCE
     match = ("experiment", "config", "tests")
     #: The config dataclass (a frozen dataclass with ``quick``, ``seeds``, ``model``, ``scales``,
-    #: ``ropes``, ``test_scales``, ``count``, ``share_windows``, ``probe_windows``,
+    #: ``ropes``, ``test_scales``, ``rules``, ``count``, ``share_windows``, ``probe_windows``,
     #: ``entropy_windows``, ``curve_every``) and its two forms, set by subclasses.
     full_config = None
     quick_config = None
@@ -337,7 +357,8 @@ class OneKeyExperiment(tr.TrainingExperiment):
                 c = one_key_model(base, scheme, pin)
                 ref = scheme == REFERENCE
                 tasks.append(OneKeyTask(c.label(), seed, c, out_dir, tuple(config.ropes),
-                                        tuple(config.test_scales) if ref else (), ref, self.tests_of(config),
+                                        tuple(config.test_scales) if ref else (), ref, tuple(config.rules),
+                                        self.tests_of(config),
                                         config.count, config.share_windows, config.probe_windows,
                                         config.entropy_windows, config.curve_every, show))
         return tasks
@@ -409,6 +430,29 @@ class OneKeyExperiment(tr.TrainingExperiment):
     def describe_tests(self, task) -> str:
         """The ``tests`` header line."""
         raise NotImplementedError
+
+
+def share_markdown(table, column: str) -> str:
+    """The retrieving head's share on the source key per test ``column`` (``distance`` or ``length``).
+
+    Measured (mean ± std over seeds) and predicted from ``L`` (mean over seeds).
+    """
+    r = table.rows
+    m0 = tr.ok(table) & (r["kind"] == "share")
+    dist = np.unique(r[column][m0])
+    sym = "m" if column == "distance" else "n"
+    lines = ["| trained | scale (share measured / predicted from L; seeds) | " + " | ".join(f"{sym} = {m}" for m in dist) + " |",
+             "|---|---|" + "---:|" * len(dist)]
+    for label, scale in sorted(set(zip(r["scheme"][m0], r["scale"][m0])), key=lambda k: (k[0] != REFERENCE, k)):
+        m = m0 & (r["scheme"] == label) & (r["scale"] == scale)
+        cells = []
+        for d in dist:
+            md = m & (r[column] == d)
+            mean, sd = tr.mean_std(r["share"][md][None, :])
+            pred = np.nanmean(r["share_predicted"][md]) if np.any(np.isfinite(r["share_predicted"][md])) else np.nan
+            cells.append(f"{tr.pm(mean[0], sd[0], digits=3)} / {pred:.3f}")
+        lines.append(f"| {label} | {scale} ({np.unique(r['seed'][m]).size}) | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def _train_without_checkpoint(config, seed, progress):

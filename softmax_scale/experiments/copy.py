@@ -30,7 +30,7 @@ from . import _training as tr
 from .base import Evidence
 
 __all__ = ["COPY_MULTIPLES", "EXPERIMENT", "QUICK_CONFIG", "CopyConfig", "CopyExperiment", "copy_markdown",
-           "copy_summary", "share_markdown"]
+           "copy_summary"]
 
 #: Copy distances as multiples of ``L``.
 COPY_MULTIPLES = (0.5, 1, 2, 4, 8)
@@ -52,6 +52,8 @@ class CopyConfig:
     ropes : tuple of str
     test_scales : tuple of str
         Published scales added at test time to ``standard`` models, pinned at ``L``.
+    rules : tuple of str
+        The toolkit's per-head rules tested on ``standard`` models.
     multiples : tuple of float
         Copy distances as multiples of ``L``.
     count : int
@@ -66,12 +68,21 @@ class CopyConfig:
     scales: tuple = ok.ONE_KEY_SCALES
     ropes: tuple = ok.ONE_KEY_ROPES
     test_scales: tuple = ok.ONE_KEY_TEST_SCALES
+    rules: tuple = ok.RULES
     multiples: tuple = COPY_MULTIPLES
     count: int = 4096
     share_windows: int = 2
     probe_windows: int = 32
     entropy_windows: int = 16
     curve_every: int = 50
+
+    def __post_init__(self):
+        ok.check_one_key_config(self)
+        L = self.model.train_length
+        for f in self.multiples:
+            if not isinstance(f, (int, float)) or isinstance(f, bool) or not round(f * L) >= 1 or 2 * f * L > self.model.max_length:
+                raise ValueError(f"`multiples`: each copy distance m = multiple x L ({L}) must be at least 1 byte and "
+                                 f"2m at most max_length {self.model.max_length}, got {f!r}")
 
 
 #: The quick form: the tiny model, two seeds, two RoPE variants, one distance past ``L``, small tests.
@@ -160,7 +171,7 @@ class CopyExperiment(ok.OneKeyExperiment):
 
     def summaries(self, table) -> list:
         """Copy accuracy, copy loss, and the retrieving head's share measured against predicted."""
-        return [copy_markdown(table, "accuracy"), copy_markdown(table, "loss"), share_markdown(table)]
+        return [copy_markdown(table, "accuracy"), copy_markdown(table, "loss"), ok.share_markdown(table, "distance")]
 
     def evidence(self, table) -> list:
         """Every (trained scale, RoPE, test scale) against ``standard`` as trained and against the window, past ``L``."""
@@ -262,23 +273,5 @@ def copy_markdown(table, metric: str = "accuracy") -> str:
     return "\n".join(lines + tr.diverged_line(s["diverged"]))
 
 
-def share_markdown(table) -> str:
-    """The retrieving head's share on the source byte: measured (mean ± std over seeds) and predicted from ``L``."""
-    r = table.rows
-    m0 = tr.ok(table) & (r["kind"] == "share")
-    dist = np.unique(r["distance"][m0])
-    lines = ["| trained | scale (share measured / predicted from L; seeds) | " + " | ".join(f"m = {m}" for m in dist) + " |",
-             "|---|---|" + "---:|" * len(dist)]
-    for label, scale in sorted(set(zip(r["scheme"][m0], r["scale"][m0])), key=lambda k: (k[0] != ok.REFERENCE, k)):
-        m = m0 & (r["scheme"] == label) & (r["scale"] == scale)
-        cells = []
-        for d in dist:
-            md = m & (r["distance"] == d)
-            mean, sd = tr.mean_std(r["share"][md][None, :])
-            pred = np.nanmean(r["share_predicted"][md]) if np.any(np.isfinite(r["share_predicted"][md])) else np.nan
-            cells.append(f"{tr.pm(mean[0], sd[0], digits=3)} / {pred:.3f}")
-        lines.append(f"| {label} | {scale} ({np.unique(r['seed'][m]).size}) | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
 EXPERIMENT = CopyExperiment()
+
