@@ -39,8 +39,8 @@ from ..train.config import QUICK, TrainConfig
 from . import _training as tr
 
 __all__ = ["COLUMNS", "INTS", "ONE_KEY_MODEL", "ONE_KEY_ROPES", "ONE_KEY_SCALES", "ONE_KEY_TEST_SCALES",
-           "QUICK_ONE_KEY_MODEL", "REFERENCE", "RULES", "SIZE_MODELS", "SIZE_SCALES", "TEXT", "OneKeyExperiment",
-           "OneKeyTask", "Probe", "check_one_key_config", "model_checkpoint", "one_key_model", "probe_model",
+           "QUICK_ONE_KEY_MODEL", "REFERENCE", "RULES", "SIZE_MODELS", "SIZE_SCALES", "TEXT", "OneKeyConfig",
+           "OneKeyExperiment", "OneKeyTask", "Probe", "model_checkpoint", "one_key_model", "probe_model",
            "scales_of", "share_markdown", "share_row", "trained_model"]
 
 #: The one-key models: the causal experiment's layout (SwiGLU, 4 layers, 4 heads, ``L = 128``,
@@ -79,21 +79,57 @@ SIZE_MODELS = ((32, 64), (64, 172), (128, 344))
 SIZE_SCALES = ONE_KEY_SCALES[:2]
 
 
-def check_one_key_config(config) -> None:
-    """The checks the copy and passkey configurations share: a causal model, known scales, counts >= 1."""
-    from .._util.validation import check_choice, check_int
+@dataclass(frozen=True)
+class OneKeyConfig:
+    """What the one-key experiments' configurations share (each adds its test cells).
 
-    if not isinstance(config.model, TrainConfig) or not config.model.causal:
-        raise ValueError(f"`model` must be a causal TrainConfig, got {config.model!r}")
-    check_int(config.seeds, "seeds", minimum=1, maximum=1000)
-    for name in ("count", "share_windows", "probe_windows", "entropy_windows", "curve_every"):
-        check_int(getattr(config, name), name, minimum=1)
-    from ..schemes.rope import ROPES
+    Attributes
+    ----------
+    quick : bool
+    seeds : int
+        Seeds per trained scale.
+    model : TrainConfig
+        The causal model (the scale set per run).
+    scales : tuple of (str, int or None)
+        The scales trained in.
+    ropes : tuple of str
+        RoPE variants tested.
+    test_scales : tuple of str
+        Published scales added at test time to ``standard`` models, pinned at ``L``.
+    rules : tuple of str
+        The toolkit's per-head rules tested on ``standard`` models.
+    count : int
+        The size of a test cell, as the experiment reads it.
+    share_windows, probe_windows, entropy_windows, curve_every : int
+        As in :class:`OneKeyTask`.
+    """
 
-    for r in config.ropes:
-        check_choice(r, "ropes", ROPES)
-    for r in config.rules:
-        check_choice(r, "rules", RULES)
+    quick: bool = False
+    seeds: int = 3
+    model: TrainConfig = ONE_KEY_MODEL
+    scales: tuple = ONE_KEY_SCALES
+    ropes: tuple = ONE_KEY_ROPES
+    test_scales: tuple = ONE_KEY_TEST_SCALES
+    rules: tuple = RULES
+    count: int = 4096
+    share_windows: int = 2
+    probe_windows: int = 32
+    entropy_windows: int = 16
+    curve_every: int = 50
+
+    def __post_init__(self):
+        from .._util.validation import check_choice, check_int
+        from ..schemes.rope import ROPES
+
+        if not isinstance(self.model, TrainConfig) or not self.model.causal:
+            raise ValueError(f"`model` must be a causal TrainConfig, got {self.model!r}")
+        check_int(self.seeds, "seeds", minimum=1, maximum=1000)
+        for name in ("count", "share_windows", "probe_windows", "entropy_windows", "curve_every"):
+            check_int(getattr(self, name), name, minimum=1)
+        for r in self.ropes:
+            check_choice(r, "ropes", ROPES)
+        for r in self.rules:
+            check_choice(r, "rules", RULES)
 
 
 def one_key_model(base: TrainConfig, scheme: str, pin_length=None, size=None) -> TrainConfig:

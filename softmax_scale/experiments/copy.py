@@ -37,47 +37,21 @@ COPY_MULTIPLES = (0.5, 1, 2, 4, 8)
 
 
 @dataclass(frozen=True)
-class CopyConfig:
-    """The copy experiment.
+class CopyConfig(ok.OneKeyConfig):
+    """The copy experiment: :class:`~softmax_scale.experiments._one_key.OneKeyConfig` and the copy distances.
 
     Attributes
     ----------
-    quick : bool
-    seeds : int
-        Seeds per trained scale.
-    model : TrainConfig
-        The model (the scale set per run).
-    scales : tuple of (str, int or None)
-        The scales trained in.
-    ropes : tuple of str
-    test_scales : tuple of str
-        Published scales added at test time to ``standard`` models, pinned at ``L``.
-    rules : tuple of str
-        The toolkit's per-head rules tested on ``standard`` models.
     multiples : tuple of float
         Copy distances as multiples of ``L``.
-    count : int
-        Scored bytes per test cell (``max(2, count // m)`` sequences at distance ``m``).
-    share_windows, probe_windows, entropy_windows, curve_every : int
-        As in :class:`~softmax_scale.experiments._one_key.OneKeyTask`.
+
+    ``count`` is the scored bytes per test cell (``max(2, count // m)`` sequences at distance ``m``).
     """
 
-    quick: bool = False
-    seeds: int = 3
-    model: object = ok.ONE_KEY_MODEL
-    scales: tuple = ok.ONE_KEY_SCALES
-    ropes: tuple = ok.ONE_KEY_ROPES
-    test_scales: tuple = ok.ONE_KEY_TEST_SCALES
-    rules: tuple = ok.RULES
     multiples: tuple = COPY_MULTIPLES
-    count: int = 4096
-    share_windows: int = 2
-    probe_windows: int = 32
-    entropy_windows: int = 16
-    curve_every: int = 50
 
     def __post_init__(self):
-        ok.check_one_key_config(self)
+        super().__post_init__()
         L = self.model.train_length
         for f in self.multiples:
             if not isinstance(f, (int, float)) or isinstance(f, bool) or not round(f * L) >= 1 or 2 * f * L > self.model.max_length:

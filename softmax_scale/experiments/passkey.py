@@ -37,47 +37,28 @@ _DIGITS = 5
 
 
 @dataclass(frozen=True)
-class PasskeyConfig:
-    """The passkey experiment.
+class PasskeyConfig(ok.OneKeyConfig):
+    """The passkey experiment: :class:`~softmax_scale.experiments._one_key.OneKeyConfig`, the lengths and depths.
 
     Attributes
     ----------
-    quick : bool
-    seeds : int
-    model : TrainConfig
-    scales : tuple of (str, int or None)
-        The scales trained in.
-    ropes : tuple of str
-    test_scales : tuple of str
-        Published scales added at test time to ``standard`` models, pinned at ``L``.
-    rules : tuple of str
-        The toolkit's per-head rules tested on ``standard`` models.
     multiples : tuple of int
         Test lengths as multiples of ``L``.
     depths : tuple of float
-    count : int
-        Prompts per (length, depth) cell.
-    share_windows, probe_windows, entropy_windows, curve_every : int
-        As in :class:`~softmax_scale.experiments._one_key.OneKeyTask`.
+        Depths of the key's line.
+
+    ``count`` is the prompts per (length, depth) cell.
     """
 
-    quick: bool = False
-    seeds: int = 3
-    model: object = ok.ONE_KEY_MODEL
-    scales: tuple = ok.ONE_KEY_SCALES
     ropes: tuple = ("none", "yarn")
     test_scales: tuple = ok.ONE_KEY_TEST_SCALES[:1]
     rules: tuple = (SHARE_RULE,)
+    count: int = 100
     multiples: tuple = PASSKEY_MULTIPLES
     depths: tuple = DEPTHS
-    count: int = 100
-    share_windows: int = 2
-    probe_windows: int = 32
-    entropy_windows: int = 16
-    curve_every: int = 50
 
     def __post_init__(self):
-        ok.check_one_key_config(self)
+        super().__post_init__()
         for m in self.multiples:
             if not isinstance(m, int) or isinstance(m, bool) or m < 1 or m * self.model.train_length > self.model.max_length:
                 raise ValueError(f"`multiples`: each test length is an integer multiple >= 1 of the training length "

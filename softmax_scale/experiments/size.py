@@ -23,43 +23,26 @@ __all__ = ["EXPERIMENT", "QUICK_SIZE", "SizeConfig", "SizeExperiment", "size_dif
 
 
 @dataclass(frozen=True)
-class SizeConfig:
-    """The size trend: ``standard`` against ``log_L n`` trained in, copying, at three model sizes.
+class SizeConfig(CopyConfig):
+    """The size trend: :class:`~softmax_scale.experiments.copy.CopyConfig` at several model sizes.
 
     Attributes
     ----------
-    quick : bool
-    seeds : int
-    model : TrainConfig
-        The base model; each size sets ``d_model`` and ``d_ff``.
     sizes : tuple of (int, int)
         ``(d_model, d_ff)`` of each size.
-    scales : tuple of (str, int or None)
-    ropes : tuple of str
-    multiples : tuple of float
-        Copy distances as multiples of ``L``.
-    count, share_windows, probe_windows, entropy_windows, curve_every : int
-        As in :class:`CopyConfig`.
+
+    Two seeds, ``standard`` against ``log_L n`` trained in, the scale as trained (no test-time scale).
     """
 
-    quick: bool = False
     seeds: int = 2
-    model: object = ok.ONE_KEY_MODEL
-    sizes: tuple = ok.SIZE_MODELS
     scales: tuple = ok.SIZE_SCALES
-    ropes: tuple = ok.ONE_KEY_ROPES
     test_scales: tuple = ()
     rules: tuple = ()
     multiples: tuple = (1, 2, 4, 8)
-    count: int = 4096
-    share_windows: int = 2
-    probe_windows: int = 32
-    entropy_windows: int = 16
-    curve_every: int = 50
+    sizes: tuple = ok.SIZE_MODELS
 
     def __post_init__(self):
-        ok.check_one_key_config(self)
-        CopyConfig.__post_init__(self)  # the distances' rule
+        super().__post_init__()
         for size in self.sizes:
             ok.one_key_model(self.model, "standard", None, size)
 

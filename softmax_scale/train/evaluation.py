@@ -118,15 +118,21 @@ def check_lengths(lengths, config: TrainConfig) -> tuple:
     return tuple(out)
 
 
-@partial(jax.jit, static_argnames=("heads", "causal", "window", "rerope", "compute_dtype"))
-def _score(params, inputs, targets, weights, cos, sin, factors, *, heads, causal, window=None, rerope=None,
+def _cells(params, inputs, targets, weights, cos, sin, factors, *, heads, causal, window=None, rerope=None,
            compute_dtype="float32"):
+    """Cross-entropy and correctness at every position, times the weights: ``[B, T]`` each."""
     logits = forward(params, inputs, cos=cos, sin=sin, factors=factors, heads=heads, causal=causal, window=window,
                      rerope=rerope, compute_dtype=compute_dtype)
     logp = jax.nn.log_softmax(logits, axis=-1)
     nll = -jnp.take_along_axis(logp, targets[..., None], axis=-1)[..., 0]
     correct = (jnp.argmax(logits, axis=-1) == targets).astype(jnp.float32)
-    return jnp.sum(nll * weights, axis=0), jnp.sum(correct * weights, axis=0)
+    return nll * weights, correct * weights
+
+
+_STATIC = ("heads", "causal", "window", "rerope", "compute_dtype")
+#: Per position, summed over the batch (:func:`evaluate`), and per row and position (:func:`evaluate_batch`).
+_score = jax.jit(lambda *a, **k: tuple(jnp.sum(x, axis=0) for x in _cells(*a, **k)), static_argnames=_STATIC)
+_score_cells = jax.jit(_cells, static_argnames=_STATIC)
 
 
 def _override(config, scheme, pin_length):
@@ -226,17 +232,6 @@ def _test_factors(config, n, scheme, pin_length, factors, window):
     if config.causal and f_all.ndim == 1:  # one compiled shape for every scale of a causal model
         f_all = np.broadcast_to(f_all, (config.layers, config.heads, n))
     return f_all
-
-
-@partial(jax.jit, static_argnames=("heads", "causal", "window", "rerope", "compute_dtype"))
-def _score_cells(params, inputs, targets, weights, cos, sin, factors, *, heads, causal, window=None, rerope=None,
-                 compute_dtype="float32"):
-    logits = forward(params, inputs, cos=cos, sin=sin, factors=factors, heads=heads, causal=causal, window=window,
-                     rerope=rerope, compute_dtype=compute_dtype)
-    logp = jax.nn.log_softmax(logits, axis=-1)
-    nll = -jnp.take_along_axis(logp, targets[..., None], axis=-1)[..., 0]
-    correct = (jnp.argmax(logits, axis=-1) == targets).astype(jnp.float32)
-    return nll * weights, correct * weights
 
 
 def _position_sums(params, config, b, scheme, pin_length, rope, rerope, factors, window, batch_tokens, rows=False):
