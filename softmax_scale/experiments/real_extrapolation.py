@@ -308,10 +308,11 @@ class ExtrapolationExperiment(Experiment):
         return [loss_markdown(table)]
 
     def evidence(self, table) -> list:
-        """Each (RoPE, scale) pair's loss per bucket past ``L`` against ``standard`` without RoPE change, and against the window.
+        """Each (RoPE, scale) pair's loss per bucket past ``L`` against the window, ``standard`` and ``standard`` without RoPE change.
 
-        One document is one "seed" here: the difference is over the documents, token-weighted
-        within each.
+        ``standard`` is under the same RoPE variant (the scale's own effect), ``standard, RoPE none``
+        under the trained frequencies (the RoPE variant's and the scale's together). One document is
+        one "seed" here: the difference is over the documents, token-weighted within each.
         """
         return _evidence(self.name, table)
 
@@ -394,7 +395,9 @@ def _evidence(name, res: ExtrapolationResult) -> list:
                 continue
             mine = per_doc("model", rope, scheme, lo)
             refs = [("sliding window of L", per_doc("window", NO_ROPE, REFERENCE, lo))]
-            if (rope, scheme) != (NO_ROPE, REFERENCE):
+            if scheme != REFERENCE:
+                refs.append((REFERENCE, per_doc("model", rope, REFERENCE, lo)))
+            if rope != NO_ROPE:
                 refs.append((f"{REFERENCE}, RoPE {NO_ROPE}", per_doc("model", NO_ROPE, REFERENCE, lo)))
             for ref_name, ref in refs:
                 both = sorted(set(mine) & set(ref), key=docs.get)

@@ -118,6 +118,29 @@ def test_extrapolation_evidence_is_the_per_document_difference_past_l():
     assert all(x.multiple > 1.0 for x in ev)
 
 
+def test_extrapolation_evidence_compares_each_scale_with_standard_under_the_same_rope():
+    path, ev = _evidence("real_extrapolation")
+    rows = [r for r in _rows(path) if r["layer"] == "-1" and r["kind"] == "model"]
+    bucket = max(int(r["lo"]) for r in rows)
+
+    def loss(rope, scheme):
+        return {r["doc"]: float(r["loss"]) for r in rows if (r["rope"], r["scheme"]) == (rope, scheme)
+                and int(r["lo"]) == bucket}
+
+    a, s = loss("ntk", "qwen_logn"), loss("ntk", "standard")
+    m, sd = _mean_sd([a[doc] - s[doc] for doc in sorted(a)])
+    last = max(x.multiple for x in ev)
+    e = next(x for x in ev if (x.rope, x.scale, x.reference, x.multiple) == ("ntk", "qwen_logn", "standard", last))
+    assert e.difference == pytest.approx(m, rel=1e-9)
+    assert e.spread == pytest.approx(sd, rel=1e-9)
+
+
+def test_extrapolation_evidence_has_no_comparison_of_standard_with_itself():
+    _, ev = _evidence("real_extrapolation")
+    assert [x for x in ev if x.scale == "standard" and x.reference == "standard"] == []
+    assert [x for x in ev if x.rope == "none" and x.reference == "standard, RoPE none"] == []
+
+
 def test_the_tables_without_comparisons_give_none():
     for name in ("alpha_table", "real_heads"):
         assert EXPERIMENTS[name].evidence(None) == []
