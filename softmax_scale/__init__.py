@@ -31,7 +31,7 @@ from .entropy import (
 from .entropy.invariant import InvariantScale, invariant_scale
 from .entropy.signal import SignalStats, signal_stats
 from .exact import MeanFieldError, exact_stats, gap_density_at_zero, mean_field_error
-from .heads import HeadStats, head_stats
+from .heads import HeadFactorTable, HeadStats, head_factors, head_stats
 from .laws import LawFit, compare_alpha_laws, fit_alpha_law
 from .moments import (
     depth_second_moments,
@@ -83,6 +83,7 @@ __all__ = [
     "Empirical",
     "EntropyCurve",
     "ExtrapolationTable",
+    "HeadFactorTable",
     "HeadStats",
     "InvariantScale",
     "LawFit",
@@ -112,6 +113,7 @@ __all__ = [
     "gap_density_at_zero",
     "get_distribution",
     "gradient_objective",
+    "head_factors",
     "head_stats",
     "invariant_scale",
     "layer_norm",
