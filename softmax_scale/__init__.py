@@ -56,13 +56,15 @@ __version__ = "0.1.0"
 #: Names of the real-model studies, imported from :mod:`.experiments` on first access.
 _EXPERIMENT_NAMES = {"real_head_table": "real_heads", "RealHeadTable": "real_heads",
                      "length_extrapolation": "real_extrapolation"}
+#: Names of :mod:`.advice` (which reads the experiments' results), imported on first access.
+_ADVICE_NAMES = ("advise", "Advice")
 
 
 def __getattr__(name):
-    """Import ``softmax_scale.models`` on first access, never at import time.
+    """Import ``softmax_scale.models`` and what sits on the experiments on first access, never at import time.
 
-    ``ss.models``, and ``ss.real_head_table`` / ``ss.RealHeadTable`` / ``ss.length_extrapolation``
-    which live there.
+    ``ss.models``; ``ss.real_head_table`` / ``ss.RealHeadTable`` / ``ss.length_extrapolation``
+    from the experiments; ``ss.advise`` / ``ss.Advice`` from :mod:`softmax_scale.advice`.
     """
     import importlib
 
@@ -70,6 +72,8 @@ def __getattr__(name):
         return importlib.import_module(".models", __name__)
     if name in _EXPERIMENT_NAMES:
         return getattr(importlib.import_module(f".experiments.{_EXPERIMENT_NAMES[name]}", __name__), name)
+    if name in _ADVICE_NAMES:
+        return getattr(importlib.import_module(".advice", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

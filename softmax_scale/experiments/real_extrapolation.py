@@ -37,7 +37,7 @@ from ..models.registry import check_kind, load
 from ..schemes.rope import ROPES
 from . import _iid_prediction as iid_prediction
 from ._real_extrapolation_result import COLUMNS, HEAD_COLUMNS, ExtrapolationResult, loss_markdown, read_extrapolation_csv
-from .base import Evidence, Experiment
+from .base import Evidence, Experiment, at_test_label
 
 __all__ = ["DEFAULT_DOCS", "DEFAULT_ROPES", "DEFAULT_SCHEMES", "EXPERIMENT", "QUICK", "ExtrapolationConfig",
            "ExtrapolationExperiment", "ExtrapolationResult", "ExtrapolationTask", "bucket_edges", "bucket_keys",
@@ -312,7 +312,9 @@ class ExtrapolationExperiment(Experiment):
 
         ``standard`` is under the same RoPE variant (the scale's own effect), ``standard, RoPE none``
         under the trained frequencies (the RoPE variant's and the scale's together). One document is
-        one "seed" here: the difference is over the documents, token-weighted within each.
+        one "seed" here: the difference is over the documents, token-weighted within each. The
+        pretrained model was trained with ``standard``: every other scale is applied at test time
+        (:func:`~softmax_scale.experiments.at_test_label`).
         """
         return _evidence(self.name, table)
 
@@ -405,8 +407,9 @@ def _evidence(name, res: ExtrapolationResult) -> list:
                     continue
                 d = np.array([mine[x] - ref[x] for x in both])
                 spread = float(d.std(ddof=1)) if d.size > 1 else float("nan")
+                label = scheme if scheme == REFERENCE else at_test_label(REFERENCE, scheme)  # trained with standard
                 out.append(Evidence(name, model, _size(model), "parameters", rope, "next token", float(lo + hi) / (2 * L),
-                                    scheme, ref_name, "loss", float(d.mean()), spread,
+                                    label, ref_name, "loss", float(d.mean()), spread,
                                     tuple(docs[x] for x in both)))
     return out
 
