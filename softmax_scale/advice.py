@@ -46,7 +46,7 @@ _DIRECTION = {"loss": -1.0, "accuracy": 1.0}
 RULE = ("A scale is one label across experiments, each pinned at its own training length. On a metric a scale "
         "beats `standard` where its mean paired difference over the seeds is on the better side of zero by more "
         "than the sample standard deviation of those differences (two seeds or more). A comparison is better where "
-        "some metric beats `standard` and none is beaten by it, worse the other way round, and otherwise not "
+        "every metric it reports beats `standard`, worse where `standard` beats it on some metric, and otherwise not "
         "separated. A scale is recommended where every comparison of it in the situation is better (of several, "
         "the one with the largest mean improvement in loss); otherwise `standard`, 1/sqrt(d).")
 
@@ -255,9 +255,9 @@ def _metric_verdict(metric, difference, spread, seeds) -> int:
 
 def _verdict(metrics: list) -> str:
     votes = [_metric_verdict(*m) for m in metrics]
-    if 1 in votes and -1 not in votes:
+    if votes and all(v == 1 for v in votes):
         return "better"
-    if -1 in votes and 1 not in votes:
+    if -1 in votes:
         return "worse"
     return "not separated"
 
