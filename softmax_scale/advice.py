@@ -162,7 +162,7 @@ class Advice:
     task : str
         A key of :data:`TASKS`.
     results : str
-        The folder the result files were read from (``figures/`` for the committed ones).
+        The folder the result files were read from (``"the committed figures/"`` for the committed ones).
     score_model : str
         The i.i.d. theory's score model; ``match`` the matching key's cosine.
     match : float
@@ -304,7 +304,14 @@ def _comparisons(found: dict, task: str, rope: str | None, target: float, baseli
 def _fmt(x, spread=None) -> str:
     if not math.isfinite(x):
         return "-"
-    return f"{x:+.4f}" + ("" if spread is None else f" ± {spread:.4f}" if math.isfinite(spread) else " (one seed)")
+    nb = "\u00a0"  # a number and its spread stay on one line
+    return f"{x:+.4f}" + ("" if spread is None else f"{nb}±{nb}{spread:.4f}" if math.isfinite(spread) else " (one seed)")
+
+
+def _drift(x: float) -> str:
+    """A drift in nats to 3 decimals, signed; one that rounds to zero is ``0.000``."""
+    text = f"{x:+.3f}"
+    return "0.000" if float(text) == 0 else text
 
 
 def _times(m: float) -> str:
@@ -363,12 +370,15 @@ def _scope(found: dict, missing: list, comparisons: list, task: str, rope: str |
     if missing:
         lines.append(f"No result file in {results_label} for: {', '.join(f'`{m}`' for m in missing)}.")
     measured_tasks = {e.task for _, ev in found.values() for e in ev if e.reference == _REFERENCE}
-    if not any(_task_matches(t, task) for t in measured_tasks):
-        lines.append(f"Not measured: no result file has a comparison with standard on {TASKS[task]} "
-                     f"(measured: {', '.join(sorted(measured_tasks)) or 'nothing'}); the recommendation is the default.")
-    if rope is not None and not any(c.rope == rope for c in comparisons):
-        ropes = sorted({e.rope for _, ev in found.values() for e in ev if _task_matches(e.task, task)})
-        lines.append(f"Not measured: RoPE `{rope}` on {TASKS[task]} (measured: {', '.join(ropes) or 'none'}).")
+    for kind, text in TASKS.items():
+        if not any(_task_matches(t, kind) for t in measured_tasks):
+            lines.append(f"Not measured: no result file has a comparison with standard on {text}"
+                         + ("; the recommendation is the default." if kind == task else "."))
+    ropes = {e.rope for _, ev in found.values() for e in ev if e.reference == _REFERENCE and _task_matches(e.task, task)}
+    if rope is not None and rope not in ropes:
+        lines.append(f"Not measured: RoPE `{rope}` on {TASKS[task]} (measured: {', '.join(sorted(ropes)) or 'none'}).")
+    elif ropes and set(ROPES) - ropes:
+        lines.append(f"RoPE variants not measured on {TASKS[task]}: {', '.join(r for r in ROPES if r not in ropes)}.")
     if comparisons:
         near = sorted({(c.experiment, c.rope, c.multiple) for c in comparisons})
         per = sorted({(x, m) for x, _, m in near})
@@ -448,7 +458,7 @@ def advise(d, train_length, n, *, rope=None, task="lm", results=None, score_mode
     folder = RESULTS if results is None else Path(results)
     if not folder.is_dir():
         raise ValueError(f"`results` must be a folder of result files, got {str(folder)!r}")
-    label = "the committed results (figures/)" if folder.resolve() == RESULTS.resolve() else str(folder)
+    label = "the committed figures/" if folder.resolve() == RESULTS.resolve() else str(folder)
     schemes = _schemes(d, L, n, score_model, match)
     found, missing = _read_evidence(folder)
     target = n / L
@@ -492,33 +502,36 @@ def _markdown(a: Advice) -> str:
               f"### The published scales at n = {a.n}, pinned at L = {a.train_length}", "",
               f"The factor multiplies 1/sqrt(d); the scale multiplies q·k. The i.i.d. theory "
               f"(`ss.extrapolation_table`: {a.score_model} scores, d = {a.d}, one matching key of cosine {a.match:g} "
-              f"in the signal columns): the entropy drift from L to n, and that key's share of the attention.", "",
-              "| scheme | factor | scale | pinned by | drift, i.i.d. (nats) | drift, one matching key | "
-              "its share at L | at n | source |",
+              f"in the signal columns): the entropy drift from L to n in nats, and that key's share of the attention.",
+              "",
+              "| scheme | factor | scale | pinned by | drift, i.i.d. | drift, one key | share at L | at n | source |",
               "|---|---|---|---|---|---|---|---|---|"]
     for s in a.schemes:
         lines.append(f"| `{s.scheme}` | {s.factor:.4f} | {s.scale:.5f} | {s.pin_rule or '-'} | "
-                     f"{s.drift_isotropic:+.3f} | {s.drift_signal:+.3f} | {s.share_at_l:.3f} | {s.share:.3f} | {s.source} |")
+                     f"{_drift(s.drift_isotropic)} | {_drift(s.drift_signal)} | {s.share_at_l:.3f} | {s.share:.3f} | "
+                     f"{s.source} |")
     lines += ["", "### Measured: each scale against `standard` in the same model, under the same RoPE", ""]
-    if a.comparisons:
-        lines += ["Differences are the scale's minus standard's, paired by seed: mean ± sample standard deviation "
-                  "(loss in nats, lower is better; accuracy a fraction, higher is better).", "",
-                  "| RoPE | applied | experiment | model | n/L | scale | loss | accuracy | seeds | verdict |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
-        for c in a.comparisons:
-            lines.append(f"| {c.rope} | {'at test' if c.at_test else 'trained'} | {c.experiment} | "
-                         f"{c.model}, {c.size:,} {c.size_unit} | {_times(c.multiple)} | {c.scale} | "
-                         f"{_fmt(c.loss, c.loss_spread)} | {_fmt(c.accuracy, c.accuracy_spread)} | "
-                         f"{len(c.seeds)} | {c.verdict} |")
-    else:
+    if not a.comparisons:
         lines.append("No measured comparison speaks to this situation.")
-    if a.baselines:
-        lines += ["", "### `standard` against the other references measured", "",
-                  "| RoPE | experiment | model | n/L | reference | loss | accuracy | seeds |", "|---|---|---|---|---|---|---|---|"]
-        for c in a.baselines:
-            lines.append(f"| {c.rope} | {c.experiment} | {c.model}, {c.size:,} {c.size_unit} | {_times(c.multiple)} | "
-                         f"{c.reference} | {_fmt(c.loss, c.loss_spread)} | {_fmt(c.accuracy, c.accuracy_spread)} | "
-                         f"{len(c.seeds)} |")
+    else:
+        lines.append("Differences are the scale's minus standard's, paired by seed: mean ± sample standard deviation "
+                     "(loss in nats, lower is better; accuracy a fraction, higher is better); a scale "
+                     "labelled \"at test\" is applied at test time only to a model trained with `standard`. The "
+                     "models are named in the scope below.")
+    for rope in sorted({c.rope for c in a.comparisons}):
+        lines += ["", f"#### RoPE `{rope}`", "", "| experiment | n/L | scale | loss | accuracy | seeds | verdict |",
+                  "|---|---|---|---|---|---|---|"]
+        for c in (c for c in a.comparisons if c.rope == rope):
+            lines.append(f"| {c.experiment} | {_times(c.multiple)} | "
+                         f"{c.scale} | {_fmt(c.loss, c.loss_spread)} | {_fmt(c.accuracy, c.accuracy_spread)} | "
+                         f"{len(c.seeds)} | {c.verdict} |")
+        base = [c for c in a.baselines if c.rope == rope]
+        if base:
+            lines.append("")
+        for c in base:
+            acc = f", accuracy {_fmt(c.accuracy, c.accuracy_spread)}" if math.isfinite(c.accuracy) else ""
+            lines.append(f"- `standard` against \u201c{c.reference}\u201d ({c.experiment} at {_times(c.multiple)}): loss "
+                         f"{_fmt(c.loss, c.loss_spread)}{acc}, {len(c.seeds)} seeds.")
     lines += ["", "### Scope", ""] + [f"- {s}" for s in a.scope]
     return "\n".join(lines)
 
