@@ -378,13 +378,13 @@ def _size(name: str) -> int:
 
 def _evidence(name, res: ExtrapolationResult) -> list:
     """See :meth:`ExtrapolationExperiment.evidence`."""
-    r = res.rows
-    loss_rows = r["layer"] == -1
+    loss_rows = res.rows["layer"] == -1  # the loss rows only: the head rows are most of the file
+    r = {k: res.rows[k][loss_rows] for k in ("kind", "rope", "scheme", "lo", "doc", "loss")}
     L = res.train_length
     model = str(res.header.get("model", "?"))
 
     def per_doc(kind, rope, scheme, lo):
-        m = loss_rows & (r["kind"] == kind) & (r["rope"] == rope) & (r["scheme"] == scheme) & (r["lo"] == lo)
+        m = (r["kind"] == kind) & (r["rope"] == rope) & (r["scheme"] == scheme) & (r["lo"] == lo)
         return {d: v for d, v in zip(r["doc"][m], r["loss"][m]) if np.isfinite(v)}
 
     out = []

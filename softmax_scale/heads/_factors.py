@@ -114,11 +114,12 @@ def head_factors(stats, train_length, n, *, pools=None) -> HeadFactorTable:
     >>> import numpy as np
     >>> import softmax_scale as ss
     >>> rng = np.random.default_rng(0)
-    >>> stats = [ss.head_stats(2.0 * rng.standard_normal((2, 32, n)), predict=False) for n in (128, 256)]
+    >>> stats = [ss.head_stats(2.0 * rng.standard_normal((2, 32, n)), predict=False)
+    ...          for n in (128, 256)]
     >>> table = ss.head_factors(stats, train_length=256, n=[256, 2048])
-    >>> table.factors["toolkit_iid"].shape                  # 2 heads, 2 lengths
+    >>> table.factors["toolkit_iid"].shape  # 2 heads, 2 lengths
     (2, 2)
-    >>> table.factors["toolkit_iid"][:, 0].round(6)         # 1 at n = L
+    >>> table.factors["toolkit_iid"][:, 0].round(6)  # 1 at n = L
     array([1., 1.])
     """
     stats = _check_stats(stats)
