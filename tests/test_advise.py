@@ -132,6 +132,15 @@ def test_one_number_changed_so_the_loss_difference_flips_sign_changes_the_recomm
     assert _trained_recommendation(tmp_path) == "standard"
 
 
+def test_the_command_reads_the_results_folder_it_is_given(tmp_path, capsys):
+    _change(RESULTS / "train_mlm.csv", tmp_path / "train_mlm.csv", "ssmax", "0", "512", "loss", 1.0)
+    argv = ["advise", "--d", "128", "--train-length", "64", "--n", "512", "--rope", "none", "--results", str(tmp_path),
+            "--json"]
+    assert cli.main(argv) == 0
+    recs = json.loads(capsys.readouterr().out)["recommendations"]
+    assert next(r["scale"] for r in recs if not r["at_test"]) == "standard"
+
+
 def test_a_results_folder_without_files_has_no_comparisons(tmp_path):
     assert ss.advise(d=D, train_length=L, n=N, results=tmp_path).comparisons == ()
 
