@@ -221,9 +221,12 @@ def _has_evidence(exp: Experiment) -> bool:
     return type(exp).evidence is not Experiment.evidence
 
 
-def _read_evidence(results: Path) -> tuple[dict, list]:
-    """``({name: (file name, [Evidence])}, [names without a result file])`` for the experiments that have evidence."""
-    found, missing = {}, []
+def _read_evidence(results: Path) -> tuple[dict, list, list]:
+    """``({name: (file name, [Evidence])}, [names without a result file], [names whose file has no comparison yet])``.
+
+    Over the experiments that say what their rows mean (:meth:`~softmax_scale.experiments.Experiment.evidence`).
+    """
+    found, missing, empty = {}, [], []
     for name in EXPERIMENTS:
         exp = EXPERIMENTS[name]
         if not _has_evidence(exp):
@@ -238,7 +241,9 @@ def _read_evidence(results: Path) -> tuple[dict, list]:
             raise ValueError(f"`results`: {path} is not a result file of the experiment {name!r} ({exc})") from None
         if ev:
             found[name] = (path.name, ev)
-    return found, missing
+        else:
+            empty.append(name)
+    return found, missing, empty
 
 
 def _task_matches(task: str, asked: str) -> bool:
@@ -356,7 +361,7 @@ def _recommend(comparisons: list, rope: str, at_test: bool) -> Recommendation:
     return Recommendation(rope, at_test, _REFERENCE, "no scale beat standard in every comparison; " + "; ".join(parts))
 
 
-def _scope(found: dict, missing: list, comparisons: list, task: str, rope: str | None, target: float,
+def _scope(found: dict, missing: list, empty: list, comparisons: list, task: str, rope: str | None, target: float,
            results_label: str) -> list:
     lines = []
     for name, (file, ev) in found.items():
@@ -369,6 +374,8 @@ def _scope(found: dict, missing: list, comparisons: list, task: str, rope: str |
                      f"RoPE {', '.join(ropes)}; n/L {mult}; up to {seeds} seeds.")
     if missing:
         lines.append(f"No result file in {results_label} for: {', '.join(f'`{m}`' for m in missing)}.")
+    if empty:
+        lines.append(f"A result file without a comparison yet: {', '.join(f'`{m}`' for m in empty)}.")
     measured_tasks = {e.task for _, ev in found.values() for e in ev if e.reference == _REFERENCE}
     for kind, text in TASKS.items():
         if not any(_task_matches(t, kind) for t in measured_tasks):
@@ -460,13 +467,13 @@ def advise(d, train_length, n, *, rope=None, task="lm", results=None, score_mode
         raise ValueError(f"`results` must be a folder of result files, got {str(folder)!r}")
     label = "the committed figures/" if folder.resolve() == RESULTS.resolve() else str(folder)
     schemes = _schemes(d, L, n, score_model, match)
-    found, missing = _read_evidence(folder)
+    found, missing, empty = _read_evidence(folder)
     target = n / L
     comparisons = _comparisons(found, task, rope, target)
     baselines = _comparisons(found, task, rope, target, baselines=True)
     ropes = [rope] if rope is not None else sorted({c.rope for c in comparisons})
     recs = [_recommend(comparisons, r, at) for r in ropes for at in (True, False)]
-    scope = _scope(found, missing, comparisons, task, rope, target, label)
+    scope = _scope(found, missing, empty, comparisons, task, rope, target, label)
     return Advice(d=d, train_length=L, n=n, rope=rope, task=task, results=label, score_model=score_model,
                   match=float(match), schemes=tuple(schemes), comparisons=tuple(comparisons),
                   baselines=tuple(baselines), recommendations=tuple(recs), scope=tuple(scope))

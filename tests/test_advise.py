@@ -176,6 +176,21 @@ class _ToyExperiment(Experiment):
                          "standard", "accuracy", gain, 0.01, (0, 1, 2))]
 
 
+class _EmptyToy(_ToyExperiment):
+    def evidence(self, table):
+        return []
+
+
+def test_a_result_file_without_comparisons_is_named_in_the_scope(tmp_path):
+    (tmp_path / "toy_one_key.csv").write_text("0.2\n", encoding="utf-8")
+    EXPERIMENTS["toy_one_key"] = _EmptyToy()
+    try:
+        a = ss.advise(d=D, train_length=L, n=N, results=tmp_path)
+    finally:
+        del EXPERIMENTS["toy_one_key"]
+    assert any(line.startswith("A result file without a comparison yet: `toy_one_key`") for line in a.scope)
+
+
 def test_an_experiment_registered_with_a_result_file_is_read_without_editing_advise(tmp_path):
     (tmp_path / "toy_one_key.csv").write_text("0.2\n", encoding="utf-8")
     EXPERIMENTS["toy_one_key"] = _ToyExperiment()

@@ -4,7 +4,9 @@ The signal-plus-noise model of attention: the query has one matching key (score 
 ``n - 1`` random ones.  The statistics come from the Laplace-transform identity of
 :mod:`softmax_scale.exact` with ``phi^(n-1)`` and one more factor ``exp(-t e^{alpha s0})``
 (:func:`softmax_scale.exact.signal_at`), deterministic; Monte Carlo on numpy draws is the check.
-The signal's attention share ``E[p_0]`` is reported beside the entropy.
+The signal's attention share ``E[p_0]`` is reported beside the entropy.  The random keys are
+normal, cosine, or drawn from a sample of scores (a head's own pooled scores), on which the same
+quadrature sums over the sample's points.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import numpy as np
 
 from .._util.rng import seed_sequence
 from .._util.validation import N_MAX, check_alpha_array, check_choice, check_int
-from ..distributions import Cosine, Normal, get_distribution
+from ..distributions import Cosine, Empirical, Normal, WeightedSample, get_distribution
 from ..exact import signal_at
 
 __all__ = ["METHODS", "SignalStats", "signal_stats"]
@@ -100,8 +102,10 @@ def signal_stats(alpha, n, s0, dist="normal", *, d=None, method="exact", trials=
         Total number of keys, ``>= 2``.
     s0 : float
         The fixed (signal) score, in the units of ``dist`` (a z-score, or a cosine in [-1, 1]).
-    dist : {"normal", "cosine"}
-        Distribution of the ``n - 1`` random scores.
+    dist : {"normal", "cosine"}, array_like, Empirical or WeightedSample
+        Distribution of the ``n - 1`` random scores: a named one, or a sample of scores (e.g. a
+        head's pooled standardised scores, :func:`softmax_scale.heads.key_share`), ``s0`` then in
+        the sample's units.
     d : int, optional
         Dimension for ``"cosine"``.
     method : {"exact", "mc"}
@@ -119,8 +123,8 @@ def signal_stats(alpha, n, s0, dist="normal", *, d=None, method="exact", trials=
     n = check_int(n, "n", minimum=2, maximum=N_MAX)
     check_choice(method, "method", METHODS)
     dist_obj = get_distribution(dist, d)
-    if not isinstance(dist_obj, (Normal, Cosine)):
-        raise TypeError(f"`dist` must be 'normal' or 'cosine' for the signal model, got {dist_obj.label}")
+    if not isinstance(dist_obj, (Normal, Cosine, Empirical, WeightedSample)):
+        raise TypeError(f"`dist` must be 'normal', 'cosine' or a sample of scores for the signal model, got {dist_obj.label}")
     if not isinstance(s0, (int, float)) or isinstance(s0, bool):
         raise TypeError(f"`s0` must be a finite number, got {s0!r}")
     if not math.isfinite(s0):

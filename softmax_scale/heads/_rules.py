@@ -15,6 +15,12 @@ At each ``n`` a rule asks for the factor ``f`` on the scores that gives the i.i.
   ``[1e-3, ln n - 1e-3]``.  A head whose entropy rises as the i.i.d. model says gets the
   ``toolkit_iid`` factor, one whose entropy does not move gets 1, one whose entropy falls ``f < 1``.
 
+For one key among ``n`` the rule ``toolkit_share`` (:func:`share_factors`) holds instead the
+share of a key of fixed standardised gap ``s0`` (the head's source key, measured at ``n_ref``):
+``E[p_0](f alpha, n) = E[p_0](alpha, n_ref)`` under :func:`softmax_scale.signal_stats` on the
+head's pooled scores; the share rises with ``f`` for a key above the others, and the root in
+``ln f`` is bracketed on the same points, then found by ``brentq``.
+
 *How it is solved.*  ``E[H]`` is the exact evaluator's (:class:`~softmax_scale.exact.EntropyForNs`,
 ~1e-13 nats) and falls with ``f``.  The root in ``x = ln f`` is bracketed on the points
 ``x = 0, +-1/16, +-1/8, ... +-32`` (each evaluated once for every ``n``), then found by ``brentq``
@@ -34,10 +40,12 @@ from .._util.validation import check_choice, check_int, check_n_array, check_pos
 from ..distributions import get_distribution
 from ..exact import EntropyForNs, TooMuchWork, exact_stats
 
-__all__ = ["TOOLKIT_RULES", "exact_entropy", "rule_factors"]
+__all__ = ["SHARE_RULE", "TOOLKIT_RULES", "exact_entropy", "rule_factors", "share_factors"]
 
-#: The toolkit's two per-head rules (:func:`rule_factors`).
+#: The toolkit's two per-head entropy rules (:func:`rule_factors`).
 TOOLKIT_RULES = ("toolkit_iid", "toolkit_measured")
+#: The toolkit's per-head rule for one key among ``n`` (:func:`share_factors`).
+SHARE_RULE = "toolkit_share"
 
 _TARGET_MARGIN = 1e-3  # nats: toolkit_measured's target stays this far inside (0, ln n)
 _FIRST_STEP = 1.0 / 16.0  # the bracket search tries ln f = +-1/16, +-1/8, +-1/4, ...
@@ -179,3 +187,72 @@ def _root(one, alpha, target, lo, hi, glo, ghi):
         return found.x
     except TooMuchWork:
         return np.nan
+
+
+def _share(dist, alpha, n, s0) -> float:
+    from ..entropy.signal import signal_stats
+
+    try:
+        return float(signal_stats(alpha, int(n), s0, dist=dist).share)
+    except TooMuchWork:
+        return np.nan
+
+
+def share_factors(alpha, dist, s0, n_ref, ns) -> np.ndarray:
+    """The factor that holds the i.i.d. share of one key of gap ``s0`` at its value at ``n_ref``, at each ``n``.
+
+    Parameters
+    ----------
+    alpha : float
+        The head's scale on unit-variance scores at ``n_ref``, ``> 0``.
+    dist : WeightedSample, ScoreDistribution, "normal" or array_like
+        The other keys' standardised scores.
+    s0 : float
+        The key's standardised gap (finite).
+    n_ref : int
+        The reference number of keys, ``>= 2``.
+    ns : array_like of int
+        Numbers of keys, ``>= 2``.
+
+    Returns
+    -------
+    ndarray, shape (len(ns),)
+        ``f`` with ``E[p_0](f alpha, n) = E[p_0](alpha, n_ref)``; NaN where the share cannot be
+        reached within ``f`` in ``[e^-32, e^32]`` (a key not above the others) or the evaluator
+        cannot answer.
+    """
+    alpha = check_positive_float(alpha, "alpha")
+    dist = get_distribution(dist)
+    if isinstance(s0, (bool, np.bool_)) or not isinstance(s0, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(s0):
+        raise ValueError(f"`s0` must be a finite number, got {s0!r}")
+    s0 = float(s0)
+    n_ref = check_int(n_ref, "n_ref", minimum=2)
+    nn, _ = check_n_array(ns, "ns")
+    target = _share(dist, alpha, n_ref, s0)
+    out = np.full(nn.size, np.nan)
+    if not np.isfinite(target):
+        return out
+    for j, n in enumerate(nn):
+        def g(x, n=n):
+            return target - _share(dist, alpha * math.exp(x), n, s0)  # falls as f grows
+
+        g0 = g(0.0)
+        if not np.isfinite(g0):
+            continue
+        if abs(g0) <= _FTOL:
+            out[j] = 1.0
+            continue
+        sign = 1.0 if g0 > 0 else -1.0
+        lo, step = 0.0, _FIRST_STEP
+        while step <= _LAST_STEP:
+            x = sign * step
+            gx = g(x)
+            if not np.isfinite(gx):
+                break
+            if np.sign(gx) != np.sign(g0) or gx == 0.0:
+                a, b = sorted((lo, x))
+                out[j] = math.exp(brentq(g, a, b, xtol=_XTOL, rtol=4 * np.finfo(float).eps))
+                break
+            lo, step = x, step * 2.0
+    return out

@@ -1,0 +1,154 @@
+"""The one-key experiments' figures (copying and passkey retrieval), drawn from their committed CSVs.
+
+``make figures`` redraws them and never trains; without a CSV the figure is skipped with one
+line.  Reading needs numpy only, not JAX.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._style import new_figure
+
+#: Curves drawn: (trained label prefix, test scale, legend, colour, line style).
+_CURVES = (("standard", "trained", "standard", "C0", "-"),
+           ("standard", "qwen_logn", "standard + log n at test", "C1", "--"),
+           ("standard", "yarn", "standard + YaRN temperature at test", "C2", "--"),
+           ("standard", "toolkit_iid", "standard + toolkit i.i.d.", "C4", ":"),
+           ("standard", "toolkit_measured", "standard + toolkit measured", "C5", ":"),
+           ("standard", "toolkit_share", "standard + toolkit share", "C6", "-."),
+           ("entropy_invariant", "trained", "log_L n trained in", "C3", "-"),
+           ("ssmax", "trained", "ssmax trained in", "C7", "-"))
+
+
+def _find(rows, prefix, scale, rope):
+    for key in rows:
+        if key[0].startswith(prefix) and key[1] == rope and key[2].split("@")[0] == scale:
+            return rows[key]
+    return None
+
+
+def _table(name, table, csv):
+    from ..experiments import EXPERIMENTS
+    from .train import committed_table
+
+    return committed_table(EXPERIMENTS[name], table, csv)
+
+
+def _band(ax, x, mean, sd, **kw):
+    (line,) = ax.plot(x, mean, marker="o", ms=3, **kw)
+    if np.any(np.isfinite(sd)):
+        ax.fill_between(x, mean - sd, mean + sd, color=line.get_color(), alpha=0.12, lw=0)
+
+
+def one_key_copy_figure(table=None, csv=None):
+    """Copy accuracy against the copy distance (one panel per RoPE variant), and the retrieving head's share.
+
+    Each curve is the mean over seeds with ± one standard deviation shaded; grey: the same bytes
+    without the copy (``standard``, as trained); black: the sliding window of ``L``.
+    """
+    from ..experiments.copy import copy_summary
+
+    table = _table("copy", table, csv)
+    s = copy_summary(table)
+    L, dist = s["L"], s["distances"]
+    ropes = sorted({k[1] for k in s["rows"] if k[2] != "window"}, key=lambda r: (r != "none", r))
+    x = dist / L
+    fig, axes = new_figure(len(ropes) + 1, 1, width=3.2 * (len(ropes) + 1), height=3.4, sharey=False)
+    axes = np.atleast_1d(axes)
+    for ax, rope in zip(axes, ropes):
+        for prefix, scale, label, color, ls in _CURVES:
+            v = _find(s["rows"], prefix, scale, rope)
+            if v is not None:
+                _band(ax, x, 100 * v["accuracy"], 100 * v["accuracy_std"], color=color, ls=ls, label=label)
+        ctl = _find(s["control"], "standard", "trained", rope)
+        if ctl is not None:
+            ax.plot(x, 100 * ctl["accuracy"], color="0.6", lw=1, label="no copy (control)")
+        win = s["rows"].get(next((k for k in s["rows"] if k[0].startswith("standard") and k[2] == "window"), None))
+        if win is not None:
+            ax.plot(x, 100 * win["accuracy"], color="k", lw=1, ls=":", label="sliding window of L")
+        ax.axvline(1.0, color="0.8", lw=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("copy distance m / L")
+        ax.set_title(f"RoPE {rope}", fontsize=10)
+    axes[0].set_ylabel("accuracy on the second copy (%)")
+    axes[0].legend(fontsize=6, loc="lower left")
+    ax = axes[-1]
+    r = table.rows
+    m0 = (r["status"] == "ok") & (r["kind"] == "share") & (r["scale"] == "trained")
+    for prefix, color in (("standard", "C0"), ("entropy_invariant", "C3"), ("ssmax", "C7")):
+        m = m0 & np.char.startswith(r["scheme"].astype(str), prefix)
+        if not m.any():
+            continue
+        d = np.unique(r["distance"][m])
+        meas = np.array([np.mean(r["share"][m & (r["distance"] == v)]) for v in d])
+        pred = np.array([np.nanmean(r["share_predicted"][m & (r["distance"] == v)]) for v in d])
+        ax.plot(d / L, meas, color=color, marker="o", ms=3, label=f"{prefix}: measured")
+        ax.plot(d / L, pred, color=color, ls="--", label=f"{prefix}: predicted from L")
+    ax.set_xscale("log", base=2)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("copy distance m / L")
+    ax.set_ylabel("retrieving head's share on the source")
+    ax.set_title("share, as trained (RoPE none)", fontsize=10)
+    ax.legend(fontsize=6)
+    return fig
+
+
+def one_key_passkey_figure(table=None, csv=None):
+    """Passkey exact-match rate against the test length (one panel per RoPE variant), mean ± std over seeds."""
+    from ..experiments.passkey import passkey_summary
+
+    table = _table("passkey", table, csv)
+    s = passkey_summary(table)
+    lengths = s["lengths"]
+    L = int(lengths.min())
+    ropes = sorted({k[1] for k in s["rows"]}, key=lambda r: (r != "none", r))
+    fig, axes = new_figure(len(ropes), 1, width=3.4 * len(ropes), height=3.4, sharey=True)
+    axes = np.atleast_1d(axes)
+    for ax, rope in zip(axes, ropes):
+        for prefix, scale, label, color, ls in _CURVES:
+            v = _find(s["rows"], prefix, scale, rope)
+            if v is not None:
+                _band(ax, lengths / L, 100 * v["accuracy"], 100 * v["accuracy_std"], color=color, ls=ls, label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("test length / L")
+        ax.set_title(f"RoPE {rope}", fontsize=10)
+    axes[0].set_ylabel("passkey exact match (%)")
+    axes[0].set_ylim(-2, 102)
+    axes[0].legend(fontsize=6)
+    return fig
+
+
+def one_key_size_figure(table=None, csv=None):
+    """``log_L n`` trained in minus ``standard`` in copy accuracy against the parameters, one panel per RoPE variant.
+
+    One line per copy distance past ``L``: the mean over seeds, each seed a dot.
+    """
+    from ..experiments.size import size_differences, size_parameters
+
+    table = _table("size", table, csv)
+    diffs = size_differences(table)
+    ropes = sorted({k[1] for k in diffs}, key=lambda r: (r != "none", r))
+    dists = sorted({k[2] for k in diffs})
+    L = int(table.header.get("config", "").split('"train_length":')[1].split(",")[0]) if diffs else 1
+    fig, axes = new_figure(max(1, len(ropes)), 1, width=3.2 * max(1, len(ropes)), height=3.2, sharey=True)
+    axes = np.atleast_1d(axes)
+    for ax, rope in zip(axes, ropes):
+        for j, m in enumerate(dists):
+            keys = sorted(k for k in diffs if k[1] == rope and k[2] == m)
+            x = np.array([size_parameters(table, k[0]) for k in keys], dtype=float)
+            per = [100 * np.array(list(diffs[k].values())) for k in keys]
+            ax.plot(x, [p.mean() for p in per], marker="o", color=f"C{j}", label=f"m = {m / L:g}L")
+            for xi, p in zip(x, per):
+                ax.scatter(np.full(p.size, xi), p, s=8, color=f"C{j}", alpha=0.5)
+        ax.axhline(0.0, color="0.6", lw=0.8)
+        ax.set_xscale("log")
+        ax.set_xlabel("parameters")
+        ax.set_title(f"RoPE {rope}", fontsize=10)
+    axes[0].set_ylabel("log_L n trained in − standard (points)")
+    axes[0].legend(fontsize=7)
+    return fig
+
+
+FIGURES = [("one_key_copy", one_key_copy_figure, {}, {}), ("one_key_passkey", one_key_passkey_figure, {}, {}),
+           ("one_key_size", one_key_size_figure, {}, {})]

@@ -1,0 +1,129 @@
+"""The one-key experiments (copy, passkey, size): the quick forms end to end, a rerun that trains nothing, the probe.
+
+- each quick form from the command line: its file, every row kind, shares in [0, 1], evidence;
+- a rerun trains and evaluates nothing (the trainer and the evaluator are replaced by ones that fail);
+- the retrieving-head probe on a tiny model against a naive numpy softmax of the same scores;
+- the share-holding rule's factors hold the predicted share (through the experiment's own call);
+- bad configurations are one clear error.
+"""
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+
+from softmax_scale import cli  # noqa: E402
+from softmax_scale.experiments import EXPERIMENTS  # noqa: E402
+from softmax_scale.experiments import _one_key as ok  # noqa: E402
+from softmax_scale.experiments.copy import CopyConfig  # noqa: E402
+from softmax_scale.experiments.passkey import PasskeyConfig  # noqa: E402
+from softmax_scale.heads import SHARE_RULE, share_factors  # noqa: E402
+from softmax_scale.train import TrainConfig  # noqa: E402
+from softmax_scale.train.data import heldout_bytes  # noqa: E402
+from softmax_scale.train.evaluation import batch_scores  # noqa: E402
+from softmax_scale.train.model import init_params  # noqa: E402
+from softmax_scale.train.tasks import copy_batch  # noqa: E402
+
+
+@pytest.fixture(scope="module", params=["copy", "passkey", "size"])
+def quick_run(request, tmp_path_factory):
+    out = tmp_path_factory.mktemp(request.param)
+    status = cli.main(["run", request.param, "--quick", "--workers", "1", "--out", str(out), "--no-progress"])
+    assert status == 0
+    exp = EXPERIMENTS[request.param]
+    path = exp.result_path(exp.config(True), out)
+    return request.param, exp, out, path
+
+
+def test_the_quick_form_writes_every_row_kind(quick_run):
+    name, exp, out, path = quick_run
+    table = exp.read(path)
+    r = table.rows
+    kinds = set(r["kind"])
+    test_kinds = {"copy": {"copy", "control", "window", "factor"}, "passkey": {"passkey", "factor"},
+                  "size": {"copy", "control", "window"}}[name]
+    assert {"run", "curve", "head_L", "share"} | test_kinds <= kinds
+    assert np.all(r["status"] == "ok")
+    share = r["share"][np.isin(r["kind"], ("share", "head_L"))]
+    assert np.all((share >= 0) & (share <= 1))
+    predicted = r["share_predicted"][r["kind"] == "share"]
+    assert np.all(np.isfinite(predicted))
+    tasks = exp.tasks(exp.config(True), out=out)
+    assert r["scheme"].size == sum(exp.expected_rows(t) for t in tasks)
+    assert exp.evidence(table)
+    assert all(exp.summaries(table))
+    assert (out / f"{path.stem}_one_key_{name}.png").exists() or list(out.glob(f"{path.stem}*.png"))
+    assert "compute_dtype float32" in table.header["compute"]
+
+
+def test_a_rerun_trains_and_evaluates_nothing(quick_run, monkeypatch):
+    from softmax_scale.experiments import run_experiment
+    from softmax_scale.train import evaluation, loop
+
+    name, exp, out, path = quick_run
+    before = path.read_bytes()
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a complete result file must not train or evaluate again")
+
+    monkeypatch.setattr(loop, "train_model", refuse)
+    monkeypatch.setattr(evaluation, "evaluate_batch", refuse)
+    run_experiment(name, quick=True, out=out, workers=0, progress=False)
+    assert path.read_bytes() == before
+
+
+def test_the_probe_matches_a_naive_softmax_on_a_tiny_model():
+    cfg = TrainConfig(objective="causal", train_length=16, layers=2, d_model=16, heads=2, d_ff=24, batch=4, steps=2,
+                      warmup=0)
+    params = init_params(cfg, 3)
+    for layer in params["layers"]:  # larger scores, so the shares are not all 1/n
+        layer["wq"] = layer["wq"] * 4
+    probe = copy_batch(heldout_bytes(), 16, 6, 3, np.random.default_rng(0))
+    got = ok.probe_model(params, cfg, probe, toolkit=False, longest=32)
+    s = batch_scores(params, cfg, probe.batch.inputs, rope="none").astype(np.float64)  # [layers, B, H, T, T]
+    for la in range(2):
+        for he in range(2):
+            shares = []
+            for b in range(3):
+                for t in range(16):
+                    j = probe.source[b, t]
+                    if j < 0:
+                        continue
+                    row = s[la, b, he, t, : t + 1]
+                    p = np.exp(row - row.max())
+                    shares.append(p[j] / p.sum())
+            assert got.shares.share[la, he] == pytest.approx(np.mean(shares), rel=1e-9)
+    best = np.unravel_index(np.nanargmax(got.shares.share), (2, 2))
+    assert (got.layer, got.head) == tuple(int(i) for i in best)
+
+
+def test_the_share_rule_holds_the_share_at_L():
+    from softmax_scale import signal_stats as stats
+    from softmax_scale.distributions import WeightedSample
+
+    pool = WeightedSample.from_pool(np.random.default_rng(1).standard_normal(5000), 1000)
+    gap = 4.5  # above every point of the pool: the share can always be restored
+    f = share_factors(1.2, pool, gap, 128, [256, 1024])
+    target = stats(1.2, 128, gap, dist=pool).share
+    for fj, n in zip(f, (256, 1024)):
+        assert stats(1.2 * fj, n, gap, dist=pool).share == pytest.approx(target, abs=1e-9)
+    assert SHARE_RULE in ok.RULES
+
+
+@pytest.mark.parametrize("make, name", [
+    (lambda: CopyConfig(multiples=(0.001,)), "multiples"),
+    (lambda: PasskeyConfig(multiples=(0,)), "multiples"),
+    (lambda: PasskeyConfig(depths=(1.5,)), "depths"),
+    (lambda: PasskeyConfig(ropes=("bad",)), "ropes"),
+    (lambda: CopyConfig(count=0), "count"),
+    (lambda: CopyConfig(model=TrainConfig()), "model"),
+])
+def test_bad_configurations_are_one_clear_error(make, name):
+    with pytest.raises(ValueError, match=name):
+        make()
+
+
+def test_bad_cli_input_exits_2(capsys):
+    assert cli.main(["run", "copy", "--seeds", "0", "--quick", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
