@@ -31,7 +31,7 @@ from .entropy import (
 from .entropy.invariant import InvariantScale, invariant_scale
 from .entropy.signal import SignalStats, signal_stats
 from .exact import MeanFieldError, exact_stats, gap_density_at_zero, mean_field_error
-from .heads import HeadStats, head_stats
+from .heads import HeadFactorTable, HeadStats, head_factors, head_stats
 from .laws import LawFit, compare_alpha_laws, fit_alpha_law
 from .moments import (
     depth_second_moments,
@@ -56,13 +56,15 @@ __version__ = "0.1.0"
 #: Names of the real-model studies, imported from :mod:`.experiments` on first access.
 _EXPERIMENT_NAMES = {"real_head_table": "real_heads", "RealHeadTable": "real_heads",
                      "length_extrapolation": "real_extrapolation"}
+#: Names of :mod:`.advice` (which reads the experiments' results), imported on first access.
+_ADVICE_NAMES = ("advise", "Advice")
 
 
 def __getattr__(name):
-    """Import ``softmax_scale.models`` on first access, never at import time.
+    """Import ``softmax_scale.models`` and what sits on the experiments on first access, never at import time.
 
-    ``ss.models``, and ``ss.real_head_table`` / ``ss.RealHeadTable`` / ``ss.length_extrapolation``
-    which live there.
+    ``ss.models``; ``ss.real_head_table`` / ``ss.RealHeadTable`` / ``ss.length_extrapolation``
+    from the experiments; ``ss.advise`` / ``ss.Advice`` from :mod:`softmax_scale.advice`.
     """
     import importlib
 
@@ -70,6 +72,8 @@ def __getattr__(name):
         return importlib.import_module(".models", __name__)
     if name in _EXPERIMENT_NAMES:
         return getattr(importlib.import_module(f".experiments.{_EXPERIMENT_NAMES[name]}", __name__), name)
+    if name in _ADVICE_NAMES:
+        return getattr(importlib.import_module(".advice", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -83,6 +87,7 @@ __all__ = [
     "Empirical",
     "EntropyCurve",
     "ExtrapolationTable",
+    "HeadFactorTable",
     "HeadStats",
     "InvariantScale",
     "LawFit",
@@ -112,6 +117,7 @@ __all__ = [
     "gap_density_at_zero",
     "get_distribution",
     "gradient_objective",
+    "head_factors",
     "head_stats",
     "invariant_scale",
     "layer_norm",

@@ -1,6 +1,6 @@
 """The ``softmax-scale`` command line.
 
-Subcommands: ``alpha``, ``fit``, ``stats``, ``scale``, ``entropy``, ``figures``,
+Subcommands: ``advise``, ``alpha``, ``fit``, ``stats``, ``scale``, ``entropy``, ``figures``,
 ``table``, ``heads``, ``extrapolate``, ``train`` and ``run`` (any experiment of
 :data:`softmax_scale.experiments.EXPERIMENTS`; ``table``, ``heads``, ``extrapolate`` and ``train``
 are the names users know for some of them).  Every subcommand that prints numbers takes ``--json``.  Bad input
@@ -224,6 +224,17 @@ def _parse_param(text: str):
         raise ValueError(f"`{name}` must be a number or none, got {v!r} (in --param {text})") from None
 
 
+def _cmd_advise(args):
+    from .advice import advise
+
+    missing = [f"--{k.replace('_', '-')}" for k in ("d", "train_length", "n") if getattr(args, k) is None]
+    if missing:
+        raise ValueError(f"{', '.join(f'`{m}`' for m in missing)} required: the head dimension, the training length "
+                         "and the length the model is run at")
+    a = advise(args.d, args.train_length, args.n, rope=args.rope, task=args.task, results=args.results)
+    _emit(args, a.to_dict(), a.markdown())
+
+
 def _cmd_entropy(args):
     from .entropy import entropy_curves
     from .schemes import pinned
@@ -435,6 +446,18 @@ def _parser() -> argparse.ArgumentParser:
     train_length_opt(sp)
     sp.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                     help="scheme parameter (after --train-length), repeatable; 'none' for None")
+    json_opt(sp)
+
+    sp = add("advise", _cmd_advise, "which scale for a model of head dimension d trained at L and run at n: every "
+             "published scale there, the i.i.d. theory, the measured evidence and the recommendation that follows")
+    sp.add_argument("--d", type=_number, default=None, help="head dimension")
+    sp.add_argument("--train-length", type=_number, default=None, metavar="L", help="the training length")
+    sp.add_argument("--n", type=_number, default=None, help="the length the model is run at (>= L)")
+    sp.add_argument("--rope", default=None, help="the RoPE variant past L (none, pi, ntk, dynamic_ntk, yarn, rerope; "
+                    "default: every variant measured)")
+    sp.add_argument("--task", default="lm", help="lm (language modelling; default) or retrieval (one key to find)")
+    sp.add_argument("--results", default=None, metavar="DIR",
+                    help="folder of the experiments' result files (default: the committed figures/)")
     json_opt(sp)
 
     sp = add("entropy", _cmd_entropy, "expected attention entropy against n under published scales",

@@ -57,6 +57,8 @@ BOOL_BAD = ["yes", None, 2.5]
 RNG_BAD = [-1, "seed", 1.5, [1.5], object()]
 
 SMALL = {"trials": 8}  # keeps Monte Carlo calls short
+#: Two measurements of two heads inside L = 64 (the input of head_factors).
+_HEAD_STATS = [ss.head_stats(np.random.default_rng(n).standard_normal((2, 8, n)), predict=False) for n in (32, 64)]
 
 # (function, valid keyword arguments, {parameter: bad values})
 CASES = {
@@ -375,6 +377,16 @@ CASES = {
             "mask_fill": ["mask", "keep", "nonsense"],
         },
     ),
+    "head_factors": (
+        ss.head_factors,
+        {"stats": _HEAD_STATS, "train_length": 64, "n": 256},
+        {
+            "stats": [None, "x", [], 3, _HEAD_STATS[:1], [_HEAD_STATS[0], None]],
+            "train_length": INT_BAD,
+            "n": INT_BAD,
+            "pools": ["x", [1], [None], [1, 2]],
+        },
+    ),
     "temperature_table": (
         ss.temperature_table,
         {"ds": (128,), "ns": (256,)},
@@ -444,6 +456,7 @@ ALLOWED_NONFINITE = {
     "objective_table": {"expected", "expected_value"},
     "optimal_alpha": {"*"},
     "optimize_alpha": {"alpha", "value"},
+    "head_factors": {"factors"},  # NaN where a rule has no answer (documented)
 }
 
 

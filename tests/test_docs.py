@@ -4,10 +4,12 @@ import doctest
 
 import pytest
 
+import softmax_scale.advice
+import softmax_scale.heads._factors
 import softmax_scale.laws
 import softmax_scale.optimize
 
-MODULES = [softmax_scale.optimize, softmax_scale.laws]
+MODULES = [softmax_scale.optimize, softmax_scale.laws, softmax_scale.heads._factors, softmax_scale.advice]
 
 
 @pytest.mark.parametrize("module", MODULES, ids=[m.__name__ for m in MODULES])

@@ -294,7 +294,7 @@ class ExtrapolationTable:
     log_n_drift: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     def __str__(self):
-        head = f"{'scheme':<20}" + "".join(f"{f'{int(f)}L':>9}" for f in self.factors)
+        head = f"{'scheme':<20}" + "".join(f"{f'{f:g}L':>9}" for f in self.factors)
         lines = [f"L = {self.train_length}, {self.score_model} scores, d = {self.d}, match cosine {self.match}", ""]
         for title, arr, fmt in (("entropy drift, isotropic (nats)", self.drift_isotropic, "{:+9.3f}"),
                                 ("entropy drift, signal-plus-noise (nats)", self.drift_signal, "{:+9.3f}"),
@@ -323,8 +323,9 @@ def extrapolation_table(train_length=512, schemes=DEFAULT_SCHEMES, *, d=128, sco
         Score model.
     match : float
         The matching key's cosine in the signal-plus-noise regime.
-    factors : sequence of int
-        ``n / L``, the first of which is the reference (normally 1).
+    factors : sequence of float
+        ``n / L`` (each ``>= 1``, ``L`` times it a whole number of keys), the first of which is the
+        reference (normally 1).
 
     Returns
     -------
@@ -333,11 +334,12 @@ def extrapolation_table(train_length=512, schemes=DEFAULT_SCHEMES, *, d=128, sco
     L = check_int(train_length, "train_length", minimum=2)
     schemes = _check_schemes(schemes)
     fac = check_float_array(factors, "factors")
-    if fac.ndim != 1 or fac.size == 0 or np.any(fac < 1) or np.any(fac != np.floor(fac)):
-        raise ValueError(f"`factors` must be a non-empty sequence of integers >= 1, got {factors!r}")
+    ns = np.round(L * fac)
+    if fac.ndim != 1 or fac.size == 0 or np.any(fac < 1) or np.any(np.abs(L * fac - ns) > 1e-9 * ns):
+        raise ValueError(f"`factors` must be a non-empty sequence of numbers >= 1 that make L * factor a whole number "
+                         f"of keys, got {factors!r}")
     if match is None:
         raise ValueError("`match` must be a cosine in [-1, 1] for the signal-plus-noise columns, got None")
-    ns = L * fac
     iso = entropy_curves(ns, schemes, d=d, score_model=score_model, train_length=L)
     sig = entropy_curves(ns, schemes, d=d, score_model=score_model, match=match, train_length=L)
     return ExtrapolationTable(

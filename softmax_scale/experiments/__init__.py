@@ -16,6 +16,18 @@ looked up, so listing the names costs nothing.
 
 from __future__ import annotations
 
-from .base import EXPERIMENTS, Evidence, Experiment, figure_paths, run_experiment, save_figures
+from .base import (
+    EXPERIMENTS,
+    LM_TASKS,
+    RESULTS,
+    Evidence,
+    Experiment,
+    applied_at_test,
+    at_test_label,
+    figure_paths,
+    run_experiment,
+    save_figures,
+)
 
-__all__ = ["EXPERIMENTS", "Evidence", "Experiment", "figure_paths", "run_experiment", "save_figures"]
+__all__ = ["EXPERIMENTS", "LM_TASKS", "RESULTS", "Evidence", "Experiment", "applied_at_test", "at_test_label",
+           "figure_paths", "run_experiment", "save_figures"]

@@ -19,7 +19,31 @@ from pathlib import Path
 from .._util.store import ResultStore, format_value, read_table
 from .._util.validation import check_int
 
-__all__ = ["EXPERIMENTS", "Evidence", "Experiment", "figure_paths", "run_experiment", "save_figures"]
+__all__ = ["EXPERIMENTS", "LM_TASKS", "RESULTS", "Evidence", "Experiment", "applied_at_test", "at_test_label",
+           "figure_paths", "run_experiment", "save_figures"]
+
+#: The folder of the committed result files (inside a source checkout): what ``make figures`` redraws from.
+RESULTS = Path(__file__).resolve().parents[2] / "figures"
+
+#: The values of :attr:`Evidence.task` that are language modelling; any other task names the retrieval of one
+#: key (a copy, a pass key, the first occurrence of a token).
+LM_TASKS = ("masked bytes", "next byte", "next token")
+
+
+_AT_TEST = " at test"
+
+
+def at_test_label(trained: str, scale: str) -> str:
+    """The :attr:`Evidence.scale` of ``scale`` applied at test time only to a model trained with ``trained``.
+
+    ``at_test_label("standard", "qwen_logn@64")`` is ``"standard + qwen_logn@64 at test"``.
+    """
+    return f"{trained} + {scale}{_AT_TEST}"
+
+
+def applied_at_test(label: str) -> bool:
+    """Whether an :attr:`Evidence.scale` names a scale applied at test time only (:func:`at_test_label`), not trained in."""
+    return label.endswith(_AT_TEST)
 
 
 @dataclass(frozen=True)
@@ -38,11 +62,13 @@ class Evidence:
     rope : str
         The RoPE variant at test time (``"none"`` for a model without rotary positions).
     task : str
-        What the model predicts (``"masked bytes"``, ``"next byte"``, ``"next token"``).
+        What the model predicts: one of :data:`LM_TASKS` (``"masked bytes"``, ``"next byte"``,
+        ``"next token"``) for language modelling; any other name is a retrieval task.
     multiple : float
         The test length (or position) as a multiple of the training length ``L``.
     scale : str
-        The scale measured.
+        The scale measured: trained in, or applied at test time only to a model trained with another
+        (labelled by :func:`at_test_label`).
     reference : str
         The scale it is measured against.
     metric : str

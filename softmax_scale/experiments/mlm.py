@@ -16,7 +16,7 @@ import numpy as np
 
 from ..train.config import QUICK, TrainConfig
 from . import _training as tr
-from .base import Evidence
+from .base import Evidence, at_test_label
 
 __all__ = ["DEFAULT_CONFIG", "EXPERIMENT", "LOGN_AT_TEST", "MLM_LENGTHS", "MLM_SCALES", "PUBLISHED", "MLMConfig",
            "MLMExperiment", "mlm_markdown", "mlm_summary"]
@@ -126,7 +126,7 @@ class MLMExperiment(tr.TrainingExperiment):
             if (label, scale) == (REFERENCE, "trained"):
                 continue
             m = good & (r["scheme"] == label) & (r["scale"] == scale)
-            name = label if scale == "trained" else f"{label} + {scale} at test"
+            name = label if scale == "trained" else at_test_label(label, scale)
             for n in np.unique(r["x"][m]):
                 for metric in ("loss", "accuracy"):
                     d, seeds = _paired(r, m & (r["x"] == n), ref & (r["x"] == n), metric)

@@ -37,7 +37,7 @@ from ..models.registry import check_kind, load
 from ..schemes.rope import ROPES
 from . import _iid_prediction as iid_prediction
 from ._real_extrapolation_result import COLUMNS, HEAD_COLUMNS, ExtrapolationResult, loss_markdown, read_extrapolation_csv
-from .base import Evidence, Experiment
+from .base import Evidence, Experiment, at_test_label
 
 __all__ = ["DEFAULT_DOCS", "DEFAULT_ROPES", "DEFAULT_SCHEMES", "EXPERIMENT", "QUICK", "ExtrapolationConfig",
            "ExtrapolationExperiment", "ExtrapolationResult", "ExtrapolationTask", "bucket_edges", "bucket_keys",
@@ -308,10 +308,13 @@ class ExtrapolationExperiment(Experiment):
         return [loss_markdown(table)]
 
     def evidence(self, table) -> list:
-        """Each (RoPE, scale) pair's loss per bucket past ``L`` against ``standard`` without RoPE change, and against the window.
+        """Each (RoPE, scale) pair's loss per bucket past ``L`` against the window, ``standard`` and ``standard`` without RoPE change.
 
-        One document is one "seed" here: the difference is over the documents, token-weighted
-        within each.
+        ``standard`` is under the same RoPE variant (the scale's own effect), ``standard, RoPE none``
+        under the trained frequencies (the RoPE variant's and the scale's together). One document is
+        one "seed" here: the difference is over the documents, token-weighted within each. The
+        pretrained model was trained with ``standard``: every other scale is applied at test time
+        (:func:`~softmax_scale.experiments.at_test_label`).
         """
         return _evidence(self.name, table)
 
@@ -375,13 +378,13 @@ def _size(name: str) -> int:
 
 def _evidence(name, res: ExtrapolationResult) -> list:
     """See :meth:`ExtrapolationExperiment.evidence`."""
-    r = res.rows
-    loss_rows = r["layer"] == -1
+    loss_rows = res.rows["layer"] == -1  # the loss rows only: the head rows are most of the file
+    r = {k: res.rows[k][loss_rows] for k in ("kind", "rope", "scheme", "lo", "doc", "loss")}
     L = res.train_length
     model = str(res.header.get("model", "?"))
 
     def per_doc(kind, rope, scheme, lo):
-        m = loss_rows & (r["kind"] == kind) & (r["rope"] == rope) & (r["scheme"] == scheme) & (r["lo"] == lo)
+        m = (r["kind"] == kind) & (r["rope"] == rope) & (r["scheme"] == scheme) & (r["lo"] == lo)
         return {d: v for d, v in zip(r["doc"][m], r["loss"][m]) if np.isfinite(v)}
 
     out = []
@@ -394,7 +397,9 @@ def _evidence(name, res: ExtrapolationResult) -> list:
                 continue
             mine = per_doc("model", rope, scheme, lo)
             refs = [("sliding window of L", per_doc("window", NO_ROPE, REFERENCE, lo))]
-            if (rope, scheme) != (NO_ROPE, REFERENCE):
+            if scheme != REFERENCE:
+                refs.append((REFERENCE, per_doc("model", rope, REFERENCE, lo)))
+            if rope != NO_ROPE:
                 refs.append((f"{REFERENCE}, RoPE {NO_ROPE}", per_doc("model", NO_ROPE, REFERENCE, lo)))
             for ref_name, ref in refs:
                 both = sorted(set(mine) & set(ref), key=docs.get)
@@ -402,8 +407,9 @@ def _evidence(name, res: ExtrapolationResult) -> list:
                     continue
                 d = np.array([mine[x] - ref[x] for x in both])
                 spread = float(d.std(ddof=1)) if d.size > 1 else float("nan")
+                label = scheme if scheme == REFERENCE else at_test_label(REFERENCE, scheme)  # trained with standard
                 out.append(Evidence(name, model, _size(model), "parameters", rope, "next token", float(lo + hi) / (2 * L),
-                                    scheme, ref_name, "loss", float(d.mean()), spread,
+                                    label, ref_name, "loss", float(d.mean()), spread,
                                     tuple(docs[x] for x in both)))
     return out
 

@@ -14,11 +14,12 @@ import numpy as np
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MultipleLocator
 
+from ..experiments.base import RESULTS
 from ..schemes import SCHEMES, STANDARD
 from ._style import new_figure
 
 #: The committed result of the full run (inside a source checkout).
-DEFAULT_CSV = Path(__file__).resolve().parents[2] / "figures" / "real_extrapolation.csv"
+DEFAULT_CSV = RESULTS / "real_extrapolation.csv"
 
 _STYLES = {"none": "-", "ntk": "--", "yarn": ":", "pi": "-."}
 #: The baseline's key in the loss table.

@@ -10,11 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..experiments.base import RESULTS
 from ..schemes import ENTROPY_INVARIANT, SCHEMES, STANDARD, TRAIN_NAMES, train_scheme
 from ._style import new_figure
-
-#: The committed results (inside a source checkout).
-FIGURE_DIR = Path(__file__).resolve().parents[2] / "figures"
 
 
 def _color(label):
@@ -30,7 +28,7 @@ def committed_table(experiment, table=None, csv=None):
     """
     if table is not None:
         return table
-    path = Path(csv) if csv is not None else experiment.result_path(experiment.config(), FIGURE_DIR)
+    path = Path(csv) if csv is not None else experiment.result_path(experiment.config(), RESULTS)
     if not path.exists():
         from . import FigureUnavailable
 

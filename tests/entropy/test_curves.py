@@ -166,6 +166,7 @@ def test_optimal_alpha_causal_matches_brute_force(L):
         (lambda: E.entropy_curve([64, 128], "entropy_invariant", train_length=0), "train_length"),
         (lambda: E.extrapolation_table(1), "train_length"),
         (lambda: E.extrapolation_table(64, factors=(0.5, 2)), "factors"),
+        (lambda: E.extrapolation_table(64, factors=(1, 1.01)), "factors"),  # 64.64 keys
         (lambda: E.signal_stats(1.0, 10, 1.5, "cosine", d=16), "s0"),
         (lambda: E.signal_stats(-1.0, 10, 0.5, "normal"), "alpha"),
         (lambda: optimal_alpha_causal(2), "L"),
@@ -200,3 +201,10 @@ def test_temperature_table():
     assert g(a, 65536) > g(a * 1.01, 65536)
     assert g(a, 65536) > g(a * 0.99, 65536)
     assert t.published_loss["clip"][0, 1] == pytest.approx(1 - g(1 / 0.07, 65536) / g(a, 65536), abs=1e-6)
+
+
+def test_extrapolation_table_takes_a_multiple_that_is_not_a_whole_number():
+    """``n / L = 1.5``: the drift is the exact entropy at 96 keys minus that at 64, under the scheme pinned at 64."""
+    t = E.extrapolation_table(64, ("qwen_logn",), d=16, score_model="normal", factors=(1, 1.5))
+    c = E.entropy_curve([64, 96], "qwen_logn", d=16, score_model="normal", train_length=64)
+    assert t.drift_isotropic[0, 1] == pytest.approx(c.entropy[1] - c.entropy[0], abs=1e-12)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from softmax_scale.experiments import EXPERIMENTS, Evidence
+from softmax_scale.experiments import EXPERIMENTS, Evidence, applied_at_test, at_test_label
 
 FIGURES = Path(__file__).resolve().parents[2] / "figures"
 
@@ -106,7 +106,7 @@ def test_extrapolation_evidence_is_the_per_document_difference_past_l():
     a, w = loss("model", "yarn", "qwen_logn"), loss("window", "none", "standard")
     d = [a[doc] - w[doc] for doc in sorted(a)]
     m, sd = _mean_sd(d)
-    e = next(x for x in ev if (x.rope, x.scale, x.reference) == ("yarn", "qwen_logn", "sliding window of L")
+    e = next(x for x in ev if (x.rope, x.scale, x.reference) == ("yarn", "standard + qwen_logn at test", "sliding window of L")
              and x.multiple == max(y.multiple for y in ev))
     assert e.difference == pytest.approx(m, rel=1e-9)
     assert e.spread == pytest.approx(sd, rel=1e-9)
@@ -116,6 +116,43 @@ def test_extrapolation_evidence_is_the_per_document_difference_past_l():
     hi = max(int(r["hi"]) for r in rows)
     assert e.multiple == (bucket + hi) / (2 * L)
     assert all(x.multiple > 1.0 for x in ev)
+
+
+def test_extrapolation_evidence_compares_each_scale_with_standard_under_the_same_rope():
+    path, ev = _evidence("real_extrapolation")
+    rows = [r for r in _rows(path) if r["layer"] == "-1" and r["kind"] == "model"]
+    bucket = max(int(r["lo"]) for r in rows)
+
+    def loss(rope, scheme):
+        return {r["doc"]: float(r["loss"]) for r in rows if (r["rope"], r["scheme"]) == (rope, scheme)
+                and int(r["lo"]) == bucket}
+
+    a, s = loss("ntk", "qwen_logn"), loss("ntk", "standard")
+    m, sd = _mean_sd([a[doc] - s[doc] for doc in sorted(a)])
+    last = max(x.multiple for x in ev)
+    e = next(x for x in ev if (x.rope, x.scale, x.reference, x.multiple) == ("ntk", "standard + qwen_logn at test",
+                                                                         "standard", last))
+    assert e.difference == pytest.approx(m, rel=1e-9)
+    assert e.spread == pytest.approx(sd, rel=1e-9)
+
+
+def test_extrapolation_evidence_has_no_comparison_of_standard_with_itself():
+    _, ev = _evidence("real_extrapolation")
+    assert [x for x in ev if x.scale == "standard" and x.reference == "standard"] == []
+    assert [x for x in ev if x.rope == "none" and x.reference == "standard, RoPE none"] == []
+
+
+def test_every_scale_but_standard_is_applied_at_test_to_the_pretrained_model():
+    _, ev = _evidence("real_extrapolation")
+    assert {x.scale for x in ev if not applied_at_test(x.scale)} == {"standard"}
+
+
+def test_the_at_test_label_is_read_back():
+    assert applied_at_test(at_test_label("standard", "qwen_logn@64"))
+
+
+def test_a_trained_scale_is_not_read_as_applied_at_test():
+    assert not applied_at_test("entropy_invariant@512")
 
 
 def test_the_tables_without_comparisons_give_none():

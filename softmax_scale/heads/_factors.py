@@ -1,0 +1,163 @@
+"""Each head's factor past its training length from what a user measured inside it: :func:`head_factors`.
+
+The user measures each head with :func:`softmax_scale.head_stats` at two or more lengths inside
+the training length ``L`` (on any framework's logits or probabilities).  From those measurements
+a head has a scale ``alpha`` on unit-variance scores (``sigma sqrt(n/(n-1))`` at its longest
+measurement) and a slope ``b`` of its entropy against ``ln n`` (least squares over the
+measurements); :func:`softmax_scale.heads.rule_factors` turns them into the factor on the head's
+scores at each target ``n`` under each of :data:`~softmax_scale.heads.TOOLKIT_RULES`, referenced
+at ``n_ref = L``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+
+import numpy as np
+
+from .._util.validation import check_int, check_n_array
+from ..distributions import WeightedSample
+from ._result import HeadStats
+from ._rules import TOOLKIT_RULES, rule_factors
+
+__all__ = ["HeadFactorTable", "head_factors"]
+
+
+@dataclass(frozen=True)
+class HeadFactorTable:
+    """Each head's factor on its scores at the target lengths, under each of the toolkit's per-head rules.
+
+    Arrays are shaped like the heads' leading axes (:attr:`HeadStats.shape`), the factors with a
+    last axis over :attr:`ns` (none when ``n`` was a number).
+
+    Attributes
+    ----------
+    train_length : int
+        ``L``: the reference number of keys of the rules (every factor is 1 there).
+    ns : ndarray
+        The target numbers of keys.
+    lengths : ndarray
+        The mean number of keys of each measurement, ``[measurements, *shape]``.
+    alpha : ndarray
+        The head's scale on unit-variance scores at its longest measurement.
+    slope : ndarray
+        ``dH/d ln n`` of the head's measured entropy, fitted over the measurements.
+    score_model : {"normal", "pooled"}
+        The score distribution the rules solve on: standard normal, or the head's pooled
+        standardised scores (``pools`` given).
+    factors : Mapping
+        ``{rule: ndarray}`` for each of :data:`~softmax_scale.heads.TOOLKIT_RULES`; NaN where the
+        rule has no answer (a target out of reach, a head frozen far past its critical scale, a
+        head without spread).
+    """
+
+    train_length: int
+    ns: np.ndarray
+    lengths: np.ndarray
+    alpha: np.ndarray
+    slope: np.ndarray
+    score_model: str
+    factors: Mapping
+
+
+def _check_stats(stats) -> tuple:
+    if isinstance(stats, HeadStats) or not isinstance(stats, Sequence) or len(stats) < 2:
+        raise ValueError("`stats` must be a sequence of two or more HeadStats (head_stats at two or more lengths "
+                         f"inside the training length), got {type(stats).__name__}")
+    for s in stats:
+        if not isinstance(s, HeadStats):
+            raise TypeError(f"`stats` must hold HeadStats (results of head_stats), got {type(s).__name__}")
+    shapes = {s.shape for s in stats}
+    if len(shapes) != 1:
+        raise ValueError(f"`stats` must measure the same heads (one shape), got shapes {sorted(shapes)}")
+    return tuple(stats)
+
+
+def _check_pools(pools, heads: int) -> list:
+    if pools is None:
+        return [None] * heads
+    if not isinstance(pools, Sequence) or len(pools) != heads:
+        raise ValueError(f"`pools` must be a list of {heads} pooled samples, one per head (head_pools of the longest "
+                         f"measurement), got {type(pools).__name__} of length {len(pools) if isinstance(pools, Sequence) else '-'}")
+    for p in pools:
+        if p is not None and not isinstance(p, WeightedSample):
+            raise TypeError(f"`pools` must hold WeightedSample (or None for a head without spread), got {type(p).__name__}")
+    return list(pools)
+
+
+def head_factors(stats, train_length, n, *, pools=None) -> HeadFactorTable:
+    """Each head's factor at ``n`` keys under each of the toolkit's per-head rules, from ``head_stats`` inside ``L``.
+
+    Parameters
+    ----------
+    stats : sequence of HeadStats
+        :func:`softmax_scale.head_stats` of the same heads at two or more lengths inside the
+        training length (each head's mean ``n`` at most ``train_length``, not all equal).
+    train_length : int
+        ``L``, the reference of the rules (``n_ref``).
+    n : int or array_like of int
+        Target numbers of keys, ``>= 2``.
+    pools : list of WeightedSample, optional
+        Each head's pooled standardised scores at the longest measurement
+        (:func:`softmax_scale.heads.head_pools`, layer-major); by default standard normal scores.
+
+    Returns
+    -------
+    HeadFactorTable
+        ``factors[rule]`` multiplies the head's scores (its ``q.k / sqrt(d)``) at ``n`` keys.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import softmax_scale as ss
+    >>> rng = np.random.default_rng(0)
+    >>> stats = [ss.head_stats(2.0 * rng.standard_normal((2, 32, n)), predict=False)
+    ...          for n in (128, 256)]
+    >>> table = ss.head_factors(stats, train_length=256, n=[256, 2048])
+    >>> table.factors["toolkit_iid"].shape  # 2 heads, 2 lengths
+    (2, 2)
+    >>> table.factors["toolkit_iid"][:, 0].round(6)  # 1 at n = L
+    array([1., 1.])
+    """
+    stats = _check_stats(stats)
+    L = check_int(train_length, "train_length", minimum=2)
+    ns, scalar = check_n_array(n, "n")
+    shape = stats[0].shape
+    lengths = np.stack([np.asarray(s.n, dtype=np.float64).reshape(shape) for s in stats])
+    beyond = lengths > L
+    if beyond.any():
+        raise ValueError(f"`stats` must be measured inside the training length {L}: a head was measured at "
+                         f"n = {float(lengths[beyond].max()):g}")
+    x = np.log(lengths)
+    spread = np.sum((x - x.mean(axis=0)) ** 2, axis=0)
+    if np.any(spread <= 0):
+        raise ValueError("`stats` must be measured at two or more different lengths for every head, got the same "
+                         "mean n in every measurement")
+    entropy = np.stack([np.asarray(s.entropy, dtype=np.float64).reshape(shape) for s in stats])
+    slope = np.sum((x - x.mean(axis=0)) * (entropy - entropy.mean(axis=0)), axis=0) / spread
+    longest = np.argmax(lengths, axis=0)
+    n_ref = np.take_along_axis(lengths, longest[None], axis=0)[0]
+    sigma = np.take_along_axis(np.stack([np.asarray(s.sigma, dtype=np.float64).reshape(shape) for s in stats]),
+                               longest[None], axis=0)[0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        alpha = sigma * np.sqrt(n_ref / (n_ref - 1.0))
+    heads = int(np.prod(shape, dtype=np.int64))
+    pool_list = _check_pools(pools, heads)
+    factors = {r: np.full(shape + (ns.size,), np.nan) for r in TOOLKIT_RULES}
+    for h, idx in enumerate(np.ndindex(*shape)):
+        a = float(alpha[idx])
+        if not (math.isfinite(a) and a > 0):
+            continue
+        dist = "normal" if pools is None else pool_list[h]
+        if dist is None:
+            continue
+        for rule in TOOLKIT_RULES:  # toolkit_measured cancels the drift the head shows: it takes the slope
+            kw = {"slope": float(slope[idx])} if rule == "toolkit_measured" else {}
+            factors[rule][idx] = rule_factors(rule, a, dist, L, ns, **kw)
+    if scalar:
+        factors = {r: f[..., 0] for r, f in factors.items()}
+    return HeadFactorTable(train_length=L, ns=ns, lengths=lengths, alpha=alpha, slope=slope,
+                           score_model="normal" if pools is None else "pooled", factors=MappingProxyType(factors))

@@ -1,0 +1,248 @@
+"""``advise`` (:mod:`softmax_scale.advice`): the scales at (d, L, n), the evidence read from the result files, the rule.
+
+The scales are checked against their formulas and the exact evaluator entered elsewhere; the
+recommendation against a copy of a committed result file with one number changed; an experiment
+registered with a result file is picked up without editing advise.
+"""
+
+import dataclasses
+import json
+import math
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import softmax_scale as ss
+from softmax_scale import cli
+from softmax_scale.advice import DOCS_CALL, docs_block
+from softmax_scale.experiments import EXPERIMENTS, RESULTS, Evidence, Experiment
+from softmax_scale.schemes import QK_SCHEMES
+
+ROOT = Path(__file__).resolve().parent.parent
+D, L, N = 128, 4096, 32768
+
+
+@pytest.fixture(scope="module")
+def advice():
+    return ss.advise(d=D, train_length=L, n=N)
+
+
+def test_the_result_is_frozen(advice):
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        advice.n = 1
+
+
+def test_every_qk_scheme_is_listed_in_registry_order(advice):
+    assert [s.scheme for s in advice.schemes] == list(QK_SCHEMES)
+
+
+def _row(advice, key):
+    return next(s for s in advice.schemes if s.scheme == key)
+
+
+def test_qwen_logn_factor_is_log_base_l_of_n(advice):
+    assert _row(advice, "qwen_logn").factor == pytest.approx(math.log(N) / math.log(L), rel=1e-12)
+
+
+def test_yarn_factor_is_its_temperature_at_the_extension_factor(advice):
+    assert _row(advice, "yarn").factor == pytest.approx((0.1 * math.log(N / L) + 1.0) ** 2, rel=1e-12)
+
+
+def test_the_scale_is_the_factor_over_sqrt_d(advice):
+    r = _row(advice, "entropy_invariant")
+    assert r.scale == pytest.approx(r.factor / math.sqrt(D), rel=1e-12)
+
+
+def test_standard_drift_is_the_exact_entropy_from_l_to_n_on_cosine_scores(advice):
+    dist = ss.Cosine(D)
+    want = ss.softmax_stats(math.sqrt(D), N, dist).entropy - ss.softmax_stats(math.sqrt(D), L, dist).entropy
+    assert _row(advice, "standard").drift_isotropic == pytest.approx(want, abs=1e-9)
+
+
+def test_every_comparison_is_against_standard(advice):
+    assert {c.reference for c in advice.comparisons} == {"standard"}
+
+
+def test_the_baselines_are_standard_against_the_other_references(advice):
+    assert {c.scale for c in advice.baselines} == {"standard"}
+
+
+def test_the_nearest_measured_multiple_is_taken(advice):
+    assert {c.multiple for c in advice.comparisons if c.experiment == "causal"} == {8.0}
+
+
+def test_each_rope_measured_has_a_recommendation_for_each_way_of_applying_the_scale(advice):
+    ropes = {c.rope for c in advice.comparisons}
+    assert sorted((r.rope, r.at_test) for r in advice.recommendations) == sorted(
+        (r, at) for r in ropes for at in (True, False))
+
+
+def test_a_recommended_scale_beats_standard_in_every_comparison_of_it(advice):
+    for rec in advice.recommendations:
+        if rec.scale == "standard":
+            continue
+        mine = [c for c in advice.comparisons if c.rope == rec.rope and c.at_test == rec.at_test
+                and re.sub(r"@\d+", "", c.scale) == rec.scale]
+        assert mine and all(c.verdict == "better" for c in mine), rec
+
+
+# ---------------------------------------------------------------------------------------------
+# the recommendation follows the numbers
+
+
+def _change(src: Path, dst: Path, scheme: str, seed: str, x: str, column: str, delta: float) -> None:
+    """Copy ``src`` to ``dst`` with one number changed: ``column`` of the test row of (scheme, seed, x)."""
+    out, header, hits = [], None, 0
+    for line in src.read_text(encoding="utf-8").splitlines(keepends=True):
+        if line.startswith("#"):
+            out.append(line)
+            continue
+        cells = line.rstrip("\n").split(",")
+        if header is None:
+            header = cells
+        else:
+            row = dict(zip(header, cells))
+            if (row["scheme"], row["seed"], row["kind"], row["scale"], row["x"]) == (scheme, seed, "test", "trained", x):
+                cells[header.index(column)] = repr(float(row[column]) + delta)
+                hits += 1
+        out.append(",".join(cells) + "\n")
+    assert hits == 1
+    dst.write_text("".join(out), encoding="utf-8")
+
+
+def _trained_recommendation(results, rope="none"):
+    a = ss.advise(d=D, train_length=64, n=512, rope=rope, results=results)
+    return next(r for r in a.recommendations if not r.at_test).scale
+
+
+def test_the_committed_masked_lm_recommends_ssmax_when_training_a_new_model(tmp_path):
+    shutil.copy(RESULTS / "train_mlm.csv", tmp_path / "train_mlm.csv")
+    assert _trained_recommendation(tmp_path) == "ssmax"
+
+
+def test_one_number_changed_so_the_loss_difference_flips_sign_changes_the_recommendation(tmp_path):
+    # ssmax's held-out loss of seed 0 at 512 bytes (8L) raised by 1 nat: its mean difference from standard turns positive
+    _change(RESULTS / "train_mlm.csv", tmp_path / "train_mlm.csv", "ssmax", "0", "512", "loss", 1.0)
+    a = ss.advise(d=D, train_length=64, n=512, rope="none", results=tmp_path)
+    c = next(c for c in a.comparisons if c.scale == "ssmax")
+    assert c.loss > 0
+    assert _trained_recommendation(tmp_path) == "standard"
+
+
+def test_the_command_reads_the_results_folder_it_is_given(tmp_path, capsys):
+    _change(RESULTS / "train_mlm.csv", tmp_path / "train_mlm.csv", "ssmax", "0", "512", "loss", 1.0)
+    argv = ["advise", "--d", "128", "--train-length", "64", "--n", "512", "--rope", "none", "--results", str(tmp_path),
+            "--json"]
+    assert cli.main(argv) == 0
+    recs = json.loads(capsys.readouterr().out)["recommendations"]
+    assert next(r["scale"] for r in recs if not r["at_test"]) == "standard"
+
+
+def test_a_results_folder_without_files_has_no_comparisons(tmp_path):
+    assert ss.advise(d=D, train_length=L, n=N, results=tmp_path).comparisons == ()
+
+
+def test_a_results_folder_without_files_recommends_nothing_but_says_what_is_missing(tmp_path):
+    a = ss.advise(d=D, train_length=L, n=N, results=tmp_path)
+    assert any(line.startswith("No result file") for line in a.scope)
+
+
+def test_retrieval_is_not_measured_by_the_committed_results():
+    a = ss.advise(d=D, train_length=L, n=N, task="retrieval")
+    assert any(line.startswith("Not measured") for line in a.scope)
+
+
+@dataclass(frozen=True)
+class _ToyConfig:
+    quick: bool = False
+
+
+class _ToyExperiment(Experiment):
+    name = "toy_one_key"
+    file_stem = "toy_one_key"
+
+    def config(self, quick=False):
+        return _ToyConfig(quick)
+
+    def read(self, path):
+        return Path(path).read_text(encoding="utf-8")
+
+    def evidence(self, table):
+        gain = float(table.strip())
+        return [Evidence(self.name, "toy", 1, "parameters", "none", "passkey", 8.0, "standard + qwen_logn@64 at test",
+                         "standard", "accuracy", gain, 0.01, (0, 1, 2))]
+
+
+class _EmptyToy(_ToyExperiment):
+    def evidence(self, table):
+        return []
+
+
+def test_a_result_file_without_comparisons_is_named_in_the_scope(tmp_path):
+    (tmp_path / "toy_one_key.csv").write_text("0.2\n", encoding="utf-8")
+    EXPERIMENTS["toy_one_key"] = _EmptyToy()
+    try:
+        a = ss.advise(d=D, train_length=L, n=N, results=tmp_path)
+    finally:
+        del EXPERIMENTS["toy_one_key"]
+    assert any(line.startswith("A result file without a comparison yet: `toy_one_key`") for line in a.scope)
+
+
+def test_an_experiment_registered_with_a_result_file_is_read_without_editing_advise(tmp_path):
+    (tmp_path / "toy_one_key.csv").write_text("0.2\n", encoding="utf-8")
+    EXPERIMENTS["toy_one_key"] = _ToyExperiment()
+    try:
+        a = ss.advise(d=D, train_length=L, n=N, task="retrieval", results=tmp_path)
+    finally:
+        del EXPERIMENTS["toy_one_key"]
+    assert next(r for r in a.recommendations if r.at_test).scale == "standard + qwen_logn at test"
+
+
+@pytest.mark.parametrize(("kwargs", "name"), [
+    ({"d": 1}, "`d`"), ({"train_length": 1}, "`train_length`"), ({"n": L - 1}, "`n`"), ({"rope": "nope"}, "`rope`"),
+    ({"task": "chat"}, "`task`"), ({"results": "/nonexistent/folder"}, "`results`"), ({"d": 2.5}, "`d`"),
+])
+def test_bad_input_names_the_parameter(kwargs, name):
+    with pytest.raises((ValueError, TypeError), match=name):
+        ss.advise(**{"d": D, "train_length": L, "n": N, **kwargs})
+
+
+def test_a_file_that_is_not_a_result_file_names_results(tmp_path):
+    (tmp_path / "train_mlm.csv").write_text("not,a,result\n1,2,3\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="`results`"):
+        ss.advise(d=D, train_length=L, n=N, results=tmp_path)
+
+
+# ---------------------------------------------------------------------------------------------
+# the command line and the guide
+
+
+def test_the_command_prints_the_recommendation_the_scales_and_the_evidence(capsys):
+    assert cli.main(["advise", "--d", "128", "--train-length", "4096", "--n", "32768", "--rope", "yarn"]) == 0
+    out = capsys.readouterr().out
+    assert [h for h in ("### Recommendation", "### The published scales", "### Measured", "### Scope") if h not in out] == []
+
+
+def test_the_command_prints_json_with_integer_sizes(capsys):
+    assert cli.main(["advise", "--d", "128", "--train-length", "4096", "--n", "32768", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["train_length"] == 4096
+
+
+@pytest.mark.parametrize("argv", [["--d", "128", "--n", "32768"], ["--d", "128", "--train-length", "4096", "--n", "100"],
+                                  ["--d", "128", "--train-length", "4096", "--n", "32768", "--task", "chat"]])
+def test_the_command_exits_2_with_one_line_on_bad_input(capsys, argv):
+    assert cli.main(["advise", *argv]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_the_guide_shows_what_advise_prints_now():
+    text = (ROOT / "docs" / "choosing_a_scale.md").read_text(encoding="utf-8")
+    start, end = "<!-- advise:start -->\n", "\n<!-- advise:end -->"
+    assert text[text.index(start) + len(start):text.index(end)] == docs_block()
+
+
+def test_the_guide_block_is_the_command_it_names():
+    assert docs_block().startswith(f"```bash\nsoftmax-scale advise --d {DOCS_CALL['d']} ")
