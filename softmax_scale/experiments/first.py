@@ -36,8 +36,8 @@ from . import _training as tr
 from .base import Evidence, Experiment
 
 __all__ = ["EVAL_SEED", "EXPERIMENT", "FIRST_COLUMNS", "PUBLISHED_FIRST", "QUICK_FIRST", "TEST_LENGTHS", "TEST_SCALES",
-           "TRAIN_LENGTHS", "FirstConfig", "FirstExperiment", "FirstTask", "first_accuracy", "first_markdown",
-           "first_share_markdown", "run_first_task"]
+           "TRAIN_LENGTHS", "FirstConfig", "FirstExperiment", "FirstTask", "expected_first_rows", "first_accuracy",
+           "first_cells", "first_markdown", "first_scale_name", "first_share_markdown", "first_shares", "run_first_task"]
 
 #: Columns of ``one_key_first.csv``.  ``kind``: ``run`` (length = L; loss and accuracy over the
 #: last 5% of the steps, count = steps, seconds), ``curve`` (length = step; the mean over the
@@ -184,11 +184,31 @@ def _test_batch(n: int, count: int):
     return first_batch(n, count, np.random.default_rng([EVAL_SEED, n]))
 
 
-def _probe(scores):
-    """:func:`softmax_scale.heads.key_share` of the query ``$`` on the first bit, per (layer, head): scores ``[layers, B, H, T]``."""
-    from ..heads import key_share
+def first_shares(params, model, inputs, factors=None):
+    """The logits on ``inputs`` and each head's share from ``$`` on the first bit.
 
-    return key_share(np.moveaxis(scores, 1, 2), np.ones((), dtype=np.int64))  # lead (layers, H), queries = sequences
+    Parameters
+    ----------
+    params : dict
+        The model's parameters.
+    model : FirstModel
+    inputs : array_like of int, shape (count, n + 1)
+        FIRST sequences.
+    factors : array_like, optional
+        ``[n + 1]`` or ``[layers, H, n + 1]`` (default: the trained scale's).
+
+    Returns
+    -------
+    logits : ndarray, shape (count,)
+    shares : KeyShare
+        :func:`softmax_scale.heads.key_share` of the query ``$`` (one per sequence) on the key
+        at position 1, over the leading axes ``(layers, H)``.
+    """
+    from ..heads import key_share
+    from ..train.first import first_logits
+
+    z, scores = first_logits(params, model, inputs, factors)  # scores [layers, B, H, T]
+    return z, key_share(np.moveaxis(scores, 1, 2), np.ones((), dtype=np.int64))
 
 
 def run_first_task(experiment, task: FirstTask) -> list[tuple]:
@@ -197,7 +217,7 @@ def run_first_task(experiment, task: FirstTask) -> list[tuple]:
 
     limit_threads()
     from ..heads import predict_share, share_factors
-    from ..train.first import first_factors, first_logits, train_first
+    from ..train.first import first_factors, train_first
 
     m = task.model
     row = experiment.row
@@ -230,10 +250,9 @@ def run_first_task(experiment, task: FirstTask) -> list[tuple]:
             else:
                 factors = first_factors(m, n, scheme=scale)
                 growth = np.full((layers, heads), float(factors[0]) / trained_at_L)
-            z, scores = first_logits(res.params, m, batch.inputs, factors)
+            z, ks = first_shares(res.params, m, batch.inputs, factors)
             acc, loss = first_accuracy(z, batch.labels)
             rows.append(row(task, "ok", "test", scale=scale, length=n, accuracy=acc, loss=loss, count=task.count))
-            ks = _probe(scores)
             if probe is None:
                 probe = ks
                 if "toolkit_share" in task.scales:
@@ -273,8 +292,25 @@ def expected_first_rows(task: FirstTask) -> int:
 # Reading the results
 
 
-def _cells(table, kind, what, layer=None) -> dict:
-    """``{(L, scheme, scale, n): {seed: value}}`` of the ``kind`` rows' column ``what`` (one layer for ``share``)."""
+def first_cells(table, kind: str, what: str, layer: int | None = None) -> dict:
+    """The cells of one column of the result file, by run and test length.
+
+    Parameters
+    ----------
+    table : Table
+        The result file read back.
+    kind : str
+        The rows (``"test"``, ``"share"``, ``"factor"``).
+    what : str
+        The column (``"accuracy"``, ``"share"``, ``"share_predicted"``, ...).
+    layer : int, optional
+        Only this layer's rows.
+
+    Returns
+    -------
+    dict
+        ``{(L, scheme, scale, n): {seed: value}}``.
+    """
     r = table.rows
     m = (r["status"] == "ok") & (r["kind"] == kind)
     if layer is not None:
@@ -286,7 +322,8 @@ def _cells(table, kind, what, layer=None) -> dict:
     return out
 
 
-def _scale_name(scheme: str, scale: str) -> str:
+def first_scale_name(scheme: str, scale: str) -> str:
+    """How a (trained scale, test scale) pair is named in the summaries and figures."""
     base = scheme.split("@")[0]
     names = {"standard": "standard", "chiang_cholak": "their log n (ln(n+1))", "entropy_invariant": "log_L n trained in",
              "ssmax": "ssmax (s ln n)"}
@@ -314,7 +351,7 @@ def first_markdown(table) -> str:
     Then, per ``n > L``, each scale minus ``standard`` as trained, paired by seed: mean ± std and
     the seeds above, below and equal.
     """
-    cells = _cells(table, "test", "accuracy")
+    cells = first_cells(table, "test", "accuracy")
     lengths = _lengths(cells)
     runs = _order({k[:3] for k in cells})
     lines = ["| L | scale (accuracy; seeds) | " + " | ".join(f"n = {n}" for n in lengths) + " | published at 1000 |",
@@ -333,7 +370,7 @@ def first_markdown(table) -> str:
         base = scheme.split("@")[0]
         p = PUBLISHED_FIRST.get(base) if scale == "trained" else None
         published = f"{p[pub[L]]:.2f}" if p is not None and L in pub else ""
-        lines.append(f"| {L} | {_scale_name(scheme, scale)} ({seeds}) | " + " | ".join(out) + f" | {published} |")
+        lines.append(f"| {L} | {first_scale_name(scheme, scale)} ({seeds}) | " + " | ".join(out) + f" | {published} |")
     lines += ["", "| L | scale minus standard (accuracy, paired by seed) | "
               + " | ".join(f"n = {n}" for n in lengths) + " |", "|---:|---|" + "---:|" * len(lengths)]
     for L, scheme, scale in runs:
@@ -348,7 +385,7 @@ def first_markdown(table) -> str:
                 continue
             d = np.array([a[s] - b[s] for s in seeds])
             out.append(f"{tr.pm(d.mean(), tr.std(d), digits=3)} ({_signs(d)})")
-        lines.append(f"| {L} | {_scale_name(scheme, scale)} | " + " | ".join(out) + " |")
+        lines.append(f"| {L} | {first_scale_name(scheme, scale)} | " + " | ".join(out) + " |")
     return "\n".join(lines + tr.diverged_line(_diverged(table)))
 
 
@@ -362,7 +399,7 @@ def first_share_markdown(table) -> str:
     layers = sorted({int(x) for x in r["layer"][(r["status"] == "ok") & (r["kind"] == "share")]})
     lines = []
     for layer in layers:
-        meas, pred = _cells(table, "share", "share", layer), _cells(table, "share", "share_predicted", layer)
+        meas, pred = first_cells(table, "share", "share", layer), first_cells(table, "share", "share_predicted", layer)
         lengths = _lengths(meas)
         lines += [f"| L | layer {layer}: scale (share measured / predicted) | " + " | ".join(f"n = {n}" for n in lengths)
                   + " | mean abs error past L |", "|---:|---|" + "---:|" * (len(lengths) + 1)]
@@ -379,7 +416,7 @@ def first_share_markdown(table) -> str:
                 if n > L:
                     err += [abs(a[s] - b[s]) for s in a if s in b and np.isfinite(b[s])]
             e = f"{np.mean(err):.3f}" if err else ""
-            lines.append(f"| {L} | {_scale_name(scheme, scale)} | " + " | ".join(out) + f" | {e} |")
+            lines.append(f"| {L} | {first_scale_name(scheme, scale)} | " + " | ".join(out) + f" | {e} |")
         lines.append("")
     return "\n".join(lines).rstrip()
 
@@ -491,7 +528,7 @@ class FirstExperiment(Experiment):
         """Every (L, trained scale, test scale) against ``standard`` as trained, in accuracy at each ``n > L``, paired by seed."""
         from ..train.first import FirstModel
 
-        cells = _cells(table, "test", "accuracy")
+        cells = first_cells(table, "test", "accuracy")
         out = []
         for L, scheme, scale in _order({k[:3] for k in cells}):
             if (scheme, scale) == (_REFERENCE, "trained"):
@@ -504,7 +541,7 @@ class FirstExperiment(Experiment):
                     continue
                 d = np.array([a[s] - b[s] for s in seeds])
                 out.append(Evidence(self.name, "FIRST encoder (Chiang & Cholak)", size, "parameters", "none",
-                                    "first bit", float(n) / L, _scale_name(scheme, scale), _REFERENCE, "accuracy",
+                                    "first bit", float(n) / L, first_scale_name(scheme, scale), _REFERENCE, "accuracy",
                                     float(np.mean(d)), float(tr.std(d)), seeds))
         return out
 

@@ -6,51 +6,17 @@ import math
 
 import numpy as np
 import pytest
+from helpers import naive_first
 
 pytest.importorskip("jax")
 
-from softmax_scale.train.first import (FIRST_SCALES, FirstModel, first_factors, first_forward, first_logits, init_first,
-                                       train_first)
+from softmax_scale.train.first import FIRST_SCALES, FirstModel, first_factors, first_forward, first_logits, init_first, train_first
 from softmax_scale.train.tasks import first_batch
 
 
 def _naive(params, inputs, factors, heads, eps):
-    """Logits and the query-0 scores per layer, one sequence and one head at a time, in float64."""
-    out, rows = [], []
-    for seq in inputs:
-        t = seq.size
-        x = np.array(params["embed"], np.float64)[seq]
-        x[1, 0] += 1.0  # the mark on the first bit
-        seq_rows = []
-        for li, layer in enumerate(params["layers"]):
-            p = {k: np.asarray(v, np.float64) for k, v in layer.items()}
-            d = x.shape[1]
-            dh = d // heads
-            att = np.zeros_like(x)
-            per_layer = []
-            for h in range(heads):
-                cols = slice(h * dh, (h + 1) * dh)
-                q, k, v = x @ p["wq"][:, cols], x @ p["wk"][:, cols], x @ p["wv"][:, cols]
-                f = factors[li, h] if factors.ndim == 3 else factors
-                s = p["s"][h] if "s" in p else 1.0
-                scores = np.array([[f[i] * s * q[i] @ k[j] / math.sqrt(dh) for j in range(t)] for i in range(t)])
-                w = np.exp(scores - scores.max(axis=1, keepdims=True))
-                w /= w.sum(axis=1, keepdims=True)
-                att[:, cols] = w @ v
-                per_layer.append(scores[0])
-            seq_rows.append(per_layer)
-            a = att @ p["wo"] + p["bo"]
-
-            def ln(y, g, b):
-                mu = y.mean(axis=1, keepdims=True)
-                var = ((y - mu) ** 2).mean(axis=1, keepdims=True)
-                return (y - mu) / np.sqrt(var + eps) * g + b
-
-            x = ln(x + a, p["g1"], p["b1"])
-            x = ln(x + np.maximum(x @ p["w1"], 0.0) @ p["w2"] + p["bf"], p["g2"], p["b2"])
-        out.append(x[0] @ np.asarray(params["w_out"], np.float64) + float(params["b_out"]))
-        rows.append(seq_rows)
-    return np.array(out), np.moveaxis(np.array(rows), 0, 1)  # [B], [layers, B, H, T]
+    z, _, scores = naive_first(params, inputs, factors, heads, eps)
+    return z, scores
 
 
 def _tiny(scheme="standard", heads=1):
