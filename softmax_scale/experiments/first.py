@@ -37,7 +37,8 @@ from .base import Evidence, Experiment
 
 __all__ = ["EVAL_SEED", "EXPERIMENT", "FIRST_COLUMNS", "PUBLISHED_FIRST", "QUICK_FIRST", "TEST_LENGTHS", "TEST_SCALES",
            "TRAIN_LENGTHS", "FirstConfig", "FirstExperiment", "FirstTask", "expected_first_rows", "first_accuracy",
-           "first_cells", "first_markdown", "first_scale_name", "first_share_markdown", "first_shares", "run_first_task"]
+           "first_cells", "first_head_markdown", "first_markdown", "first_scale_name", "first_share_markdown",
+           "first_shares", "run_first_task"]
 
 #: Columns of ``one_key_first.csv``.  ``kind``: ``run`` (length = L; loss and accuracy over the
 #: last 5% of the steps, count = steps, seconds), ``curve`` (length = step; the mean over the
@@ -130,7 +131,7 @@ class FirstConfig:
     """
 
     quick: bool = False
-    seeds: int = 8
+    seeds: int = 6
     train_lengths: tuple = TRAIN_LENGTHS
     test_lengths: tuple = TEST_LENGTHS
     scales: tuple = ("standard", "chiang_cholak", "entropy_invariant", "ssmax")
@@ -421,6 +422,30 @@ def first_share_markdown(table) -> str:
     return "\n".join(lines).rstrip()
 
 
+def first_head_markdown(table) -> str:
+    """Per layer, the head's ``alpha`` and the first bit's standardised gap at each test length (means over seeds).
+
+    What the i.i.d. prediction holds fixed from ``L`` (the gap; ``alpha`` up to the scale's own
+    growth), as the model changes it: each cell ``alpha / gap``.
+    """
+    r = table.rows
+    layers = sorted({int(x) for x in r["layer"][(r["status"] == "ok") & (r["kind"] == "share")]})
+    lines = []
+    for layer in layers:
+        al, gp = first_cells(table, "share", "alpha", layer), first_cells(table, "share", "gap", layer)
+        lengths = _lengths(al)
+        lines += [f"| L | layer {layer}: scale (alpha / gap) | " + " | ".join(f"n = {n}" for n in lengths) + " |",
+                  "|---:|---|" + "---:|" * len(lengths)]
+        for L, scheme, scale in _order({k[:3] for k in al}):
+            out = []
+            for n in lengths:
+                a, g = al.get((L, scheme, scale, n)), gp.get((L, scheme, scale, n))
+                out.append(f"{np.mean(list(a.values())):.2f} / {np.mean(list(g.values())):.2f}" if a else "")
+            lines.append(f"| {L} | {first_scale_name(scheme, scale)} | " + " | ".join(out) + " |")
+        lines.append("")
+    return "\n".join(lines).rstrip()
+
+
 def _diverged(table) -> list:
     r = table.rows
     bad = r["status"] != "ok"
@@ -521,8 +546,8 @@ class FirstExperiment(Experiment):
         }
 
     def summaries(self, table) -> list:
-        """Accuracy (and the paired differences), then the share measured against predicted."""
-        return [first_markdown(table), first_share_markdown(table)]
+        """Accuracy (and the paired differences), the share measured against predicted, the heads' alpha and gap."""
+        return [first_markdown(table), first_share_markdown(table), first_head_markdown(table)]
 
     def evidence(self, table) -> list:
         """Every (L, trained scale, test scale) against ``standard`` as trained, in accuracy at each ``n > L``, paired by seed."""
