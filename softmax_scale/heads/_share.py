@@ -21,7 +21,10 @@ from .._util.validation import check_int, check_n_array, check_positive_float
 from ..distributions import WeightedSample
 from ._input import check_head_input
 
-__all__ = ["KeyShare", "key_share", "predict_share"]
+__all__ = ["GAP_BINS", "KeyShare", "key_share", "predict_share"]
+
+#: Groups of queries (by their gap) that :class:`KeyShare` keeps for the prediction.
+GAP_BINS = 16
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,10 @@ class KeyShare:
         Per head (leading axes in C order), the other keys' standardised scores of every scored
         query, compressed to a :class:`~softmax_scale.WeightedSample` (``None`` for a head with no
         scored query, or whose other keys all tie).
+    gap_bins, alpha_bins : ndarray, shape (..., bins)
+        The scored queries sorted by their gap and cut into :data:`GAP_BINS` groups of (nearly)
+        equal size: each group's mean gap and mean scale (NaN-padded for a head with fewer
+        queries).  The spread of the gap over queries, which :func:`predict_share` averages over.
     """
 
     share: np.ndarray
@@ -55,6 +62,8 @@ class KeyShare:
     n: np.ndarray
     queries: np.ndarray
     pools: list
+    gap_bins: np.ndarray
+    alpha_bins: np.ndarray
 
 
 def key_share(logits, source, *, mask=None, causal=False, sample_size=4096) -> KeyShare:
@@ -96,6 +105,7 @@ def key_share(logits, source, *, mask=None, causal=False, sample_size=4096) -> K
     shape = inp.lead
     share, gap, alpha, n = (np.full(shape, np.nan) for _ in range(4))
     queries = np.zeros(shape, dtype=np.int64)
+    gap_bins, alpha_bins = np.full((*shape, GAP_BINS), np.nan), np.full((*shape, GAP_BINS), np.nan)
     pools = []
     for idx in np.ndindex(*shape):
         hd = inp.head(idx)
@@ -125,10 +135,14 @@ def key_share(logits, source, *, mask=None, causal=False, sample_size=4096) -> K
             pools.append(None)
             continue
         alpha[idx] = float(np.mean(sd[spread]))
-        gap[idx] = float(np.mean((s_src[spread] - mean[spread]) / sd[spread]))
+        g_q = (s_src[spread] - mean[spread]) / sd[spread]
+        gap[idx] = float(np.mean(g_q))
+        order = np.argsort(g_q, kind="stable")
+        for j, part in enumerate(np.array_split(order, min(GAP_BINS, order.size))):
+            gap_bins[idx][j], alpha_bins[idx][j] = float(np.mean(g_q[part])), float(np.mean(sd[spread][part]))
         z = (sr[spread] - mean[spread, None]) / sd[spread, None]
         pools.append(WeightedSample.from_pool(z[others[spread]], sample_size))
-    return KeyShare(share, gap, alpha, n, queries, pools)
+    return KeyShare(share, gap, alpha, n, queries, pools, gap_bins, alpha_bins)
 
 
 def predict_share(alpha, pool, gap, ns, *, growth=None) -> np.ndarray:
@@ -136,12 +150,15 @@ def predict_share(alpha, pool, gap, ns, *, growth=None) -> np.ndarray:
 
     Parameters
     ----------
-    alpha : float
-        The head's scale on unit-variance scores where it was measured (``> 0``).
+    alpha : float or array_like
+        The head's scale on unit-variance scores where it was measured (``> 0``); an array of
+        one scale per group of queries (:attr:`KeyShare.alpha_bins`), with ``gap`` of the same length.
     pool : WeightedSample, Empirical or array_like
         The other keys' standardised scores (:attr:`KeyShare.pools`).
-    gap : float
-        The source key's standardised score (:attr:`KeyShare.gap`).
+    gap : float or array_like
+        The source key's standardised score (:attr:`KeyShare.gap`), or one per group of queries
+        (:attr:`KeyShare.gap_bins`): the prediction is then the mean over the groups (NaN groups
+        left out).
     ns : array_like of int
         Numbers of keys (``>= 2``).
     growth : array_like of float, optional
@@ -155,11 +172,19 @@ def predict_share(alpha, pool, gap, ns, *, growth=None) -> np.ndarray:
     """
     from ..entropy.signal import signal_stats
 
-    alpha = check_positive_float(alpha, "alpha")
+    a = np.atleast_1d(np.asarray(alpha, dtype=np.float64))
+    g0 = np.atleast_1d(np.asarray(gap, dtype=np.float64))
+    if a.ndim != 1 or g0.shape != a.shape:
+        raise ValueError(f"`gap` must have one value per `alpha`, got shapes {g0.shape} and {a.shape}")
+    keep = np.isfinite(a) & np.isfinite(g0)
+    if not keep.any():
+        raise ValueError(f"`gap` must be finite (with `alpha`), got {gap!r}")
+    a, g0 = a[keep], g0[keep]
+    for x in a:
+        check_positive_float(float(x), "alpha")
     nn, _ = check_n_array(ns, "ns")
     g = np.ones(nn.size) if growth is None else np.broadcast_to(np.asarray(growth, dtype=np.float64), nn.shape)
     if not np.all(np.isfinite(g)) or np.any(g <= 0):
         raise ValueError("`growth` must be finite factors > 0, one per n")
-    if not isinstance(gap, (int, float, np.floating, np.integer)) or not np.isfinite(gap):
-        raise ValueError(f"`gap` must be a finite number, got {gap!r}")
-    return np.array([signal_stats(alpha * float(gj), int(n), float(gap), dist=pool).share for n, gj in zip(nn, g)])
+    return np.array([np.mean([signal_stats(float(ai) * float(gj), int(n), float(gi), dist=pool).share
+                              for ai, gi in zip(a, g0)]) for n, gj in zip(nn, g)])

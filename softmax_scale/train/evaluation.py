@@ -30,7 +30,8 @@ from .data import EVAL_SEED, eval_batch, heldout_bytes, most_frequent_byte
 from .model import forward, rope_tables
 from .scales import model_factors
 
-__all__ = ["EvalResult", "LengthEval", "attention_scores", "bucket_sums", "check_lengths", "evaluate", "head_sigmas", "position_buckets"]
+__all__ = ["EvalResult", "LengthEval", "attention_scores", "batch_scores", "bucket_sums", "check_lengths", "evaluate",
+           "evaluate_batch", "head_sigmas", "position_buckets"]
 
 #: Held-out bytes per test length by default (windows = tokens // length).
 EVAL_TOKENS = 32768
@@ -195,11 +196,86 @@ def evaluate(params, config: TrainConfig, lengths, *, scheme: str | None = None,
     if not isinstance(config, TrainConfig):
         raise TypeError(f"`config` must be a TrainConfig, got {type(config).__name__}")
     lengths = check_lengths(lengths, config)
+    label, factors, rerope, window = _test_options(config, scheme, pin_length, rope, factors, factors_label, window,
+                                                  max(lengths))
+    tokens = check_int(tokens, "tokens", minimum=1)
+    batch_tokens = check_int(batch_tokens, "batch_tokens", minimum=1)
+    top = most_frequent_byte()
+    out = {}
+    for n in progress_bar(lengths, desc=f"evaluate ({label})", unit="length", disable=not progress):
+        count = max(1, tokens // n)
+        b = eval_batch(config.objective, n, count, config.mask_rate, seed)
+        nll, correct, counts = _position_sums(params, config, b, scheme, pin_length, rope, rerope, factors, window,
+                                              batch_tokens)
+        total = counts.sum()
+        base = float(np.sum((b.targets == top) * b.weights, dtype=np.float64) / total)
+        out[n] = LengthEval(n, count, float(nll.sum() / total), float(correct.sum() / total), int(total), base, nll,
+                            correct, counts)
+    return EvalResult(label, lengths, out)
+
+
+def _test_factors(config, n, scheme, pin_length, factors, window):
+    """The factors on ``q.k/sqrt(d_head)`` of a test at ``n`` positions (see :func:`evaluate`)."""
+    if factors is not None:
+        f_all = factors[..., :n]
+    elif window is not None:
+        f_all = model_factors(config, n, scheme=scheme, pin_length=pin_length)
+        f_all[window:] = f_all[window - 1]  # past the window every query sees `window` keys
+    else:
+        f_all = model_factors(config, n, scheme=scheme, pin_length=pin_length)
+    if config.causal and f_all.ndim == 1:  # one compiled shape for every scale of a causal model
+        f_all = np.broadcast_to(f_all, (config.layers, config.heads, n))
+    return f_all
+
+
+@partial(jax.jit, static_argnames=("heads", "causal", "window", "rerope", "compute_dtype"))
+def _score_cells(params, inputs, targets, weights, cos, sin, factors, *, heads, causal, window=None, rerope=None,
+                 compute_dtype="float32"):
+    logits = forward(params, inputs, cos=cos, sin=sin, factors=factors, heads=heads, causal=causal, window=window,
+                     rerope=rerope, compute_dtype=compute_dtype)
+    logp = jax.nn.log_softmax(logits, axis=-1)
+    nll = -jnp.take_along_axis(logp, targets[..., None], axis=-1)[..., 0]
+    correct = (jnp.argmax(logits, axis=-1) == targets).astype(jnp.float32)
+    return nll * weights, correct * weights
+
+
+def _position_sums(params, config, b, scheme, pin_length, rope, rerope, factors, window, batch_tokens, rows=False):
+    """Summed cross-entropy, number correct and number predicted per position of the batch ``b``.
+
+    ``rows``: the same per row and position, ``[count, length]`` each (a row's exact match needs them).
+    """
+    count, n = b.inputs.shape
+    f_all = _test_factors(config, n, scheme, pin_length, factors, window)
+    nll = np.zeros((count, n) if rows else n)
+    correct = np.zeros_like(nll)
+    score = _score_cells if rows else _score
+    for lo, hi, width, r in _passes(config, n, rope):
+        cos, sin = rope_tables(config, width, r, rope_length=hi if rope == "dynamic_ntk" else n)
+        f = f_all[..., :width]
+        per = max(1, batch_tokens // width)
+        for i in range(0, count, per):
+            sl = slice(i, i + per)
+            a, c = score(params, b.inputs[sl, :width], b.targets[sl, :width], b.weights[sl, :width], cos, sin, f,
+                         heads=config.heads, causal=config.causal, window=window, rerope=rerope,
+                         compute_dtype=config.compute_dtype)
+            if rows:
+                nll[sl, lo:hi] += np.asarray(a, dtype=np.float64)[:, lo:hi]
+                correct[sl, lo:hi] += np.asarray(c, dtype=np.float64)[:, lo:hi]
+            else:
+                nll[lo:hi] += np.asarray(a, dtype=np.float64)[lo:hi]
+                correct[lo:hi] += np.asarray(c, dtype=np.float64)[lo:hi]
+    if rows:
+        return nll, correct, b.weights.astype(np.float64)
+    return nll, correct, b.weights.sum(axis=0, dtype=np.float64)
+
+
+def _test_options(config, scheme, pin_length, rope, factors, factors_label, window, longest):
+    """The checked test-time options of :func:`evaluate` and :func:`evaluate_batch`: ``(label, factors, rerope, window)``."""
     label = _override(config, scheme, pin_length)
     if factors is not None:
         if scheme is not None:
             raise ValueError("`factors` and `scheme` are two test-time scales: give one")
-        factors = _check_factors(factors, config, max(lengths))
+        factors = _check_factors(factors, config, longest)
         label = str(factors_label)
     rerope = None
     if rope is not None:
@@ -214,41 +290,44 @@ def evaluate(params, config: TrainConfig, lengths, *, scheme: str | None = None,
             raise ValueError("`window`: a sliding window is for causal models")
         window = check_int(window, "window", minimum=1)
         label += f", window {window}"
-    tokens = check_int(tokens, "tokens", minimum=1)
+    return label, factors, rerope, window
+
+
+def evaluate_batch(params, config: TrainConfig, batch, *, scheme: str | None = None, pin_length: int | None = None,
+                   rope: str | None = None, factors=None, window: int | None = None,
+                   batch_tokens: int = 16384) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row of a given batch: summed cross-entropy (nats), number correct and number predicted.
+
+    ``batch`` is a :class:`~softmax_scale.train.data.Batch` (e.g. a copy or passkey test,
+    :mod:`softmax_scale.train.tasks`) of at most ``config.max_length`` positions, scored where its
+    weights are 1; the test-time options are those of :func:`evaluate`, and so is the computation.
+    A row whose every predicted position is correct (``correct == count``) is an exact match under
+    greedy decoding.  Returns three float64 arrays of shape ``[rows]``.
+    """
+    if not isinstance(config, TrainConfig):
+        raise TypeError(f"`config` must be a TrainConfig, got {type(config).__name__}")
+    n = check_lengths(batch.inputs.shape[1], config)[0]
+    _, factors, rerope, window = _test_options(config, scheme, pin_length, rope, factors, "per-head", window, n)
     batch_tokens = check_int(batch_tokens, "batch_tokens", minimum=1)
-    top = most_frequent_byte()
-    out = {}
-    for n in progress_bar(lengths, desc=f"evaluate ({label})", unit="length", disable=not progress):
-        count = max(1, tokens // n)
-        b = eval_batch(config.objective, n, count, config.mask_rate, seed)
-        if factors is not None:
-            f_all = factors[..., :n]
-        elif window is not None:
-            f_all = model_factors(config, n, scheme=scheme, pin_length=pin_length)
-            f_all[window:] = f_all[window - 1]  # past the window every query sees `window` keys
-        else:
-            f_all = model_factors(config, n, scheme=scheme, pin_length=pin_length)
-        if config.causal and f_all.ndim == 1:  # one compiled shape for every scale of a causal model
-            f_all = np.broadcast_to(f_all, (config.layers, config.heads, n))
-        nll = np.zeros(n)
-        correct = np.zeros(n)
-        for lo, hi, width, r in _passes(config, n, rope):
-            cos, sin = rope_tables(config, width, r, rope_length=hi if rope == "dynamic_ntk" else n)
-            f = f_all[..., :width]
-            per = max(1, batch_tokens // width)
-            for i in range(0, count, per):
-                sl = slice(i, i + per)
-                a, c = _score(params, b.inputs[sl, :width], b.targets[sl, :width], b.weights[sl, :width], cos, sin, f,
-                              heads=config.heads, causal=config.causal, window=window, rerope=rerope,
-                              compute_dtype=config.compute_dtype)
-                nll[lo:hi] += np.asarray(a, dtype=np.float64)[lo:hi]
-                correct[lo:hi] += np.asarray(c, dtype=np.float64)[lo:hi]
-        counts = b.weights.sum(axis=0, dtype=np.float64)
-        total = counts.sum()
-        base = float(np.sum((b.targets == top) * b.weights, dtype=np.float64) / total)
-        out[n] = LengthEval(n, count, float(nll.sum() / total), float(correct.sum() / total), int(total), base, nll,
-                            correct, counts)
-    return EvalResult(label, lengths, out)
+    nll, correct, counts = _position_sums(params, config, batch, scheme, pin_length, rope, rerope, factors, window,
+                                          batch_tokens, rows=True)
+    return nll.sum(axis=1), correct.sum(axis=1), counts.sum(axis=1)
+
+
+def batch_scores(params, config: TrainConfig, inputs, *, scheme: str | None = None, pin_length: int | None = None,
+                 rope: str | None = None, factors=None) -> np.ndarray:
+    """The scores the softmax sees (the test-time scale applied, before the mask) on given inputs, float32.
+
+    ``inputs`` ``[windows, length]`` token ids; the options as in :func:`evaluate` (``"dynamic_ntk"``
+    is the static ``ntk`` of the whole input).  Returns ``[layers, windows, heads, length, length]``.
+    """
+    inputs = np.asarray(inputs, dtype=np.int32)
+    n = check_lengths(inputs.shape[1], config)[0]
+    _, factors, rerope, _ = _test_options(config, scheme, pin_length, rope, factors, "per-head", None, n)
+    f = _test_factors(config, n, scheme, pin_length, factors, None)
+    cos, sin = rope_tables(config, n, rope)
+    return np.asarray(_scores(params, inputs, cos, sin, f, heads=config.heads, causal=config.causal, rerope=rerope,
+                              compute_dtype=config.compute_dtype))
 
 
 def position_buckets(train_length: int, length: int) -> np.ndarray:

@@ -1,0 +1,284 @@
+"""The copy experiment: whether a byte model trained at ``L`` copies a segment from farther back than ``L``.
+
+The one-key regime of Su's repeated-text test (kexue.fm 9706/9708): a held-out segment ``X`` of
+``m`` bytes followed by ``X`` again (:func:`~softmax_scale.train.tasks.copy_batch`), scored on
+the bytes of the second copy, each a copy of the byte ``m`` back, beside the same bytes after
+other text (:func:`~softmax_scale.train.tasks.copy_control`, what the model gets without the
+copy) and beside a sliding window of ``L`` (which cannot see a copy farther than ``L``: a floor
+here, not a ceiling).  Copy distances ``m = L/2 .. 8L`` (sequences of ``2m``, to ``16L``).
+
+The models are :mod:`._one_key`'s (trained with copies inside ``L`` in the mix), under every RoPE
+variant of :data:`~softmax_scale.experiments._one_key.ONE_KEY_ROPES` and the test-time scales
+(as trained; ``qwen_logn`` and YaRN's temperature pinned at ``L``; the toolkit's two entropy
+rules and its share-holding rule).  The retrieving head's share of attention on the source byte
+is measured at every distance (RoPE ``none``) and predicted from what it shows at ``L``.
+
+Every number is a row of ``figures/one_key_copy.csv``
+(:data:`~softmax_scale.experiments._one_key.COLUMNS`; test kinds ``copy``, ``control``,
+``window``), written a model at a time through :func:`softmax_scale.experiments.run_experiment`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..train.data import EVAL_SEED
+from . import _one_key as ok
+from . import _training as tr
+from .base import Evidence
+
+__all__ = ["COPY_MULTIPLES", "EXPERIMENT", "QUICK_CONFIG", "CopyConfig", "CopyExperiment", "copy_markdown",
+           "copy_summary", "share_markdown"]
+
+#: Copy distances as multiples of ``L``.
+COPY_MULTIPLES = (0.5, 1, 2, 4, 8)
+
+
+@dataclass(frozen=True)
+class CopyConfig:
+    """The copy experiment.
+
+    Attributes
+    ----------
+    quick : bool
+    seeds : int
+        Seeds per trained scale.
+    model : TrainConfig
+        The model (the scale set per run).
+    scales : tuple of (str, int or None)
+        The scales trained in.
+    ropes : tuple of str
+    test_scales : tuple of str
+        Published scales added at test time to ``standard`` models, pinned at ``L``.
+    multiples : tuple of float
+        Copy distances as multiples of ``L``.
+    count : int
+        Scored bytes per test cell (``max(2, count // m)`` sequences at distance ``m``).
+    share_windows, probe_windows, entropy_windows, curve_every : int
+        As in :class:`~softmax_scale.experiments._one_key.OneKeyTask`.
+    """
+
+    quick: bool = False
+    seeds: int = 3
+    model: object = ok.ONE_KEY_MODEL
+    scales: tuple = ok.ONE_KEY_SCALES
+    ropes: tuple = ok.ONE_KEY_ROPES
+    test_scales: tuple = ok.ONE_KEY_TEST_SCALES
+    multiples: tuple = COPY_MULTIPLES
+    count: int = 4096
+    share_windows: int = 2
+    probe_windows: int = 32
+    entropy_windows: int = 16
+    curve_every: int = 50
+
+
+#: The quick form: the tiny model, two seeds, two RoPE variants, one distance past ``L``, small tests.
+QUICK_CONFIG = CopyConfig(quick=True, seeds=2, model=ok.QUICK_ONE_KEY_MODEL, ropes=("none", "rerope"), multiples=(2,),
+                          count=256, share_windows=1, probe_windows=4, entropy_windows=2, curve_every=10)
+
+
+def _batches(L, m, count):
+    """The copy test at distance ``m`` and its control: the same sequences for every model."""
+    from ..train.data import heldout_bytes
+    from ..train.tasks import copy_batch, copy_control
+
+    seqs = max(2, count // m)
+    text = heldout_bytes()
+    gen = np.random.default_rng([EVAL_SEED, m])
+    copy = copy_batch(text, 2 * m, m, seqs, gen)
+    control = copy_control(text, 2 * m, m, seqs, np.random.default_rng([EVAL_SEED, m]))
+    return copy, control
+
+
+class CopyExperiment(ok.OneKeyExperiment):
+    """The copy experiment (see the module docstring)."""
+
+    name = "copy"
+    description = "copying a segment from up to 8L back: trained scales, RoPE variants, test-time scales, the share"
+    figure_names = ("one_key_copy",)
+    full_config = CopyConfig()
+    quick_config = QUICK_CONFIG
+
+    def tests_of(self, config) -> tuple:
+        """The copy distances ``m``."""
+        L = config.model.train_length
+        return tuple(max(1, round(f * L)) for f in config.multiples)
+
+    def test_lengths(self, task) -> tuple:
+        """``2m`` for each distance."""
+        return tuple(2 * m for m in task.tests)
+
+    def probe_batch(self, task):
+        """Copies at distance ``L/2`` in sequences of ``L``."""
+        from ..train.data import heldout_bytes
+        from ..train.tasks import copy_batch
+
+        L = task.config.train_length
+        return copy_batch(heldout_bytes(), L, L // 2, task.probe_windows, np.random.default_rng([EVAL_SEED, 1, L]))
+
+    def describe_tests(self, task) -> str:
+        """Distances, sequences, scored bytes."""
+        L = task.config.train_length
+        return (f"copy distances m = {' '.join(str(m) for m in task.tests)} (L = {L}) in sequences of 2m, "
+                f"max(2, {task.count} // m) held-out segments each; scored on the second copy; control: the same bytes "
+                f"after other text; window: sliding window of {L}, rope none, scale as trained")
+
+    def test_row_count(self, task) -> int:
+        """Rows: copy + control per RoPE x scale x distance, a window row per distance, a share row per scale x distance."""
+        k = len(task.tests)
+        return 2 * len(task.ropes) * len(task.scales) * k + k + len(task.scales) * k
+
+    def test_rows(self, row, task, params, probe) -> list:
+        """The copy, control, window and share rows of one model."""
+        from ..train.evaluation import evaluate_batch
+
+        c = task.config
+        L = c.train_length
+        rows = []
+
+        def cell(kind, batch, rope, scale, m, kwargs):
+            nll, correct, count = evaluate_batch(params, c, batch.batch, rope=rope, **kwargs)
+            rows.append(row(task, "ok", kind, rope=rope, scale=scale, length=2 * m, distance=m,
+                            loss=float(nll.sum() / count.sum()), accuracy=float(correct.sum() / count.sum()),
+                            count=int(count.sum())))
+
+        for m in task.tests:
+            copy, control = _batches(L, m, task.count)
+            scales = ok.scales_of(task, probe, 2 * m)
+            for rope in task.ropes:
+                for scale, kwargs, _ in scales:
+                    cell("copy", copy, rope, scale, m, kwargs)
+                    cell("control", control, rope, scale, m, kwargs)
+            cell("window", copy, "none", "trained", m, {"window": L})
+            w = task.share_windows
+            for scale, kwargs, factors in scales:
+                rows.append(ok.share_row(row, task, probe, params, copy.batch.inputs[:w], copy.source[:w], scale,
+                                         kwargs, factors, rope="none", length=2 * m, distance=m))
+        return rows
+
+    def summaries(self, table) -> list:
+        """Copy accuracy, copy loss, and the retrieving head's share measured against predicted."""
+        return [copy_markdown(table, "accuracy"), copy_markdown(table, "loss"), share_markdown(table)]
+
+    def evidence(self, table) -> list:
+        """Every (trained scale, RoPE, test scale) against ``standard`` as trained and against the window, past ``L``."""
+        from ..train.config import TrainConfig
+
+        try:
+            cfg = TrainConfig.from_json(table.header.get("config", "{}"))
+        except (TypeError, ValueError):
+            return []
+        s = copy_summary(table)
+        L = s["L"]
+        out = []
+        for (label, rope, scale), v in sorted(s["rows"].items()):
+            if scale == "window":
+                continue
+            name = label if scale == "trained" else f"{label} + {scale} at test"
+            refs = [("sliding window of L", s["rows"].get((label, "none", "window")))]
+            if (label, scale) != (ok.REFERENCE, "trained"):
+                refs.append((ok.REFERENCE, s["rows"].get((ok.REFERENCE, rope, "trained"))))
+            for i, m in enumerate(s["distances"]):
+                if m <= L:
+                    continue
+                for ref_name, ref in refs:
+                    if ref is None:
+                        continue
+                    for metric in ("accuracy", "loss"):
+                        a, b = v[f"{metric}_by_seed"][i], ref[f"{metric}_by_seed"][i]
+                        seeds = tuple(sorted(set(a) & set(b)))
+                        if not seeds:
+                            continue
+                        d = np.array([a[sd] - b[sd] for sd in seeds])
+                        out.append(Evidence(self.name, "byte-level decoder", cfg.n_params, "parameters", rope,
+                                            "copy a segment m bytes back", float(m) / L, name, ref_name, metric,
+                                            float(np.mean(d)), float(tr.std(d)), seeds))
+        return out
+
+
+def copy_summary(table) -> dict:
+    """Copy accuracy and loss per (trained scale, RoPE, test scale) and distance, over seeds.
+
+    Returns ``{"L", "distances", "rows": {(label, rope, scale): {"accuracy", "accuracy_std", "loss",
+    "loss_std", "seeds", "accuracy_by_seed", "loss_by_seed"}}, "control": {...}, "diverged"}``; the
+    window under the key ``(label, "none", "window")``; arrays over the distances, ``*_by_seed``
+    a list over the distances of ``{seed: value}``.
+    """
+    r = table.rows
+    good = tr.ok(table)
+    out: dict = {"diverged": tr.diverged_runs(table), "rows": {}, "control": {}}
+    test = good & np.isin(r["kind"], ("copy", "control", "window"))
+    dist = np.unique(r["distance"][test])
+    runs = good & (r["kind"] == "head_L")
+    out["L"] = int(r["length"][runs][0]) if runs.any() else 0
+    out["distances"] = dist
+    for kind, where in (("copy", "rows"), ("window", "rows"), ("control", "control")):
+        m0 = test & (r["kind"] == kind)
+        for key in sorted(set(zip(r["scheme"][m0], r["rope"][m0], r["scale"][m0]))):
+            m = m0 & (r["scheme"] == key[0]) & (r["rope"] == key[1]) & (r["scale"] == key[2])
+            entry = {"seeds": int(np.unique(r["seed"][m]).size)}
+            for metric in ("accuracy", "loss"):
+                by = [{int(sd): float(v) for sd, v in zip(r["seed"][m & (r["distance"] == d)],
+                                                          r[metric][m & (r["distance"] == d)])} for d in dist]
+                entry[f"{metric}_by_seed"] = by
+                mean = np.array([np.mean(list(b.values())) if b else np.nan for b in by])
+                sd = np.array([tr.std(np.array(list(b.values()))) if b else np.nan for b in by])
+                entry[metric], entry[f"{metric}_std"] = mean, sd
+            name = (key[0], key[1], "window" if kind == "window" else key[2])
+            out[where][name] = entry
+    return out
+
+
+def copy_markdown(table, metric: str = "accuracy") -> str:
+    """Rows trained scale x RoPE x test scale, columns the copy distances: mean ± std over seeds.
+
+    The control (the same bytes without the copy, under the same RoPE and scale) follows each
+    row in brackets; the sliding window's row comes first.  Accuracy in %, loss in nats per byte.
+    """
+    from .._util.validation import check_choice
+
+    check_choice(metric, "metric", ("accuracy", "loss"))
+    s = copy_summary(table)
+    L, dist = s["L"], s["distances"]
+    mult, dig = (100.0, 1) if metric == "accuracy" else (1.0, 3)
+    unit = "accuracy % on the second copy" if metric == "accuracy" else "loss on the second copy, nats per byte"
+    head = [f"m = {m} ({m / L:g}L)" if L else f"m = {m}" for m in dist]
+    lines = [f"| trained | RoPE | scale ({unit}; [control]; seeds) | " + " | ".join(head) + " |",
+             "|---|---|---|" + "---:|" * len(dist)]
+    order = sorted(s["rows"], key=lambda k: (k[0] != ok.REFERENCE, k[0], k[2] != "window", k[1], k[2] != "trained", k[2]))
+    for key in order:
+        v = s["rows"][key]
+        ctl = s["control"].get(key)
+        cells = []
+        for i in range(dist.size):
+            c = tr.pm(v[metric][i], v[f"{metric}_std"][i], mult, dig)
+            if ctl is not None and np.isfinite(ctl[metric][i]):
+                c += f" [{mult * ctl[metric][i]:.{dig}f}]"
+            cells.append(c)
+        scale = "sliding window of L" if key[2] == "window" else key[2]
+        lines.append(f"| {key[0]} | {key[1]} | {scale} ({v['seeds']}) | " + " | ".join(cells) + " |")
+    return "\n".join(lines + tr.diverged_line(s["diverged"]))
+
+
+def share_markdown(table) -> str:
+    """The retrieving head's share on the source byte: measured (mean ± std over seeds) and predicted from ``L``."""
+    r = table.rows
+    m0 = tr.ok(table) & (r["kind"] == "share")
+    dist = np.unique(r["distance"][m0])
+    lines = ["| trained | scale (share measured / predicted from L; seeds) | " + " | ".join(f"m = {m}" for m in dist) + " |",
+             "|---|---|" + "---:|" * len(dist)]
+    for label, scale in sorted(set(zip(r["scheme"][m0], r["scale"][m0])), key=lambda k: (k[0] != ok.REFERENCE, k)):
+        m = m0 & (r["scheme"] == label) & (r["scale"] == scale)
+        cells = []
+        for d in dist:
+            md = m & (r["distance"] == d)
+            mean, sd = tr.mean_std(r["share"][md][None, :])
+            pred = np.nanmean(r["share_predicted"][md]) if np.any(np.isfinite(r["share_predicted"][md])) else np.nan
+            cells.append(f"{tr.pm(mean[0], sd[0], digits=3)} / {pred:.3f}")
+        lines.append(f"| {label} | {scale} ({np.unique(r['seed'][m]).size}) | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+EXPERIMENT = CopyExperiment()
