@@ -11,8 +11,8 @@ factor per head (:func:`softmax_scale.heads.share_factors`).
 
 **The theory beside every measurement.**  In each layer the head's share on the first bit from
 the query ``$`` (:func:`softmax_scale.heads.key_share`) is measured at ``L`` and at each ``n``;
-from what is measured at ``L`` alone (the head's ``alpha``, the first bit's standardised gap,
-the pooled standardised scores of the other keys), :func:`softmax_scale.heads.predict_share`
+from what is measured at ``L`` alone (the head's scale ``sigma``, the first bit's standardised
+gap and its spread over queries, the pooled standardised scores of the other keys), :func:`softmax_scale.heads.predict_share`
 gives the share at each ``n`` under the scale's own growth.
 
 Every number is a row of ``figures/one_key_first.csv`` (:data:`FIRST_COLUMNS`), a training run
@@ -45,10 +45,11 @@ __all__ = ["EVAL_SEED", "EXPERIMENT", "FIRST_COLUMNS", "PUBLISHED_FIRST", "QUICK
 #: preceding steps), ``test`` (one test length ``n`` under the test-time ``scale``: accuracy,
 #: mean ``-log sigmoid`` loss, count = sequences), ``share`` (one layer's head at ``n``: the
 #: measured ``share`` of the first bit from ``$``, ``share_predicted`` from what was measured at
-#: ``L``, the first bit's standardised ``gap``, the head's ``alpha``, count = queries),
+#: ``L``, the first bit's standardised ``gap``, the head's scale ``sigma`` on unit-variance scores
+#: (``alpha`` of :func:`softmax_scale.heads.key_share`), count = queries),
 #: ``factor`` (``toolkit_share``'s factor for one head at ``n``, in ``value``), ``diverged``.
 FIRST_COLUMNS = ("train_length", "scheme", "seed", "status", "kind", "rope", "scale", "length", "layer", "head",
-                 "accuracy", "loss", "share", "share_predicted", "gap", "alpha", "value", "count", "seconds", "note")
+                 "accuracy", "loss", "share", "share_predicted", "gap", "sigma", "value", "count", "seconds", "note")
 _TEXT = ("scheme", "status", "kind", "rope", "scale", "note")
 _INTS = ("train_length", "seed", "length", "layer", "head", "count")
 #: Training lengths (bits), as in the paper's table.
@@ -260,17 +261,18 @@ def run_first_task(experiment, task: FirstTask) -> list[tuple]:
                     toolkit = np.ones((layers, heads, len(task.lengths)))
                     for h, (layer, head) in enumerate(np.ndindex(layers, heads)):
                         pool, a, g = probe.pools[h], probe.alpha[layer, head], probe.gap[layer, head]
-                        if pool is not None and np.isfinite(a) and a > 0 and np.isfinite(g):
+                        if pool is not None and np.isfinite(a) and a > 0 and np.isfinite(g) and g > 0:
                             f = share_factors(float(a), pool, float(g), L + 1, [k + 1 for k in task.lengths])
                             toolkit[layer, head] = np.where(np.isfinite(f), f, 1.0)
             for h, (layer, head) in enumerate(np.ndindex(layers, heads)):
                 pool, a, g = probe.pools[h], probe.alpha[layer, head], probe.gap[layer, head]
                 pred = np.nan
-                if pool is not None and np.isfinite(a) and a > 0 and np.isfinite(g):
-                    pred = float(predict_share(float(a), pool, float(g), [n + 1], growth=[growth[layer, head]])[0])
+                if pool is not None and np.isfinite(a) and a > 0 and np.isfinite(g):  # the gap's spread over queries kept
+                    pred = float(predict_share(probe.alpha_bins[layer, head], pool, probe.gap_bins[layer, head], [n + 1],
+                                               growth=[growth[layer, head]])[0])
                 rows.append(row(task, "ok", "share", scale=scale, length=n, layer=layer, head=head,
                                 share=float(ks.share[layer, head]), share_predicted=pred, gap=float(ks.gap[layer, head]),
-                                alpha=float(ks.alpha[layer, head]), count=int(ks.queries[layer, head])))
+                                sigma=float(ks.alpha[layer, head]), count=int(ks.queries[layer, head])))
     if toolkit is not None:
         for layer, head in np.ndindex(layers, heads):
             for j, n in enumerate(task.lengths):
@@ -423,18 +425,18 @@ def first_share_markdown(table) -> str:
 
 
 def first_head_markdown(table) -> str:
-    """Per layer, the head's ``alpha`` and the first bit's standardised gap at each test length (means over seeds).
+    """Per layer, the head's ``sigma`` and the first bit's standardised gap at each test length (means over seeds).
 
-    What the i.i.d. prediction holds fixed from ``L`` (the gap; ``alpha`` up to the scale's own
-    growth), as the model changes it: each cell ``alpha / gap``.
+    What the i.i.d. prediction holds fixed from ``L`` (the gap; ``sigma`` up to the scale's own
+    growth), as the model changes it: each cell ``sigma / gap``.
     """
     r = table.rows
     layers = sorted({int(x) for x in r["layer"][(r["status"] == "ok") & (r["kind"] == "share")]})
     lines = []
     for layer in layers:
-        al, gp = first_cells(table, "share", "alpha", layer), first_cells(table, "share", "gap", layer)
+        al, gp = first_cells(table, "share", "sigma", layer), first_cells(table, "share", "gap", layer)
         lengths = _lengths(al)
-        lines += [f"| L | layer {layer}: scale (alpha / gap) | " + " | ".join(f"n = {n}" for n in lengths) + " |",
+        lines += [f"| L | layer {layer}: scale (sigma / gap) | " + " | ".join(f"n = {n}" for n in lengths) + " |",
                   "|---:|---|" + "---:|" * len(lengths)]
         for L, scheme, scale in _order({k[:3] for k in al}):
             out = []
@@ -538,15 +540,17 @@ class FirstExperiment(Experiment):
                       "s learned per head from 1/ln(L+1); at test on standard: " + ", ".join(config.test_scales),
             "eval": f"{config.count} sequences per test length n (n bits after $), numpy seed [{EVAL_SEED}, n], "
                     "the same for every model",
-            "theory": "per layer, key_share of the query $ on the first bit; predict_share from alpha, gap and pooled "
-                      "scores at L with the scale's growth",
+            "theory": "per layer, key_share of the query $ on the first bit; predict_share from the head's scale and the "
+                      "gap in its query groups (gap_bins) and its pooled scores at L, with the scale's growth; "
+                      "toolkit_share: share_factors on the mean gap (a head whose first bit is not above the others "
+                      "is left as trained)",
             "jax": f"jax {jax.__version__}, optax {optax.__version__}, {jax.default_backend()}",
             "code": f"softmax_scale at {source_revision()}",
             "date": datetime.date.today().isoformat(),
         }
 
     def summaries(self, table) -> list:
-        """Accuracy (and the paired differences), the share measured against predicted, the heads' alpha and gap."""
+        """Accuracy (and the paired differences), the share measured against predicted, the heads' sigma and gap."""
         return [first_markdown(table), first_share_markdown(table), first_head_markdown(table)]
 
     def evidence(self, table) -> list:
