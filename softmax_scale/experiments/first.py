@@ -132,7 +132,7 @@ class FirstConfig:
     """
 
     quick: bool = False
-    seeds: int = 6
+    seeds: int = 4
     train_lengths: tuple = TRAIN_LENGTHS
     test_lengths: tuple = TEST_LENGTHS
     scales: tuple = ("standard", "chiang_cholak", "entropy_invariant", "ssmax")
