@@ -216,7 +216,8 @@ class Experiment:
 _PACKAGE = __name__.rpartition(".")[0]
 #: Name -> the module defining it (as its ``EXPERIMENT``), in the order ``run --help`` lists them.
 _MODULES = {"alpha_table": "alpha_table", "real_heads": "real_heads", "real_extrapolation": "real_extrapolation",
-            "mlm": "mlm", "alpha": "alpha", "causal": "causal", "copy": "copy", "passkey": "passkey", "size": "size"}
+            "mlm": "mlm", "alpha": "alpha", "causal": "causal", "copy": "copy", "passkey": "passkey", "size": "size",
+            "first": "first"}
 
 
 class _Registry(MutableMapping):

@@ -12,7 +12,8 @@ from __future__ import annotations
 import importlib
 
 #: Submodules holding figures, in the order the figures are made.
-FIGURE_MODULES = ("alpha", "exact", "entropy", "moments", "real", "real_extrapolation", "train", "train_causal", "one_key")
+FIGURE_MODULES = ("alpha", "exact", "entropy", "moments", "real", "real_extrapolation", "train", "train_causal", "one_key",
+                  "one_key_first")
 
 
 class FigureUnavailable(RuntimeError):
