@@ -163,7 +163,7 @@ def test_optimal_alpha_causal_matches_brute_force(L):
         (lambda: E.entropy_curve([64, 128], "standard", score_model="laplace"), "score_model"),
         (lambda: E.entropy_curve([64, 128], "standard", match=2.0), "match"),
         (lambda: E.entropy_curve([64, 128], "standard", method="quad"), "method"),
-        (lambda: E.entropy_curve([64, 128], "entropy_invariant", train_length=0), "train_length"),
+        (lambda: E.entropy_curve([64, 128], "entropy_invariant", pin_length=0), "pin_length"),
         (lambda: E.extrapolation_table(1), "train_length"),
         (lambda: E.extrapolation_table(64, factors=(0.5, 2)), "factors"),
         (lambda: E.signal_stats(1.0, 10, 1.5, "cosine", d=16), "s0"),
