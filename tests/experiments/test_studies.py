@@ -59,7 +59,7 @@ def test_the_real_heads_experiment_reads_back_the_table(minilm, tmp_path):
     t = run_experiment("real_heads", quick=True, out=tmp_path, progress=False)
     direct = real_head_table("minilm", ns=cfg.ns, chunks=cfg.chunks, rng=cfg.rng, layers=cfg.layers)
     for k in ("sigma", "entropy", "predicted_entropy", "alpha_star", "entropy_rescaled", "slope", "slope_iid", "sep"):
-        np.testing.assert_allclose(getattr(t, k), getattr(direct, k), rtol=1e-5, atol=1e-7, err_msg=k)  # 6 digits
+        np.testing.assert_array_equal(getattr(t, k), getattr(direct, k), err_msg=k)  # written with every digit
     np.testing.assert_array_equal(t.ns, direct.ns)
     np.testing.assert_array_equal(t.layer_index, direct.layer_index)
     np.testing.assert_allclose(t.scale_factor, direct.scale_factor, rtol=1e-15)
@@ -69,3 +69,23 @@ def test_the_real_heads_experiment_reads_back_the_table(minilm, tmp_path):
     before = csv.read_bytes()
     run_experiment("real_heads", quick=True, out=tmp_path, progress=False)  # done: nothing recomputed
     assert csv.read_bytes() == before
+
+
+def test_the_main_job_draws_the_real_heads_from_their_file_as_run_does(minilm, tmp_path, monkeypatch, capsys):
+    from softmax_scale import figures
+    from softmax_scale.experiments import real_heads
+
+    assert main(["run", "real_heads", "--quick", "--out", str(tmp_path), "--no-progress"]) == 0
+    capsys.readouterr()
+    csv = tmp_path / "real_heads_quick.csv"
+    before = csv.read_bytes()
+
+    def recomputed(*args, **kwargs):
+        raise AssertionError("the table was computed again")
+
+    monkeypatch.setattr(real_heads, "real_head_table", recomputed)
+    done = figures.make_figures(tmp_path, quick=True, only=["real_heads_sigma", "real_heads_entropy"], progress=False)
+    assert [d[0] for d in done] == ["real_heads_sigma", "real_heads_entropy"]
+    assert csv.read_bytes() == before
+    for name in ("sigma", "entropy"):
+        assert (tmp_path / f"real_heads_{name}.png").read_bytes() == (tmp_path / f"real_heads_quick_{name}.png").read_bytes()
