@@ -6,6 +6,11 @@ this checkout, alternating the two ``--rounds`` times, and keeps the best time o
 ``after / before`` is what to read (the machine is shared and noisy: absolute times are for
 information).  Every workload calls the public API only, so it runs on both trees, and each is
 warmed up (numba compiled or loaded from its cache) before it is timed.
+
+``--main-job`` adds the main job, ``softmax-scale figures`` as ``make figures`` runs it on each
+tree (into a temporary folder holding a copy of that tree's committed CSVs), once per round: its
+wall time and its CPU time (user + system, of the process and its children), which a loaded
+machine inflates less.
 """
 
 from __future__ import annotations
@@ -13,8 +18,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -76,6 +84,23 @@ def _import_time(tree: Path) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
+def _main_job_time(tree: Path) -> tuple[float, float]:
+    """Wall and CPU seconds of ``softmax-scale figures`` on ``tree``, into a folder holding its committed CSVs."""
+    with tempfile.TemporaryDirectory() as out:
+        for csv in sorted((tree / "figures").glob("*.csv")):
+            shutil.copy(csv, out)
+        env = dict(os.environ, PYTHONPATH=str(tree))
+        cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        res = subprocess.run([sys.executable, "-m", "softmax_scale", "figures", "--out", out, "--no-progress"], env=env,
+                             capture_output=True, text=True, cwd=str(tree), timeout=3600, check=False)
+        wall = time.perf_counter() - t0
+        cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if res.returncode != 0:
+        raise RuntimeError(f"softmax-scale figures on {tree}:\n{res.stderr[-2000:]}")
+    return wall, (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--base", required=True, help="the tree before the change (a folder holding softmax_scale/)")
@@ -83,10 +108,12 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=3, help="timed repeats per workload and round")
     p.add_argument("--out", default=None, help="also write the markdown table here")
     p.add_argument("--only", default="", help="only the workloads whose name contains this text")
+    p.add_argument("--main-job", action="store_true", help="also time `softmax-scale figures` on each tree, once a round")
     args = p.parse_args(argv)
     trees = {"before": Path(args.base).resolve(), "after": ROOT}
     work = {k: v for k, v in WORKLOADS.items() if args.only in k}
-    best = {name: {k: float("inf") for k in trees} for name in [*work, "import softmax_scale"]}
+    jobs = ["main job, `softmax-scale figures`, wall", "main job, `softmax-scale figures`, CPU"] if args.main_job else []
+    best = {name: {k: float("inf") for k in trees} for name in [*work, "import softmax_scale", *jobs]}
     t0 = time.perf_counter()
     for _ in range(args.rounds):
         for name, (setup, stmt) in work.items():
@@ -95,12 +122,16 @@ def main(argv=None):
         for side, tree in trees.items():
             best["import softmax_scale"][side] = min(best["import softmax_scale"][side],
                                                      min(_import_time(tree) for _ in range(3)))
+        for side, tree in trees.items():
+            if jobs:
+                for name, sec in zip(jobs, _main_job_time(tree)):
+                    best[name][side] = min(best[name][side], sec)
     load = os.getloadavg()[0]
     lines = ["| workload | before (s) | after (s) | after / before |", "|---|---:|---:|---:|"]
     for name, b in best.items():
         lines.append(f"| {name} | {b['before']:.3f} | {b['after']:.3f} | {b['after'] / b['before']:.2f} |")
     text = "\n".join(lines)
-    only = f" --only '{args.only}'" if args.only else ""
+    only = (f" --only '{args.only}'" if args.only else "") + (" --main-job" if args.main_job else "")
     head = (f"`python benchmarks/before_after.py --base {args.base} --rounds {args.rounds} --repeats {args.repeats}{only}`: "
             f"{time.perf_counter() - t0:.0f} s, load average {load:.1f} at the end; best of "
             f"{args.rounds * args.repeats} per side, the two trees alternated.")

@@ -195,9 +195,9 @@ def _cmd_scale(args):
     if args.train_length is not None and args.scheme in SCHEMES and SCHEMES[args.scheme].pin is None:
         raise ValueError(f"`--train-length` pins a scheme that has a training length ("
                          f"{', '.join(k for k, i in SCHEMES.items() if i.pin is not None)}); --scheme {args.scheme} has none")
-    ps = pinned(args.scheme, args.train_length, **dict(_parse_param(p) for p in args.param))
+    ps = pinned(args.scheme, pin_length=args.train_length, **dict(_parse_param(p) for p in args.param))
     m = ps.scale(args.n, args.d)
-    obj = {"scheme": args.scheme, "n": args.n, "d": args.d, "train_length": ps.train_length,
+    obj = {"scheme": args.scheme, "n": args.n, "d": args.d, "train_length": ps.pin_length,
            "params": dict(ps.params), "multiplier": m}
     on = "q.k" if SCHEMES[args.scheme].applies_to == "qk" else "the cosine"
     text = f"{args.scheme} ({_show_params(ps.params)}): multiplier on {on} at n = {args.n}, d = {args.d}: {float(np.squeeze(m)):.8g}"
@@ -248,13 +248,13 @@ def _cmd_entropy(args):
         per_scheme.setdefault(scheme, {})[name] = value
     ns = np.asarray(args.ns)
     curves = entropy_curves(ns, args.schemes, d=args.d, score_model=args.score_model, match=args.match,
-                            train_length=args.train_length, scheme_params=per_scheme)
+                            pin_length=args.train_length, scheme_params=per_scheme)
     model = args.score_model + (f" + one key at match {args.match:g}" if args.match is not None else "")
     pin = f", schemes pinned at L = {args.train_length}" if args.train_length is not None else ", published defaults"
     obj, lines = {}, [f"E[H] (nats) against n, d = {args.d}, {model} scores{pin}"]
     lines.append(f"{'scheme':<24}" + "".join(f"{int(n):>12d}" for n in ns))
     for scheme, c in curves.items():
-        params = dict(pinned(scheme, args.train_length, **per_scheme.get(scheme, {})).params)
+        params = dict(pinned(scheme, pin_length=args.train_length, **per_scheme.get(scheme, {})).params)
         obj[scheme] = {"params": params, "n": ns, "alpha": c.alpha, "entropy": c.entropy,
                        "entropy_over_log_n": c.entropy_ratio}
         lines.append(f"{scheme:<24}" + "".join(f"{x:>12.5f}" for x in np.atleast_1d(c.entropy))

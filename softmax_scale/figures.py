@@ -3,7 +3,9 @@
 The typical/geometric objective tables are the costly part; :func:`main_job`
 computes them once, for the alpha* table, and hands them to the figure that
 plots them (any figure function with a parameter named like a key of
-``shared`` receives it).
+``shared`` receives it).  The real-heads figures are drawn from the ``real_heads``
+experiment's result file in the output folder (:func:`softmax_scale.plotting.real.experiment_table`),
+as ``softmax-scale run real_heads`` draws them: a rerun on the complete file computes nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from ._util.progress import progress_bar
 from ._util.validation import check_output_dir
 from .experiments.alpha_table import NOTE_GRID, QUICK_OBJECTIVE_NS, QUICK_OBJECTIVE_TRIALS, alpha_table
 from .plotting import FigureUnavailable, all_figures
+from .plotting.real import FIGURES as REAL_HEADS_FIGURES
+from .plotting.real import experiment_table
 
 __all__ = ["compute_table", "main_job", "make_figures", "write_table"]
 
@@ -47,6 +51,9 @@ def make_figures(out="figures", *, quick: bool = False, only=None, progress: boo
     ``shared`` maps parameter names to results already computed (e.g. ``{"tables": ...}``);
     a figure function that has such a parameter receives it instead of computing it.
 
+    The real-heads figures are drawn from the ``real_heads`` experiment's result file in ``out``
+    (:func:`softmax_scale.plotting.real.experiment_table`: run or resumed there first).
+
     Returns a list of ``(name, path, seconds)``.  Figures that raise
     :class:`~softmax_scale.plotting.FigureUnavailable` (e.g. without the model weights) are left
     out of it, and one line on stderr names them and says how to add them.
@@ -63,10 +70,23 @@ def make_figures(out="figures", *, quick: bool = False, only=None, progress: boo
     done = []
     skipped: dict = {}  # message -> names
     out = check_output_dir(out, "out")
-    for name, func, full, quick_kw in progress_bar(figs, desc="figures", unit="fig", disable=not progress):
+    given: dict = {}  # figure name -> keyword arguments read from a result file
+    lead: dict = {}  # figure name -> seconds spent on that result file, counted with the figure
+    heads = [f[0] for f in figs if f[0] in {r[0] for r in REAL_HEADS_FIGURES}]
+    if heads:
         t0 = time.perf_counter()
+        try:
+            table = experiment_table(out, quick=quick, progress=progress)
+        except FigureUnavailable as exc:
+            skipped[str(exc)] = heads
+            figs = [f for f in figs if f[0] not in heads]
+        else:
+            given = {h: {"table": table} for h in heads}
+            lead = {heads[0]: time.perf_counter() - t0}
+    for name, func, full, quick_kw in progress_bar(figs, desc="figures", unit="fig", disable=not progress):
+        t0 = time.perf_counter() - lead.get(name, 0.0)
         params = inspect.signature(func).parameters
-        kwargs = {**(quick_kw if quick else full), **{k: v for k, v in shared.items() if k in params}}
+        kwargs = {**(quick_kw if quick else full), **{k: v for k, v in shared.items() if k in params}, **given.get(name, {})}
         try:
             fig = func(**kwargs)
         except FigureUnavailable as exc:

@@ -19,27 +19,63 @@ def test_docstring_examples(module):
     assert result.failed == 0
 
 
+def layout_map(text: str) -> dict[str, set[str]]:
+    """The README's layout map read as a tree: ``{folder: names listed in it}``.
+
+    Entries sit at indents 0, 2, 4 (the repository, ``softmax_scale/``, its folders); a deeper line
+    continues the entry above it.  A line that starts with ``name/`` is that folder's entry and the
+    ``.py`` names on it are its modules; any other entry's ``.py`` names are modules of the folder it
+    is indented under.  Folders are keyed by their path inside the repository (``"softmax_scale/heads"``).
+    """
+    block = text[text.index("<!-- layout:start -->"):text.index("<!-- layout:end -->")]
+    tree = block[block.index("```\n") + 4:block.rindex("```")]
+    out: dict[str, set[str]] = {}
+    stack: list[str] = []
+    here = ""
+    for line in tree.splitlines():
+        words = line.split()
+        if not words:
+            continue
+        indent = len(line) - len(line.lstrip())
+        if indent <= 4 and indent % 2 == 0:
+            depth = indent // 2
+            stack = stack[:depth]
+            if words[0].endswith("/"):
+                stack.append(words[0].rstrip("/"))
+                words = words[1:]
+            here = "/".join(stack)
+            out.setdefault(here, set())
+        out[here].update(w.strip("(),;:") for w in words if w.strip("(),;:").endswith(".py"))
+    return out
+
+
+def test_the_layout_reader_places_names_in_their_folder():
+    text = ("<!-- layout:start -->\n```\npkg/\n  a.py   x\n  sub/   b.py c.py\n           d.py\n    e.py\n"
+            "  f.py\n```\n<!-- layout:end -->")
+    tree = layout_map(text)
+    assert tree["pkg"] == {"a.py", "f.py"}
+    assert tree["pkg/sub"] == {"b.py", "c.py", "d.py", "e.py"}
+
+
 def test_readme_layout_map_names_every_module():
-    """The README's layout map matches the tree: every module is named (plotting/ and moments/ as folders)."""
+    """The README's layout map matches the tree: every module is named in its own folder (plotting/ and moments/ as folders)."""
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    text = (root / "README.md").read_text()
-    block = text[text.index("## Layout"):]
-    block = block[:block.index("\n## ", 1)]
+    tree = layout_map((root / "README.md").read_text())
     pkg = root / "softmax_scale"
     missing = []
     for path in sorted(pkg.rglob("*.py")):
-        rel = path.relative_to(pkg)
+        rel = path.relative_to(root)
         if path.name in ("__init__.py", "__main__.py"):
             continue
-        if rel.parts[0] in ("plotting", "moments"):
-            name = rel.parts[0] + "/"
-        else:
-            name = path.name
-        if name not in block:
+        folder = str(rel.parent)
+        if rel.parts[1] in ("plotting", "moments"):
+            if f"softmax_scale/{rel.parts[1]}" not in tree:
+                missing.append(str(rel))
+        elif path.name not in tree.get(folder, set()):
             missing.append(str(rel))
     for folder in (p for p in pkg.iterdir() if p.is_dir() and (p / "__init__.py").exists()):
-        if folder.name + "/" not in block:
+        if f"softmax_scale/{folder.name}" not in tree:
             missing.append(folder.name + "/")
     assert missing == []

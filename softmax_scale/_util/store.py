@@ -175,6 +175,9 @@ class ResultStore:
             if not lines or next(csv.reader(lines[:1])) != list(self.columns):
                 raise ValueError(f"`out`: {self.path} exists and is not a file of this experiment "
                                  f"(columns differ); pass overwrite=True or another file")
+            if match and not old_header:
+                raise ValueError(f"`out`: {self.path} has no header lines (# key: value) saying what it was run with, "
+                                 "so it cannot be resumed; pass overwrite=True (or another file) to start again")
             for k in match:
                 if old_header.get(k) != str(header[k]):
                     raise ValueError(

@@ -173,7 +173,7 @@ def _check_schemes(schemes) -> tuple:
 
 
 def entropy_curves(ns, schemes=DEFAULT_SCHEMES, *, d=128, score_model="normal", match=None, method="exact",
-                   trials=2000, rng=None, progress=None, train_length=None, scheme_params=None) -> dict:
+                   trials=2000, rng=None, progress=None, pin_length=None, scheme_params=None) -> dict:
     """:func:`entropy_curve` for several schemes at once (one evaluator call per ``n``).
 
     Parameters
@@ -185,7 +185,7 @@ def entropy_curves(ns, schemes=DEFAULT_SCHEMES, *, d=128, score_model="normal", 
         :data:`DEFAULT_SCHEMES`.
     d, score_model, match, method, trials, rng, progress
         As in :func:`entropy_curve`.
-    train_length : int, optional
+    pin_length : int, optional
         Pin every scheme that has a training length at this ``L``
         (:func:`softmax_scale.schemes.pinned`); ``None`` keeps each scheme's published default.
     scheme_params : dict, optional
@@ -200,16 +200,16 @@ def entropy_curves(ns, schemes=DEFAULT_SCHEMES, *, d=128, score_model="normal", 
     d, match = _check_common(score_model, d, match, method)
     scheme_params = scheme_params or {}
     schemes = _check_schemes(schemes)
-    if train_length is not None:
-        train_length = check_int(train_length, "train_length", minimum=2)
-    alphas = np.column_stack([np.atleast_1d(pinned(s, train_length, **scheme_params.get(s, {})).alpha(nn, d, score_model))
+    if pin_length is not None:
+        pin_length = check_int(pin_length, "pin_length", minimum=2)
+    alphas = np.column_stack([np.atleast_1d(pinned(s, pin_length, **scheme_params.get(s, {})).alpha(nn, d, score_model))
                               for s in schemes])
     out, se = _evaluate(nn, alphas, score_model, d, match, method, trials, rng, progress)
     return {s: _curve(nn, alphas[:, k], s, score_model, d, match, method, out, se, k) for k, s in enumerate(schemes)}
 
 
 def entropy_curve(ns, scheme=STANDARD, *, d=128, score_model="normal", match=None, method="exact",
-                  trials=2000, rng=None, progress=None, train_length=None, **scheme_params) -> EntropyCurve:
+                  trials=2000, rng=None, progress=None, pin_length=None, **scheme_params) -> EntropyCurve:
     """``E[H]``, ``E[H]/log n``, Rényi-2 entropy and ``E[G]`` against ``n`` under a scheme.
 
     Parameters
@@ -232,7 +232,7 @@ def entropy_curve(ns, scheme=STANDARD, *, d=128, score_model="normal", match=Non
         Monte Carlo trials and seed.
     progress : bool, optional
         Progress bar (by default for Monte Carlo).
-    train_length : int, optional
+    pin_length : int, optional
         Pin the scheme at this ``L`` (:func:`softmax_scale.schemes.pinned`); ``None`` keeps
         its published defaults.
     **scheme_params
@@ -244,7 +244,7 @@ def entropy_curve(ns, scheme=STANDARD, *, d=128, score_model="normal", match=Non
     """
     check_choice(scheme, "scheme", SCHEMES)
     return entropy_curves(ns, (scheme,), d=d, score_model=score_model, match=match, method=method,
-                          trials=trials, rng=rng, progress=progress, train_length=train_length,
+                          trials=trials, rng=rng, progress=progress, pin_length=pin_length,
                           scheme_params={scheme: scheme_params})[scheme]
 
 
@@ -340,8 +340,8 @@ def extrapolation_table(train_length=512, schemes=DEFAULT_SCHEMES, *, d=128, sco
                          f"of keys, got {factors!r}")
     if match is None:
         raise ValueError("`match` must be a cosine in [-1, 1] for the signal-plus-noise columns, got None")
-    iso = entropy_curves(ns, schemes, d=d, score_model=score_model, train_length=L)
-    sig = entropy_curves(ns, schemes, d=d, score_model=score_model, match=match, train_length=L)
+    iso = entropy_curves(ns, schemes, d=d, score_model=score_model, pin_length=L)
+    sig = entropy_curves(ns, schemes, d=d, score_model=score_model, match=match, pin_length=L)
     return ExtrapolationTable(
         train_length=L, factors=fac, schemes=tuple(schemes), score_model=score_model, d=int(d), match=float(match),
         drift_isotropic=np.array([iso[s].drift for s in schemes]),

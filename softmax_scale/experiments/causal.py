@@ -35,9 +35,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..heads import TOOLKIT_RULES, exact_entropy
 from ..schemes.rope import ROPES
 from ..train.config import QUICK, TrainConfig
-from ..train.head_scales import TOOLKIT_RULES, exact_entropy, factor_grid, head_factors, position_factors, probe_heads, query_rows
+from ..train.head_scales import factor_grid, head_factors, position_factors, probe_heads, query_rows
 from . import _training as tr
 from .base import Evidence
 

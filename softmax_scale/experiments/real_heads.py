@@ -436,7 +436,7 @@ class RealHeadsExperiment(Experiment):
     match = ("model", "text", "chunks", "rng", "layers", "train_length")
     in_process = True
     figure_names = ("real_heads_sigma", "real_heads_entropy")
-    float_format = ".6g"
+    float_format = ".17g"  # exact: the figures drawn from the file are those drawn from the table
 
     def config(self, quick: bool = False) -> RealHeadsConfig:
         """The figures' settings: every length and layer on 8 windows, or (``quick``) two lengths, one window, layer 0."""
@@ -451,9 +451,9 @@ class RealHeadsExperiment(Experiment):
         return ()
 
     def _heads(self, config) -> tuple:
-        from ..models import load
+        from ..models import registry
 
-        c = load(config.model).config
+        c = registry.load(config.model).config
         return (c.layers if config.layers is None else len(config.layers)), c.heads
 
     def expected_rows(self, task) -> int:
@@ -470,9 +470,9 @@ class RealHeadsExperiment(Experiment):
 
     def header(self, config, tasks, command) -> dict:
         """The command and the arguments; :attr:`match` the ones that define the table."""
-        from ..models import load
+        from ..models import registry
 
-        enc = load(config.model)
+        enc = registry.load(config.model)
         return {"command": command or " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
                 "model": config.model, "file": enc.path.name, "text": config.text, "chunks": str(config.chunks),
                 "rng": str(config.rng), "layers": "all" if config.layers is None else " ".join(map(str, config.layers)),

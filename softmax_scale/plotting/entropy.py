@@ -65,7 +65,7 @@ def plot_entropy_vs_n(ns=None, schemes=_SHOWN, *, d=128, train_length=512, match
     for j, model in enumerate(("normal", "cosine")):
         for i, m in enumerate((None, match)):
             ax = axes[i, j]
-            curves = E.entropy_curves(ns, schemes, d=d, score_model=model, match=m, train_length=train_length)
+            curves = E.entropy_curves(ns, schemes, d=d, score_model=model, match=m, pin_length=train_length)
             for s, c in curves.items():
                 ax.plot(ns, c.entropy_ratio, label=_label(s), **scheme_style(s))
                 if m is not None:

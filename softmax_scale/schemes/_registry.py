@@ -723,7 +723,7 @@ class PinnedScheme:
     ----------
     scheme : str
         The scheme's key.
-    train_length : int or None
+    pin_length : int or None
         ``L`` the scheme is pinned at; ``None`` when it was not pinned.
     params : Mapping
         Every parameter of the scheme: published defaults, then the pinning rule's values,
@@ -731,7 +731,7 @@ class PinnedScheme:
     """
 
     scheme: str
-    train_length: int | None
+    pin_length: int | None
     params: Mapping = field(default_factory=dict)
 
     def scale(self, n, d):
@@ -753,8 +753,8 @@ class PinnedScheme:
         return scheme_alpha(n, d, self.scheme, score_model, **self.params)
 
 
-def pinned(scheme: str, train_length: int | None = None, **params) -> PinnedScheme:
-    """A scheme pinned to ``standard`` at the training length ``L``: the one rule used everywhere.
+def pinned(scheme: str, pin_length: int | None = None, **params) -> PinnedScheme:
+    """A scheme pinned to ``standard`` at the length ``L`` (a model's training length): the one rule used everywhere.
 
     Each scheme's rule is written once, in its registry entry (:attr:`Scheme.pin`):
 
@@ -769,7 +769,7 @@ def pinned(scheme: str, train_length: int | None = None, **params) -> PinnedSche
     ----------
     scheme : str
         A key of :func:`list_schemes`.
-    train_length : int, optional
+    pin_length : int, optional
         ``L >= 2``; ``None`` keeps the published defaults (no pinning).
     **params
         Overrides applied after the pinning rule (e.g. ``min_n=16``).
@@ -788,17 +788,17 @@ def pinned(scheme: str, train_length: int | None = None, **params) -> PinnedSche
     """
     check_choice(scheme, "scheme", _REGISTRY)
     info = _REGISTRY[scheme]
-    L = None if train_length is None else check_int(train_length, "train_length", minimum=2)
+    L = None if pin_length is None else check_int(pin_length, "pin_length", minimum=2)
     pin = info.pin(L) if (info.pin is not None and L is not None) else {}
     _, full, _ = _params(scheme, {**pin, **params})
     return PinnedScheme(scheme, L, MappingProxyType(full))
 
 
-def scheme_factor(n, d, scheme=STANDARD, train_length=None, **params) -> np.ndarray:
-    """The per-query factor ``m(n) / standard(n)`` of a scheme pinned at ``train_length``, as float64.
+def scheme_factor(n, d, scheme=STANDARD, pin_length=None, **params) -> np.ndarray:
+    """The per-query factor ``m(n) / standard(n)`` of a scheme pinned at ``pin_length``, as float64.
 
     The one factor on ``q.k / sqrt(d)`` the real decoders and the training harness apply:
-    ``pinned(scheme, train_length, **params).factor(n, d)``.
+    ``pinned(scheme, pin_length, **params).factor(n, d)``.
 
     Parameters
     ----------
@@ -808,7 +808,7 @@ def scheme_factor(n, d, scheme=STANDARD, train_length=None, **params) -> np.ndar
         Head dimension.
     scheme : str
         A key of :data:`QK_SCHEMES`.
-    train_length : int, optional
+    pin_length : int, optional
         ``L`` the scheme is pinned at (:func:`pinned`).
     **params
         Overrides after the pinning rule.
@@ -817,4 +817,4 @@ def scheme_factor(n, d, scheme=STANDARD, train_length=None, **params) -> np.ndar
     -------
     ndarray
     """
-    return np.asarray(pinned(scheme, train_length, **params).factor(n, d), dtype=np.float64)
+    return np.asarray(pinned(scheme, pin_length, **params).factor(n, d), dtype=np.float64)

@@ -163,7 +163,7 @@ def test_optimal_alpha_causal_matches_brute_force(L):
         (lambda: E.entropy_curve([64, 128], "standard", score_model="laplace"), "score_model"),
         (lambda: E.entropy_curve([64, 128], "standard", match=2.0), "match"),
         (lambda: E.entropy_curve([64, 128], "standard", method="quad"), "method"),
-        (lambda: E.entropy_curve([64, 128], "entropy_invariant", train_length=0), "train_length"),
+        (lambda: E.entropy_curve([64, 128], "entropy_invariant", pin_length=0), "pin_length"),
         (lambda: E.extrapolation_table(1), "train_length"),
         (lambda: E.extrapolation_table(64, factors=(0.5, 2)), "factors"),
         (lambda: E.extrapolation_table(64, factors=(1, 1.01)), "factors"),  # 64.64 keys
@@ -206,5 +206,5 @@ def test_temperature_table():
 def test_extrapolation_table_takes_a_multiple_that_is_not_a_whole_number():
     """``n / L = 1.5``: the drift is the exact entropy at 96 keys minus that at 64, under the scheme pinned at 64."""
     t = E.extrapolation_table(64, ("qwen_logn",), d=16, score_model="normal", factors=(1, 1.5))
-    c = E.entropy_curve([64, 96], "qwen_logn", d=16, score_model="normal", train_length=64)
+    c = E.entropy_curve([64, 96], "qwen_logn", d=16, score_model="normal", pin_length=64)
     assert t.drift_isotropic[0, 1] == pytest.approx(c.entropy[1] - c.entropy[0], abs=1e-12)

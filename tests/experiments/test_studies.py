@@ -51,15 +51,22 @@ def minilm():
         pytest.skip(f"MiniLM not installed: {exc}")
 
 
-def test_the_real_heads_experiment_reads_back_the_table(minilm, tmp_path):
+@pytest.fixture(scope="module")
+def quick_heads(minilm, tmp_path_factory):
+    """The quick real_heads experiment run once: its folder and its table read back."""
+    out = tmp_path_factory.mktemp("heads")
+    return out, run_experiment("real_heads", quick=True, out=out, progress=False)
+
+
+def test_the_real_heads_experiment_reads_back_the_table(quick_heads):
     from softmax_scale.experiments.real_heads import real_head_table
 
     exp = EXPERIMENTS["real_heads"]
     cfg = exp.config(quick=True)
-    t = run_experiment("real_heads", quick=True, out=tmp_path, progress=False)
+    tmp_path, t = quick_heads
     direct = real_head_table("minilm", ns=cfg.ns, chunks=cfg.chunks, rng=cfg.rng, layers=cfg.layers)
     for k in ("sigma", "entropy", "predicted_entropy", "alpha_star", "entropy_rescaled", "slope", "slope_iid", "sep"):
-        np.testing.assert_allclose(getattr(t, k), getattr(direct, k), rtol=1e-5, atol=1e-7, err_msg=k)  # 6 digits
+        np.testing.assert_array_equal(getattr(t, k), getattr(direct, k), err_msg=k)  # written with every digit
     np.testing.assert_array_equal(t.ns, direct.ns)
     np.testing.assert_array_equal(t.layer_index, direct.layer_index)
     np.testing.assert_allclose(t.scale_factor, direct.scale_factor, rtol=1e-15)
@@ -69,3 +76,23 @@ def test_the_real_heads_experiment_reads_back_the_table(minilm, tmp_path):
     before = csv.read_bytes()
     run_experiment("real_heads", quick=True, out=tmp_path, progress=False)  # done: nothing recomputed
     assert csv.read_bytes() == before
+
+
+def test_the_main_job_draws_the_real_heads_from_their_file_as_run_does(quick_heads, monkeypatch):
+    from softmax_scale import figures
+    from softmax_scale.experiments import real_heads, save_figures
+
+    tmp_path, t = quick_heads
+    csv = tmp_path / "real_heads_quick.csv"
+    save_figures("real_heads", t, csv)  # what `softmax-scale run real_heads --quick` draws
+    before = csv.read_bytes()
+
+    def recomputed(*args, **kwargs):
+        raise AssertionError("the table was computed again")
+
+    monkeypatch.setattr(real_heads, "real_head_table", recomputed)
+    done = figures.make_figures(tmp_path, quick=True, only=["real_heads_sigma", "real_heads_entropy"], progress=False)
+    assert [d[0] for d in done] == ["real_heads_sigma", "real_heads_entropy"]
+    assert csv.read_bytes() == before
+    for name in ("sigma", "entropy"):
+        assert (tmp_path / f"real_heads_{name}.png").read_bytes() == (tmp_path / f"real_heads_quick_{name}.png").read_bytes()

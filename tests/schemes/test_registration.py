@@ -101,7 +101,7 @@ def test_pinned(square):
 @pytest.mark.parametrize("score_model, factor", [("normal", 1.0), ("cosine", math.sqrt(128))])
 def test_entropy_curves(square, score_model, factor):
     ns = np.array([64, 512, 4096])
-    c = entropy_curve(ns, KEY, d=128, score_model=score_model, train_length=64)
+    c = entropy_curve(ns, KEY, d=128, score_model=score_model, pin_length=64)
     want = np.array([closed_form(n, 128, 64) * math.sqrt(128) * factor for n in ns])
     np.testing.assert_allclose(c.alpha, want, rtol=1e-14)
     if score_model == "normal":

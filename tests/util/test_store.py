@@ -112,3 +112,11 @@ def test_reorder_sorts_the_rows_stably_and_keeps_the_header(tmp_path):
     again = _store(p)
     assert again.has(("a", 0), 2)
     assert again.has(("b", 1), 2)
+
+
+def test_a_file_without_header_lines_is_refused_saying_so(tmp_path):
+    p = tmp_path / "r.csv"
+    p.write_text(",".join(COLS) + "\na,0,1,0.5\n")
+    with pytest.raises(ValueError, match="no header lines"):
+        _store(p)
+    assert _store(p, overwrite=True).done == {}
