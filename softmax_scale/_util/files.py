@@ -15,7 +15,9 @@ def atomic_write(path, write: Callable[[str], object]) -> Path:
 
     The temporary file has the suffix of ``path`` (so that writers which read the format from the
     name, such as matplotlib's, write the same bytes) and is removed if ``write`` fails or the
-    process is interrupted.  Returns ``path`` as a :class:`~pathlib.Path`.
+    process is interrupted.  The file gets the permissions a plain ``open(path, "w")`` would give it
+    (``0o666`` less the umask), not the temporary file's private ``0o600``.  Returns ``path`` as a
+    :class:`~pathlib.Path`.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -25,12 +27,19 @@ def atomic_write(path, write: Callable[[str], object]) -> Path:
         write(tmp)
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_text(path, text: str) -> Path:
