@@ -34,7 +34,7 @@ n = len(ids)
 m.positions(ids[:256])  # warm-up
 rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t0 = time.perf_counter()
-m.positions(ids, block=256)
+m.positions(ids, query_block=256)
 dt = time.perf_counter() - t0
 rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 r1 = gemm_rate()

@@ -232,7 +232,7 @@ def test_tiny_forward_matches_naive(tiny, tiny_file_weights, rope, scheme):
     n = len(ids)
     f = llama.scale_factors(scheme, np.arange(1, n + 1), TINY["head_dim"], L)
     inv = ropes.rope_frequencies(rope, TINY["head_dim"], TINY["base"], L, n)
-    st = tiny.positions(ids, factors=f, inv_freq=inv, block=16, rerope=ropes.rerope_window(L) if rope == "rerope" else None)
+    st = tiny.positions(ids, factors=f, inv_freq=inv, query_block=16, rerope=ropes.rerope_window(L) if rope == "rerope" else None)
     nll, ent, sig, snk = naive_forward(tiny_file_weights, ids, rope, scheme, L)
     # float32 forward against float64: the logits are O(10), so 1e-4 absolute is float32 accuracy
     np.testing.assert_allclose(st.nll[:-1], nll[:-1], atol=2e-4, rtol=0)
@@ -275,12 +275,12 @@ def test_unit_scale_below_L_is_bit_identical(tiny):
     L = TINY["L"]
     ids = np.random.default_rng(2).integers(1, tiny.config.vocab_size, size=3 * L)
     ref = tiny.evaluate(ids, scheme="standard", train_length=L, progress=False, buckets=[0, L, 3 * L])
-    st_ref = tiny.positions(ids, block=8)
+    st_ref = tiny.positions(ids, query_block=8)
     for scheme in ("qwen_logn", "yarn"):
         f = llama.scale_factors(scheme, np.arange(1, len(ids) + 1), TINY["head_dim"], L)
         assert np.all(f[:L] == 1.0)
         assert np.any(f[L:] != 1.0)
-        st = tiny.positions(ids, factors=f, block=8)
+        st = tiny.positions(ids, factors=f, query_block=8)
         below = slice(0, L - 1)  # queries 0..L-1 see <= L keys; nll[i] belongs to query i
         assert np.array_equal(st.nll[below], st_ref.nll[below])
         assert np.array_equal(st.entropy[..., :L], st_ref.entropy[..., :L])
@@ -293,11 +293,11 @@ def test_unit_scale_below_L_is_bit_identical(tiny):
     f = llama.scale_factors("llama4", np.arange(1, len(ids) + 1), TINY["head_dim"], L)
     assert np.all(f[:L - 1] == 1.0)
     assert f[L - 1] > 1.0
-    st = tiny.positions(ids, factors=f, block=8)
+    st = tiny.positions(ids, factors=f, query_block=8)
     assert np.array_equal(st.entropy[..., :L - 1], st_ref.entropy[..., :L - 1])
     # negative control: entropy_invariant is not 1 below L, and it changes those positions
     f = llama.scale_factors("entropy_invariant", np.arange(1, len(ids) + 1), TINY["head_dim"], L)
-    st = tiny.positions(ids, factors=f, block=8)
+    st = tiny.positions(ids, factors=f, query_block=8)
     assert not np.array_equal(st.entropy[..., 1:L], st_ref.entropy[..., 1:L])
 
 
@@ -306,10 +306,10 @@ def test_prefix_cache_equals_full_pass(tiny):
     ids = np.random.default_rng(3).integers(1, tiny.config.vocab_size, size=2 * L + 5)
     f = llama.scale_factors("qwen_logn", np.arange(1, len(ids) + 1), TINY["head_dim"], L)
     inv = ropes.rope_frequencies("yarn", TINY["head_dim"], TINY["base"], L, len(ids))
-    full = tiny.positions(ids, factors=f, inv_freq=inv, block=8)
-    prefix = tiny.prefix(ids, L, rope="yarn", block=8)  # qwen_logn is 1 below L: the prefix runs without a scale
+    full = tiny.positions(ids, factors=f, inv_freq=inv, query_block=8)
+    prefix = tiny.prefix(ids, L, rope="yarn", query_block=8)  # qwen_logn is 1 below L: the prefix runs without a scale
     pre = prefix.stats
-    rest = tiny.positions(ids, start=L, cache=prefix.cache, factors=f, inv_freq=inv, block=8)
+    rest = tiny.positions(ids, start=L, cache=prefix.cache, factors=f, inv_freq=inv, query_block=8)
     both = pre.then(rest)
     # the same arithmetic on matrices of other shapes: BLAS may round differently (float32 level)
     np.testing.assert_allclose(both.nll[:-1], full.nll[:-1], rtol=2e-5, atol=1e-5)
@@ -319,8 +319,8 @@ def test_prefix_cache_equals_full_pass(tiny):
 
 def test_block_size_does_not_matter(tiny):
     ids = np.random.default_rng(4).integers(1, tiny.config.vocab_size, size=50)
-    a = tiny.positions(ids, block=7)
-    b = tiny.positions(ids, block=64)
+    a = tiny.positions(ids, query_block=7)
+    b = tiny.positions(ids, query_block=64)
     np.testing.assert_allclose(a.nll[:-1], b.nll[:-1], atol=1e-5)
     np.testing.assert_allclose(a.entropy, b.entropy, atol=1e-5)
 
@@ -396,7 +396,7 @@ def test_pipeline_resumes(tiny, tmp_path, monkeypatch):
                                                               for i in range(2)])
     out = tmp_path / "r.csv"
     kw = dict(lengths=(32, 96), schemes=("standard", "qwen_logn", "entropy_invariant"), ropes=("none", "yarn"),
-              out=out, progress=False, block=16)
+              out=out, progress=False, query_block=16)
     r1 = ex.length_extrapolation(tiny, **kw)
     table = r1.loss_table()
     assert set(table) == {(ro, s) for ro in ("none", "yarn") for s in kw["schemes"]} | {("window", "standard")}
