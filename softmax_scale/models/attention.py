@@ -9,8 +9,9 @@ Two implementations of one function, :func:`attention`:
   exponential (the Monte Carlo kernel's vectorised ``_exp_chunk``, float64 rounded to float32),
   the moments for ``sigma`` and the entropy sums, rescaling what the earlier tiles left when the
   maximum moves -- then the probability-value product (BLAS) into the running output.  A tile
-  stays in cache between the three steps; rows run in numba threads, each row on one thread, so
-  the numbers do not depend on the thread count.
+  stays in cache between the three steps.  The rows of a tile are split over threads
+  (:func:`_split`; the kernel releases the GIL), each row on one thread, so the numbers do not
+  depend on the thread count.
 - ``kernel="numpy"`` (:func:`_attention_numpy`): whole score rows, the elementwise steps as numpy
   passes on row slabs in threads; the reference the fused kernel is tested against.
 
@@ -25,7 +26,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
-from numba import prange
 
 from .._kernels import _exp_chunk
 from .._util.jit import jit
@@ -35,7 +35,7 @@ __all__ = ["KERNELS", "KEY_BLOCK", "attention"]
 
 _MASK = np.float32(-1e30)  # finite "minus infinity": exp gives 0 and 0 * _MASK stays 0, never NaN
 
-#: Threads for the elementwise attention steps of the numpy kernel (numpy releases the GIL on large arrays).
+#: Threads for the elementwise attention steps (numba's kernels and numpy release the GIL).
 _WORKERS = max(1, min(4, os.cpu_count() or 1))
 _POOL = None
 
@@ -43,7 +43,6 @@ _POOL = None
 KERNELS = ("numba", "numpy")
 #: Keys per tile of the fused kernel: a ``3 x 256``-row tile of scores and one of probabilities stay in cache.
 KEY_BLOCK = 1024
-_SPLIT = bool(int(os.environ.get('DEC_SPLIT', '0')))
 
 
 def _pool():
@@ -129,10 +128,8 @@ def _attention_fused(q, k, v, q_pos0, *, query_block, stats, far=None, key_block
                     s_far = far[0][g * rep:(g + 1) * rep, b0:b1].reshape(R, d) @ far[1][g, key0:key0 + cut].T
                     near = rerope_near(np.tile(qi, rep), np.arange(key0, key0 + cut), far[2])
                     np.copyto(s[:, :cut], s_far, where=~near)
-                if _SPLIT:
-                    _split(lambda r0, r1, s=s, p=p, o=o, key0=key0, acc=acc: _tile_rows(s, p, o, key0, first, B, mx, acc, r0, r1), R)
-                else:
-                    _tile(s, p, o, key0, first, B, mx, acc)
+                args = (s, p, o, key0, first, B, mx, acc)
+                _split(lambda r0, r1, a=args: _tile(*a, r0, r1), R)
                 np.matmul(p, v[g, key0:key0 + w], out=pv)
                 o += pv
             z = acc[0]
@@ -168,65 +165,9 @@ def _tile_sums(y, p, hi, c):
     return z, t, s1, s2
 
 
-@jit(parallel=True)
-def _tile(s, p, o, key0, first, B, mx, acc):
-    """One tile of keys ``key0 .. key0 + w - 1`` for the ``R = rep B`` rows of a query block, in place.
-
-    Row ``r`` is query ``first + r % B``; it sees the tile's keys ``j < hi``.  ``s`` [R, w]: the
-    scores in, shifted by the row's running maximum ``mx`` out; ``p`` [R, w] out: ``exp`` of those
-    (0 for unseen keys); ``o`` [R, d]: the rows' output so far, rescaled to the new maximum.
-    ``acc`` [8, R] float64 holds per row, relative to the running maximum: ``z = sum p``,
-    ``t = sum p (s - mx)``, the moments ``sum (s - ref)`` and ``sum (s - ref)^2`` about the first
-    tile's maximum ``ref``, and ``p0``, the weight of key 0 (rows 6 and 7 are scratch for the
-    rescale factor).  The first tile (``key0 = 0``) starts every row.
-    """
-    R, w = s.shape
-    d = o.shape[1]
-    for r in prange(R):
-        hi = min(w, first + r % B - key0 + 1)
-        if hi <= 0:
-            p[r, :] = 0.0
-            continue
-        row = s[r]
-        m = row[0]
-        for j in range(1, hi):
-            m = max(m, row[j])
-        if key0 == 0:
-            mx[r] = m
-            acc[4, r] = m
-            acc[0, r] = 0.0
-            acc[1, r] = 0.0
-            acc[2, r] = 0.0
-            acc[3, r] = 0.0
-        elif m > mx[r]:  # the maximum moves: what the earlier tiles left, to the new one
-            dm = np.float64(mx[r]) - np.float64(m)
-            acc[6, r] = dm
-            _exp_chunk(1.0, acc[6, r:r + 1], 1, acc[7, r:r + 1])
-            a = acc[7, r]
-            acc[1, r] = a * (acc[1, r] + dm * acc[0, r])
-            acc[0, r] *= a
-            acc[5, r] *= a
-            for i in range(d):
-                o[r, i] *= a
-            mx[r] = m
-        m = mx[r]
-        for j in range(hi):
-            row[j] -= m
-        pr = p[r]
-        _exp_chunk(1.0, row, hi, pr)
-        pr[hi:] = 0.0
-        zz, tt, u1, u2 = _tile_sums(row, pr, hi, np.float64(m) - acc[4, r])
-        acc[0, r] += zz
-        acc[1, r] += tt
-        acc[2, r] += u1
-        acc[3, r] += u2
-        if key0 == 0:
-            acc[5, r] = pr[0]
-
-
 @jit()
-def _tile_rows(s, p, o, key0, first, B, mx, acc, r0, r1):
-    """One tile of keys ``key0 .. key0 + w - 1`` for the ``R = rep B`` rows of a query block, in place.
+def _tile(s, p, o, key0, first, B, mx, acc, r0, r1):
+    """One tile of keys ``key0 .. key0 + w - 1`` for rows ``r0 .. r1-1`` of a query block's ``R = rep B``, in place.
 
     Row ``r`` is query ``first + r % B``; it sees the tile's keys ``j < hi``.  ``s`` [R, w]: the
     scores in, shifted by the row's running maximum ``mx`` out; ``p`` [R, w] out: ``exp`` of those

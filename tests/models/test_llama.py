@@ -22,7 +22,7 @@ import pytest
 from softmax_scale import models
 from softmax_scale.experiments import _iid_prediction as iid_prediction
 from softmax_scale.experiments import real_extrapolation as ex
-from softmax_scale.models import gguf_file, llama
+from softmax_scale.models import attention, gguf_file, llama
 from softmax_scale.schemes import rope as ropes
 
 # ---------------------------------------------------------------------------------------------
@@ -317,7 +317,7 @@ def test_prefix_cache_equals_full_pass(tiny):
     assert np.isfinite(pre.nll).all()  # the prefix scores its last position too (target ids[L])
 
 
-def test_block_size_does_not_matter(tiny):
+def test_query_block_size_does_not_matter(tiny):
     ids = np.random.default_rng(4).integers(1, tiny.config.vocab_size, size=50)
     a = tiny.positions(ids, query_block=7)
     b = tiny.positions(ids, query_block=64)
@@ -325,7 +325,35 @@ def test_block_size_does_not_matter(tiny):
     np.testing.assert_allclose(a.entropy, b.entropy, atol=1e-5)
 
 
+#: float32 tolerance of the fused attention kernel against the numpy one through a whole decoder (absolute, beside
+#: a relative 2e-5;
+#: see tests/models/test_attention.py for one layer): the loss and entropy in nats, sigma, the sink probability.
+KERNEL_ATOL = {"nll": 1e-4, "entropy": 1e-4, "sigma": 1e-4, "sink": 1e-5}
+
+
+def _kernels_agree(a, b):
+    np.testing.assert_allclose(a.nll[:-1], b.nll[:-1], rtol=2e-5, atol=KERNEL_ATOL["nll"])
+    for name in ("entropy", "sigma", "sink"):
+        np.testing.assert_allclose(getattr(a, name), getattr(b, name), rtol=2e-5, atol=KERNEL_ATOL[name], err_msg=name)
+
+
+@pytest.mark.parametrize("rope", ["none", "rerope"])
+def test_tiny_fused_kernel_matches_numpy_kernel(tiny, rope):
+    """Long enough for several key tiles of the fused kernel, under a scale that is not 1 and under ReRoPE."""
+    L = TINY["L"]
+    ids = np.random.default_rng(5).integers(1, tiny.config.vocab_size, size=2 * attention.KEY_BLOCK + 100)
+    f = llama.scale_factors("qwen_logn", np.arange(1, len(ids) + 1), TINY["head_dim"], L)
+    kw = dict(factors=f, query_block=256, rerope=ropes.rerope_window(L) if rope == "rerope" else None)
+    fused = tiny.positions(ids, **kw)
+    ref = tiny.positions(ids, kernel="numpy", **kw)
+    _kernels_agree(fused, ref)
+    assert not np.array_equal(fused.entropy, ref.entropy)  # two implementations, not one
+    np.testing.assert_array_equal(tiny.nll(ids[:300]), tiny.positions(ids[:300]).nll)  # nll is the same path
+
+
 def test_bad_input(tiny):
+    with pytest.raises(ValueError, match="`kernel`"):
+        tiny.positions(np.arange(1, 9), kernel="jax")
     with pytest.raises(ValueError, match="`rope`"):
         ropes.rope_frequencies("linear", 8, 100.0, 32, 64)
     with pytest.raises(ValueError, match="`scheme`"):
@@ -384,6 +412,18 @@ def test_real_perplexity_inside_training_length(smollm2):
     assert ev.loss[1] < ev.loss[0]  # more context helps
     assert np.all((ev.sink >= 0) & (ev.sink <= 1))
     assert np.all(ev.entropy[..., 1] <= math.log(1024) + 1e-9)
+
+
+def test_real_fused_kernel_matches_numpy_kernel(smollm2):
+    """SmolLM2 on its first 1,024 tokens of Python's documentation: both attention kernels, the same
+    perplexity to the digits shown (12.7) and every statistic within float32 tolerance."""
+    ids = smollm2.tokenize(models.corpus("pydoc_topics"))[:1024]
+    fused = smollm2.positions(ids)
+    ref = smollm2.positions(ids, kernel="numpy")
+    _kernels_agree(fused, ref)
+    ppl = [f"{math.exp(np.mean(st.nll[:-1])):.1f}" for st in (fused, ref)]
+    assert ppl[0] == "12.7"
+    assert ppl[1] == "12.7"
 
 
 # ---------------------------------------------------------------------------------------------
