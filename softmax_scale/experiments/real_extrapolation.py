@@ -77,7 +77,7 @@ class ExtrapolationConfig:
         RoPE variants.
     predict : bool
         Also the i.i.d. predictions (``kind = "iid"`` rows).
-    block : int
+    query_block : int
         Queries per attention block.
     path : str or None
         GGUF file for ``model``.
@@ -90,7 +90,7 @@ class ExtrapolationConfig:
     schemes: tuple = DEFAULT_SCHEMES
     ropes: tuple = DEFAULT_ROPES
     predict: bool = True
-    block: int = 256
+    query_block: int = 256
     path: str | None = None
 
 
@@ -158,7 +158,7 @@ class _Run:
     unit: dict
     schemes: tuple
     predict: bool
-    block: int
+    query_block: int
     progress: bool
     prefix_key: tuple | None = None
     prefix: object = None
@@ -171,7 +171,7 @@ class _Run:
             probe = np.arange(max(1, self.L - iid_prediction.PROBE_QUERIES), self.L) \
                 if self.predict and rope == NO_ROPE else ()
             self.prefix = self.model.prefix(self.documents[doc], self.L, rope=rope, length=self.n, probe=probe,
-                                            block=self.block, progress=self.progress)
+                                            query_block=self.query_block, progress=self.progress)
             self.prefix_key = (doc, rope)
         return self.prefix
 
@@ -232,7 +232,7 @@ class ExtrapolationExperiment(Experiment):
         documents = _documents(m, config.docs, n)
         unit = {sc: bool(np.all(scale_factors(sc, np.arange(1, L + 1), c.head_dim, L) == 1.0)) for sc in schemes}
         run = _Run(m, L, n, bucket_edges(L, n), {d: ids for d, ids, _ in documents}, {d: h for d, _, h in documents},
-                   unit, schemes, bool(config.predict), config.block, progress)
+                   unit, schemes, bool(config.predict), config.query_block, progress)
         tasks = []
         for doc, _, _ in documents:
             preds = [ExtrapolationTask(doc, "iid", NO_ROPE, sc, run) for sc in schemes] if config.predict else []
@@ -266,7 +266,7 @@ class ExtrapolationExperiment(Experiment):
         doc, ids = task.doc, run.documents[task.doc]
         if task.kind == "window":
             run.release()
-            return _window_rows(run.model, doc, ids, run.L, run.n, run.edges, run.block, run.progress)
+            return _window_rows(run.model, doc, ids, run.L, run.n, run.edges, run.query_block, run.progress)
         if task.kind == "iid":
             if doc not in run.predictions:
                 prefix = run.prefix_pass(doc, NO_ROPE)
@@ -278,7 +278,7 @@ class ExtrapolationExperiment(Experiment):
                          heads=(pn[task.scheme], pe[task.scheme], inv))
         prefix = run.prefix_pass(doc, task.rope) if run.unit[task.scheme] else None  # a scale of 1 below L: from the prefix
         ev = run.model.evaluate(ids, scheme=task.scheme, rope=task.rope, train_length=run.L, buckets=run.edges,
-                                block=run.block, progress=run.progress, prefix=prefix)
+                                query_block=run.query_block, progress=run.progress, prefix=prefix)
         return _rows(doc, "model", task.rope, task.scheme, run.edges, loss=ev.loss, count=ev.count,
                      heads=(ev.entropy, ev.sigma, ev.sink))
 
@@ -320,7 +320,7 @@ class ExtrapolationExperiment(Experiment):
 
 
 def length_extrapolation(model="smollm2", lengths=None, *, schemes=DEFAULT_SCHEMES, ropes=DEFAULT_ROPES, docs=2,
-                         out="figures/real_extrapolation.csv", overwrite=False, predict=True, block=256,
+                         out="figures/real_extrapolation.csv", overwrite=False, predict=True, query_block=256,
                          progress=True, path=None, command=None) -> ExtrapolationResult:
     """Run a decoder past its training length under every (RoPE variant, scale) pair; write a CSV.
 
@@ -347,7 +347,7 @@ def length_extrapolation(model="smollm2", lengths=None, *, schemes=DEFAULT_SCHEM
         Start a new file even if ``out`` exists.
     predict : bool
         Also compute the i.i.d. predictions (``kind = "iid"`` rows).
-    block : int
+    query_block : int
         Queries per attention block.
     progress : bool
         Progress bars (tasks and layers).
@@ -364,7 +364,8 @@ def length_extrapolation(model="smollm2", lengths=None, *, schemes=DEFAULT_SCHEM
     from .base import run_experiment
 
     cfg = ExtrapolationConfig(model=model, lengths=None if lengths is None else tuple(lengths), docs=docs,
-                              schemes=tuple(schemes), ropes=tuple(ropes), predict=predict, block=block, path=path)
+                              schemes=tuple(schemes), ropes=tuple(ropes), predict=predict, query_block=query_block,
+                              path=path)
     return run_experiment(EXPERIMENT, config=cfg, path=out, overwrite=overwrite, progress=progress, command=command)
 
 
@@ -417,14 +418,14 @@ def _evidence(name, res: ExtrapolationResult) -> list:
 EXPERIMENT = ExtrapolationExperiment()
 
 
-def _window_rows(m, doc, ids, L, n, edges, block, progress):
+def _window_rows(m, doc, ids, L, n, edges, query_block, progress):
     """Sliding-window baseline (see the module docstring): loss per bucket for targets ``t >= L``."""
     S = L // 4
     nll = np.full(n, np.nan)  # indexed by target t
     for end in range(L + S, n + S, S):
         end = min(end, n)
         w0 = end - L
-        window = m.nll(ids[w0:end], block=block, progress=progress)
+        window = m.nll(ids[w0:end], query_block=query_block, progress=progress)
         t = np.arange(w0 + 1, end)  # targets of this window
         keep = (t >= max(L, end - S))
         nll[t[keep]] = window[:len(t)][keep]

@@ -1,7 +1,22 @@
 """Grouped-query causal attention in blocks of queries, with each query's statistics gathered in the same pass.
 
-Memory grows like ``n x block`` per key/value group, never ``n x n`` per head; the elementwise
-steps run on row slabs in threads (numpy releases the GIL on large arrays).
+Memory grows like ``query_block x n`` per key/value group at most, never ``n x n`` per head.
+Two implementations of one function, :func:`attention`:
+
+- ``kernel="numba"`` (the default, :func:`_attention_fused`): per query block and key/value
+  group, the keys in tiles of :data:`KEY_BLOCK`; per tile the query-key product (BLAS), then one
+  numba kernel (:func:`_tile`) that passes once over each score row -- mask, maximum, shift,
+  exponential (the Monte Carlo kernel's vectorised ``_exp_chunk``, float64 rounded to float32),
+  the moments for ``sigma`` and the entropy sums, rescaling what the earlier tiles left when the
+  maximum moves -- then the probability-value product (BLAS) into the running output.  A tile
+  stays in cache between the three steps.  The rows of a tile are split over threads
+  (:func:`_split`; the kernel releases the GIL), each row on one thread, so the numbers do not
+  depend on the thread count.
+- ``kernel="numpy"`` (:func:`_attention_numpy`): whole score rows, the elementwise steps as numpy
+  passes on row slabs in threads; the reference the fused kernel is tested against.
+
+The two agree to float32 rounding (the exponentials differ by an ulp or two, the sums are
+accumulated in another order and precision), not bit for bit.
 """
 
 from __future__ import annotations
@@ -12,15 +27,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._kernels import _exp_chunk
+from .._util.jit import jit
 from ..schemes.rope import rerope_near
 
-__all__ = ["attention"]
+__all__ = ["KERNELS", "KEY_BLOCK", "attention"]
 
 _MASK = np.float32(-1e30)  # finite "minus infinity": exp gives 0 and 0 * _MASK stays 0, never NaN
 
-#: Threads for the elementwise attention steps (numpy releases the GIL on large arrays).
+#: Threads for the elementwise attention steps (numba's kernels and numpy release the GIL).
 _WORKERS = max(1, min(4, os.cpu_count() or 1))
 _POOL = None
+
+#: The implementations of :func:`attention`, the default first.
+KERNELS = ("numba", "numpy")
+#: Keys per tile of the fused kernel: a ``3 x 256``-row tile of scores and one of probabilities stay in cache.
+KEY_BLOCK = 1024
 
 
 def _pool():
@@ -30,17 +52,177 @@ def _pool():
     return _POOL
 
 
-def attention(q, k, v, q_pos0, *, block, stats, far=None):
-    """Grouped-query causal attention in query blocks, with per-query statistics.
+def attention(q, k, v, q_pos0, *, query_block, stats, far=None, kernel="numba"):
+    """Grouped-query causal attention in blocks of ``query_block`` queries, with per-query statistics.
 
-    q : [H, m, d] float32, already multiplied by ``factor / sqrt(d)`` per query;
-    k, v : [G, n, d] float32 for key positions 0..n-1; query j sits at position ``q_pos0 + j``
-    and sees keys ``0 .. q_pos0 + j``.
-    far : ``(q_far [H, m, d], k_far [G, n, d], window)``, optional: ReRoPE (Su, kexue.fm 9708) --
-    the score of a key at ``i - j >= window`` from its query is ``q_far . k_far`` (the query rotated
-    at position ``window``, scaled like ``q``; the key not rotated) instead of ``q . k``; the two
-    joined by :func:`softmax_scale.schemes.rope.rerope_near`.
-    Returns the output [m, H*d] and, if ``stats``, (entropy, sigma, sink), each [H, m] float64.
+    Parameters
+    ----------
+    q : ndarray [H, m, d] float32
+        Queries, already multiplied by ``factor / sqrt(d)`` per query; query ``j`` sits at
+        position ``q_pos0 + j`` and sees keys ``0 .. q_pos0 + j``.
+    k, v : ndarray [G, n, d] float32
+        Keys and values of positions ``0 .. n-1`` (``G`` divides ``H``).
+    q_pos0 : int
+        Position of the first query.
+    query_block : int
+        Queries per block.
+    stats : bool
+        Whether to gather the statistics.
+    far : tuple, optional
+        ``(q_far [H, m, d], k_far [G, n, d], window)``: ReRoPE (Su, kexue.fm 9708) -- the score of
+        a key at ``i - j >= window`` from its query is ``q_far . k_far`` (the query rotated at
+        position ``window``, scaled like ``q``; the key not rotated) instead of ``q . k``; the two
+        joined by :func:`softmax_scale.schemes.rope.rerope_near`.
+    kernel : {"numba", "numpy"}
+        The implementation (:data:`KERNELS`; see the module docstring).
+
+    Returns
+    -------
+    out : ndarray [m, H*d] float32
+    stats : tuple or None
+        ``(entropy, sigma, sink)``, each [H, m] float64: the Shannon entropy of the query's
+        attention, the standard deviation of its logits over the keys it sees, the probability
+        on key 0.
+    """
+    if kernel == "numba":
+        return _attention_fused(q, k, v, q_pos0, query_block=query_block, stats=stats, far=far)
+    if kernel == "numpy":
+        return _attention_numpy(q, k, v, q_pos0, query_block=query_block, stats=stats, far=far)
+    raise ValueError(f"`kernel` must be one of {KERNELS}, got {kernel!r}")
+
+
+def _attention_fused(q, k, v, q_pos0, *, query_block, stats, far=None, key_block=KEY_BLOCK):
+    """:func:`attention` with the keys in tiles and one numba pass per tile (``kernel="numba"``)."""
+    H, m, d = q.shape
+    G, n, _ = k.shape
+    rep = H // G
+    out = np.empty((m, H * d), dtype=np.float32)
+    ent = np.empty((H, m)) if stats else None
+    sig = np.empty((H, m)) if stats else None
+    snk = np.empty((H, m)) if stats else None
+    rmax = rep * min(query_block, m)
+    width = min(key_block, n)
+    s_buf = np.empty(rmax * width, dtype=np.float32)
+    p_buf = np.empty(rmax * width, dtype=np.float32)
+    o_buf = np.empty((rmax, d), dtype=np.float32)
+    pv_buf = np.empty((rmax, d), dtype=np.float32)
+    mx_buf = np.empty(rmax, dtype=np.float32)
+    for b0 in range(0, m, query_block):
+        b1 = min(m, b0 + query_block)
+        B = b1 - b0
+        R = rep * B
+        first, last = q_pos0 + b0, q_pos0 + b1
+        qi = np.arange(first, last)
+        o, pv, mx = o_buf[:R], pv_buf[:R], mx_buf[:R]
+        acc = np.empty((8, R))  # z, t, s1, s2, ref, p0, and the scratch dm, alpha of _tile
+        for g in range(G):
+            qg = q[g * rep:(g + 1) * rep, b0:b1].reshape(R, d)
+            o[...] = 0.0
+            for key0 in range(0, last, width):
+                w = min(width, last - key0)
+                s = s_buf[:R * w].reshape(R, w)
+                p = p_buf[:R * w].reshape(R, w)
+                np.matmul(qg, k[g, key0:key0 + w].T, out=s)
+                if far is not None and key0 < last - far[2]:  # keys below last - window are far from some query
+                    cut = min(w, last - far[2] - key0)
+                    s_far = far[0][g * rep:(g + 1) * rep, b0:b1].reshape(R, d) @ far[1][g, key0:key0 + cut].T
+                    near = rerope_near(np.tile(qi, rep), np.arange(key0, key0 + cut), far[2])
+                    np.copyto(s[:, :cut], s_far, where=~near)
+                args = (s, p, o, key0, first, B, mx, acc)
+                _split(lambda r0, r1, a=args: _tile(*a, r0, r1), R)
+                np.matmul(p, v[g, key0:key0 + w], out=pv)
+                o += pv
+            z = acc[0]
+            res = (o / z[:, None]).astype(np.float32).reshape(rep, B, d)
+            for r in range(rep):
+                h = g * rep + r
+                out[b0:b1, h * d:(h + 1) * d] = res[r]
+            if stats:
+                hs = slice(g * rep, (g + 1) * rep)
+                cnt = np.tile(qi + 1.0, rep)
+                mean = acc[2] / cnt
+                ent[hs, b0:b1] = (np.log(z) - acc[1] / z).reshape(rep, B)
+                sig[hs, b0:b1] = np.sqrt(np.maximum(acc[3] / cnt - mean * mean, 0.0)).reshape(rep, B)
+                snk[hs, b0:b1] = (acc[5] / z).reshape(rep, B)
+    return out, ((ent, sig, snk) if stats else None)
+
+
+@jit(reassociate=True)
+def _tile_sums(y, p, hi, c):
+    """``sum p, sum p y, sum (y + c), sum (y + c)^2`` over ``j < hi``, in float64 (reassociated: vectorised)."""
+    z = 0.0
+    t = 0.0
+    s1 = 0.0
+    s2 = 0.0
+    for j in range(hi):
+        pj = np.float64(p[j])
+        yj = np.float64(y[j])
+        z += pj
+        t += pj * yj
+        u = yj + c
+        s1 += u
+        s2 += u * u
+    return z, t, s1, s2
+
+
+@jit()
+def _tile(s, p, o, key0, first, B, mx, acc, r0, r1):
+    """One tile of keys ``key0 .. key0 + w - 1`` for rows ``r0 .. r1-1`` of a query block's ``R = rep B``, in place.
+
+    Row ``r`` is query ``first + r % B``; it sees the tile's keys ``j < hi``.  ``s`` [R, w]: the
+    scores in, shifted by the row's running maximum ``mx`` out; ``p`` [R, w] out: ``exp`` of those
+    (0 for unseen keys); ``o`` [R, d]: the rows' output so far, rescaled to the new maximum.
+    ``acc`` [8, R] float64 holds per row, relative to the running maximum: ``z = sum p``,
+    ``t = sum p (s - mx)``, the moments ``sum (s - ref)`` and ``sum (s - ref)^2`` about the first
+    tile's maximum ``ref``, and ``p0``, the weight of key 0 (rows 6 and 7 are scratch for the
+    rescale factor).  The first tile (``key0 = 0``) starts every row.
+    """
+    R, w = s.shape
+    d = o.shape[1]
+    for r in range(r0, r1):
+        hi = min(w, first + r % B - key0 + 1)
+        if hi <= 0:
+            p[r, :] = 0.0
+            continue
+        row = s[r]
+        m = row[0]
+        for j in range(1, hi):
+            m = max(m, row[j])
+        if key0 == 0:
+            mx[r] = m
+            acc[4, r] = m
+            acc[0, r] = 0.0
+            acc[1, r] = 0.0
+            acc[2, r] = 0.0
+            acc[3, r] = 0.0
+        elif m > mx[r]:  # the maximum moves: what the earlier tiles left, to the new one
+            dm = np.float64(mx[r]) - np.float64(m)
+            acc[6, r] = dm
+            _exp_chunk(1.0, acc[6, r:r + 1], 1, acc[7, r:r + 1])
+            a = acc[7, r]
+            acc[1, r] = a * (acc[1, r] + dm * acc[0, r])
+            acc[0, r] *= a
+            acc[5, r] *= a
+            for i in range(d):
+                o[r, i] *= a
+            mx[r] = m
+        m = mx[r]
+        for j in range(hi):
+            row[j] -= m
+        pr = p[r]
+        _exp_chunk(1.0, row, hi, pr)
+        pr[hi:] = 0.0
+        zz, tt, u1, u2 = _tile_sums(row, pr, hi, np.float64(m) - acc[4, r])
+        acc[0, r] += zz
+        acc[1, r] += tt
+        acc[2, r] += u1
+        acc[3, r] += u2
+        if key0 == 0:
+            acc[5, r] = pr[0]
+
+
+def _attention_numpy(q, k, v, q_pos0, *, query_block, stats, far=None):
+    """:func:`attention` in numpy passes over whole score rows (``kernel="numpy"``).
 
     Per block and key/value group the ``rep = H/G`` heads' queries are stacked into one product
     ``[rep*B, d] @ [d, last]``; the elementwise steps (mask, max, shift, moments for ``sigma``,
@@ -58,11 +240,11 @@ def attention(q, k, v, q_pos0, *, block, stats, far=None):
     v1 = np.empty((G, n, d + 1), dtype=np.float32)
     v1[..., :d] = v
     v1[..., d] = 1.0
-    size = rep * min(block, m) * (q_pos0 + m)
+    size = rep * min(query_block, m) * (q_pos0 + m)
     s_buf = np.empty(size, dtype=np.float32)
     e_buf = np.empty(size, dtype=np.float32)
-    for b0 in range(0, m, block):
-        b1 = min(m, b0 + block)
+    for b0 in range(0, m, query_block):
+        b1 = min(m, b0 + query_block)
         B = b1 - b0
         R = rep * B
         first, last = q_pos0 + b0, q_pos0 + b1  # keys < first: seen by every query; < last: by some

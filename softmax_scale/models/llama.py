@@ -8,8 +8,9 @@ The steps of one layer, :func:`block`, in order (as in llama2.c's ``run.c``)::
 Activations are float32 and matrix products go to BLAS; the attention statistics (entropy,
 effective scale ``sigma``, sink share) are accumulated in float64.
 
-Attention is computed in blocks of queries (``block`` rows per head), so the largest temporary is
-``3 block x n`` floats per key/value group, never ``n x n`` per head. A *scale factor* per query
+Attention is computed in blocks of queries (``query_block`` rows per head) by
+:func:`softmax_scale.models.attention.attention` (the fused numba kernel, or ``kernel="numpy"``),
+so the largest temporary is ``3 query_block x n`` floats per key/value group, never ``n x n`` per head. A *scale factor* per query
 position multiplies that query's logits (``factor = scheme(n) / standard(n)``, taken from
 :mod:`softmax_scale.schemes`); a factor of exactly 1 leaves every number unchanged, bit for bit.
 
@@ -189,11 +190,13 @@ def layer_weights(weights: dict, layer: int) -> dict:
 
 
 def block(x, attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down, *,  # [m, D] -> [m, D]
-          config, cos, sin, qscale, past=None, queries=256, stats=True, rerope=None):
+          config, cos, sin, qscale, past=None, query_block=256, stats=True, rerope=None,
+          kernel="numba"):
     """One LLaMA layer over ``m`` new positions, after ``past = (keys, values)`` of the earlier ones.
 
     ``cos, sin`` ``[m, d/2]`` are the RoPE tables of the new positions, ``qscale`` ``[1, m, 1]``
-    the factor ``scale / sqrt(d)`` of each query; attention runs in blocks of ``queries`` rows.
+    the factor ``scale / sqrt(d)`` of each query; attention runs in blocks of ``query_block`` rows
+    with the implementation ``kernel`` (:data:`softmax_scale.models.attention.KERNELS`).
     ``rerope = (window, cos_w, sin_w)`` (``[1, d/2]`` tables of the angle at ``window``): Su's
     ReRoPE, keys beyond the window seen at relative position ``window`` (a whole pass, no ``past``).
     Returns the new ``x`` and a :class:`LayerOut`.
@@ -216,7 +219,7 @@ def block(x, attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate,
         v = np.concatenate([past[1], v], axis=1)
     else:
         v = np.ascontiguousarray(v)
-    a, st = attention(q, k, v, start, block=queries, stats=stats, far=far)
+    a, st = attention(q, k, v, start, query_block=query_block, stats=stats, far=far, kernel=kernel)
     x = x + a @ attn_output.T
     h = rms_norm(x, ffn_norm, c.rms_eps)
     x = x + (silu(h @ ffn_gate.T) * (h @ ffn_up.T)) @ ffn_down.T
@@ -323,12 +326,12 @@ class LlamaDecoder:
         return a.astype(np.int64)
 
     # ---- forward ----------------------------------------------------------------------------
-    def _forward(self, ids, *, start=0, stop=None, cache=None, factors=None, inv_freq=None, queries=256,
-                 progress=False, stats=True, rerope=None) -> _Pass:
+    def _forward(self, ids, *, start=0, stop=None, cache=None, factors=None, inv_freq=None, query_block=256,
+                 progress=False, stats=True, rerope=None, kernel="numba") -> _Pass:
         """Positions ``start .. stop-1`` of ``ids`` through every layer (:func:`block`), given ``cache`` holding ``0..start-1``.
 
-        ``queries`` rows per attention block; ``stats`` gathers the attention statistics;
-        ``rerope`` ReRoPE's window (a whole pass from position 0).
+        ``query_block`` rows per attention block; ``stats`` gathers the attention statistics;
+        ``rerope`` ReRoPE's window (a whole pass from position 0); ``kernel`` the attention's implementation.
         """
         c = self.config
         w = self.weights
@@ -356,7 +359,7 @@ class LlamaDecoder:
         for layer in layers:
             past = (cache.keys[layer], cache.values[layer]) if start else None
             x, out = block(x, **layer_weights(w, layer), config=c, cos=cos, sin=sin, qscale=qscale, past=past,
-                           queries=queries, stats=stats, rerope=far)
+                           query_block=query_block, stats=stats, rerope=far, kernel=kernel)
             outs.append(out)
         return _Pass(rms_norm(x, w["output_norm.weight"], c.rms_eps), outs)
 
@@ -376,8 +379,8 @@ class LlamaDecoder:
                 nll[rows] = lse[rows - r0] - lg[rows - r0, tgt[rows]]
         return nll
 
-    def positions(self, ids, *, start=0, stop=None, cache=None, factors=None, inv_freq=None, block=256,
-                  progress=False, rerope=None) -> PositionStats:
+    def positions(self, ids, *, start=0, stop=None, cache=None, factors=None, inv_freq=None, query_block=256,
+                  progress=False, rerope=None, kernel="numba") -> PositionStats:
         """Loss and attention statistics of positions ``start .. stop-1`` of ``ids`` in one pass.
 
         Parameters
@@ -394,31 +397,36 @@ class LlamaDecoder:
             Scale factor per query position (1 where omitted).
         inv_freq : array [head_dim/2], optional
             RoPE inverse frequencies (the trained ones where omitted).
-        block : int
+        query_block : int
             Queries per attention block.
         progress : bool
             A progress bar over layers.
         rerope : int, optional
             ReRoPE's window (:func:`softmax_scale.schemes.rope.rerope_window`): keys at ``i - j >= rerope``
             seen at relative position ``rerope``; a whole pass (``start = 0``).
+        kernel : {"numba", "numpy"}
+            The attention's implementation (:data:`softmax_scale.models.attention.KERNELS`): the
+            fused kernel, or the numpy passes it is tested against.
         """
         n = len(ids) if stop is None else stop
-        p = self._forward(ids, start=start, stop=stop, cache=cache, factors=factors, inv_freq=inv_freq, queries=block,
-                          progress=progress, rerope=rerope)
+        p = self._forward(ids, start=start, stop=stop, cache=cache, factors=factors, inv_freq=inv_freq,
+                          query_block=query_block, progress=progress, rerope=rerope, kernel=kernel)
         ent, sig, snk = (np.stack([out.stats[i] for out in p.layers]) for i in range(3))
         return PositionStats(start, self._nll(p.x, ids, start, n), ent, sig, snk)
 
-    def nll(self, ids, *, block=256, progress=False) -> np.ndarray:
+    def nll(self, ids, *, query_block=256, progress=False, kernel="numba") -> np.ndarray:
         """``-log p(ids[t+1] | ids[:t+1])`` at every position (NaN at the last), without attention statistics."""
-        p = self._forward(ids, queries=block, progress=progress, stats=False)
+        p = self._forward(ids, query_block=query_block, progress=progress, stats=False, kernel=kernel)
         return self._nll(p.x, ids, 0, len(ids))
 
-    def prefix(self, ids, train_length, *, rope="none", length=None, probe=(), block=256, progress=False) -> Prefix:
+    def prefix(self, ids, train_length, *, rope="none", length=None, probe=(), query_block=256, progress=False,
+               kernel="numba") -> Prefix:
         """The first ``train_length`` positions of ``ids`` under a scale of 1, with their keys, values and probed queries.
 
         ``rope`` is set for ``train_length`` and ``length`` (default ``len(ids)``), the sequence
         length it will be continued to by :meth:`evaluate`; ``probe`` lists positions below ``L``
-        whose queries are kept (:attr:`Prefix.probe_queries`).
+        whose queries are kept (:attr:`Prefix.probe_queries`); ``query_block`` and ``kernel`` as in
+        :meth:`positions`.
         """
         c = self.config
         ids = self._check_ids(ids)
@@ -428,7 +436,7 @@ class LlamaDecoder:
         if pos.size and (pos.min() < 0 or pos.max() >= L):
             raise ValueError(f"`probe` must hold positions in [0, {L}), got {pos.min()}..{pos.max()}")
         inv = rope_frequencies(rope, c.head_dim, c.rope_base, L, n)
-        p = self._forward(ids, stop=L, inv_freq=inv, queries=block, progress=progress)
+        p = self._forward(ids, stop=L, inv_freq=inv, query_block=query_block, progress=progress, kernel=kernel)
         ent, sig, snk = (np.stack([out.stats[i] for out in p.layers]) for i in range(3))
         stats = PositionStats(0, self._nll(p.x, ids, 0, L), ent, sig, snk)
         cache = KVCache(tuple(out.k for out in p.layers), tuple(out.v for out in p.layers))
@@ -455,7 +463,7 @@ class LlamaDecoder:
         return self.detokenize(out)
 
     def evaluate(self, ids, *, scheme="standard", rope="none", train_length=None, buckets=None,
-                 block=256, progress=True, prefix: Prefix | None = None) -> DecoderEval:
+                 query_block=256, progress=True, prefix: Prefix | None = None, kernel="numba") -> DecoderEval:
         """Loss and per-head attention statistics per bucket of positions, in one pass.
 
         Parameters
@@ -474,8 +482,8 @@ class LlamaDecoder:
             (8,192 for SmolLM2) by default.
         buckets : sequence of int, optional
             Edges of the position buckets (default ``DEFAULT_BUCKETS`` cut at ``len(ids)``).
-        block : int
-            Queries per attention block (memory ``~ 3 block n`` floats).
+        query_block : int
+            Queries per attention block (memory ``~ 3 query_block n`` floats).
         progress : bool
             A progress bar over layers.
         prefix : Prefix, optional
@@ -483,6 +491,8 @@ class LlamaDecoder:
             the positions from ``L`` on are computed.  The scale must be 1 at every position
             below ``L`` (as ``standard``, ``qwen_logn``, ``yarn``); the numbers are those of the
             whole pass up to the rounding of matrix products of other shapes.
+        kernel : {"numba", "numpy"}
+            The attention's implementation, as in :meth:`positions`.
         """
         ids = self._check_ids(ids)
         n = len(ids)
@@ -492,12 +502,12 @@ class LlamaDecoder:
         f = scale_factors(scheme, np.arange(1, n + 1), c.head_dim, L)
         inv = rope_frequencies(rope, c.head_dim, c.rope_base, L, n)
         if prefix is None:
-            st = self.positions(ids, factors=f, inv_freq=inv, block=block, progress=progress,
-                                rerope=rerope_window(L) if rope == "rerope" else None)
+            st = self.positions(ids, factors=f, inv_freq=inv, query_block=query_block, progress=progress,
+                                rerope=rerope_window(L) if rope == "rerope" else None, kernel=kernel)
         else:
             _check_prefix(prefix, ids, rope, L, n, f)
-            rest = self.positions(ids, start=L, cache=prefix.cache, factors=f, inv_freq=inv, block=block,
-                                  progress=progress)
+            rest = self.positions(ids, start=L, cache=prefix.cache, factors=f, inv_freq=inv,
+                                  query_block=query_block, progress=progress, kernel=kernel)
             st = prefix.stats.then(rest)
         return DecoderEval(edges, *bucket_means(edges, st, n), scheme=scheme, rope=rope, train_length=L, n=n)
 

@@ -251,7 +251,7 @@ def test_export_to_gguf_and_the_numpy_decoder_agree(trained, tmp_path):
         for rope in ROPES:
             inv = rope_frequencies(rope, c.d_head, c.rope_base, L, n)
             st = dec.positions(ids[:n], factors=f, inv_freq=inv, rerope=rerope_window(L) if rope == "rerope" else None,
-                               block=16)
+                               query_block=16)
             logits = jax_logits(c, params, ids[None, :n].astype(np.int32), rope)[0]
             logp = logits - np.log(np.exp(logits - logits.max(1, keepdims=True)).sum(1, keepdims=True)) - logits.max(
                 1, keepdims=True)

@@ -22,7 +22,7 @@ import pytest
 from softmax_scale import models
 from softmax_scale.experiments import _iid_prediction as iid_prediction
 from softmax_scale.experiments import real_extrapolation as ex
-from softmax_scale.models import gguf_file, llama
+from softmax_scale.models import attention, gguf_file, llama
 from softmax_scale.schemes import rope as ropes
 
 # ---------------------------------------------------------------------------------------------
@@ -232,7 +232,7 @@ def test_tiny_forward_matches_naive(tiny, tiny_file_weights, rope, scheme):
     n = len(ids)
     f = llama.scale_factors(scheme, np.arange(1, n + 1), TINY["head_dim"], L)
     inv = ropes.rope_frequencies(rope, TINY["head_dim"], TINY["base"], L, n)
-    st = tiny.positions(ids, factors=f, inv_freq=inv, block=16, rerope=ropes.rerope_window(L) if rope == "rerope" else None)
+    st = tiny.positions(ids, factors=f, inv_freq=inv, query_block=16, rerope=ropes.rerope_window(L) if rope == "rerope" else None)
     nll, ent, sig, snk = naive_forward(tiny_file_weights, ids, rope, scheme, L)
     # float32 forward against float64: the logits are O(10), so 1e-4 absolute is float32 accuracy
     np.testing.assert_allclose(st.nll[:-1], nll[:-1], atol=2e-4, rtol=0)
@@ -275,12 +275,12 @@ def test_unit_scale_below_L_is_bit_identical(tiny):
     L = TINY["L"]
     ids = np.random.default_rng(2).integers(1, tiny.config.vocab_size, size=3 * L)
     ref = tiny.evaluate(ids, scheme="standard", train_length=L, progress=False, buckets=[0, L, 3 * L])
-    st_ref = tiny.positions(ids, block=8)
+    st_ref = tiny.positions(ids, query_block=8)
     for scheme in ("qwen_logn", "yarn"):
         f = llama.scale_factors(scheme, np.arange(1, len(ids) + 1), TINY["head_dim"], L)
         assert np.all(f[:L] == 1.0)
         assert np.any(f[L:] != 1.0)
-        st = tiny.positions(ids, factors=f, block=8)
+        st = tiny.positions(ids, factors=f, query_block=8)
         below = slice(0, L - 1)  # queries 0..L-1 see <= L keys; nll[i] belongs to query i
         assert np.array_equal(st.nll[below], st_ref.nll[below])
         assert np.array_equal(st.entropy[..., :L], st_ref.entropy[..., :L])
@@ -293,11 +293,11 @@ def test_unit_scale_below_L_is_bit_identical(tiny):
     f = llama.scale_factors("llama4", np.arange(1, len(ids) + 1), TINY["head_dim"], L)
     assert np.all(f[:L - 1] == 1.0)
     assert f[L - 1] > 1.0
-    st = tiny.positions(ids, factors=f, block=8)
+    st = tiny.positions(ids, factors=f, query_block=8)
     assert np.array_equal(st.entropy[..., :L - 1], st_ref.entropy[..., :L - 1])
     # negative control: entropy_invariant is not 1 below L, and it changes those positions
     f = llama.scale_factors("entropy_invariant", np.arange(1, len(ids) + 1), TINY["head_dim"], L)
-    st = tiny.positions(ids, factors=f, block=8)
+    st = tiny.positions(ids, factors=f, query_block=8)
     assert not np.array_equal(st.entropy[..., 1:L], st_ref.entropy[..., 1:L])
 
 
@@ -306,10 +306,10 @@ def test_prefix_cache_equals_full_pass(tiny):
     ids = np.random.default_rng(3).integers(1, tiny.config.vocab_size, size=2 * L + 5)
     f = llama.scale_factors("qwen_logn", np.arange(1, len(ids) + 1), TINY["head_dim"], L)
     inv = ropes.rope_frequencies("yarn", TINY["head_dim"], TINY["base"], L, len(ids))
-    full = tiny.positions(ids, factors=f, inv_freq=inv, block=8)
-    prefix = tiny.prefix(ids, L, rope="yarn", block=8)  # qwen_logn is 1 below L: the prefix runs without a scale
+    full = tiny.positions(ids, factors=f, inv_freq=inv, query_block=8)
+    prefix = tiny.prefix(ids, L, rope="yarn", query_block=8)  # qwen_logn is 1 below L: the prefix runs without a scale
     pre = prefix.stats
-    rest = tiny.positions(ids, start=L, cache=prefix.cache, factors=f, inv_freq=inv, block=8)
+    rest = tiny.positions(ids, start=L, cache=prefix.cache, factors=f, inv_freq=inv, query_block=8)
     both = pre.then(rest)
     # the same arithmetic on matrices of other shapes: BLAS may round differently (float32 level)
     np.testing.assert_allclose(both.nll[:-1], full.nll[:-1], rtol=2e-5, atol=1e-5)
@@ -317,15 +317,43 @@ def test_prefix_cache_equals_full_pass(tiny):
     assert np.isfinite(pre.nll).all()  # the prefix scores its last position too (target ids[L])
 
 
-def test_block_size_does_not_matter(tiny):
+def test_query_block_size_does_not_matter(tiny):
     ids = np.random.default_rng(4).integers(1, tiny.config.vocab_size, size=50)
-    a = tiny.positions(ids, block=7)
-    b = tiny.positions(ids, block=64)
+    a = tiny.positions(ids, query_block=7)
+    b = tiny.positions(ids, query_block=64)
     np.testing.assert_allclose(a.nll[:-1], b.nll[:-1], atol=1e-5)
     np.testing.assert_allclose(a.entropy, b.entropy, atol=1e-5)
 
 
+#: float32 tolerance of the fused attention kernel against the numpy one through a whole decoder (absolute, beside
+#: a relative 2e-5;
+#: see tests/models/test_attention.py for one layer): the loss and entropy in nats, sigma, the sink probability.
+KERNEL_ATOL = {"nll": 1e-4, "entropy": 1e-4, "sigma": 1e-4, "sink": 1e-5}
+
+
+def _kernels_agree(a, b):
+    np.testing.assert_allclose(a.nll[:-1], b.nll[:-1], rtol=2e-5, atol=KERNEL_ATOL["nll"])
+    for name in ("entropy", "sigma", "sink"):
+        np.testing.assert_allclose(getattr(a, name), getattr(b, name), rtol=2e-5, atol=KERNEL_ATOL[name], err_msg=name)
+
+
+@pytest.mark.parametrize("rope", ["none", "rerope"])
+def test_tiny_fused_kernel_matches_numpy_kernel(tiny, rope):
+    """Long enough for several key tiles of the fused kernel, under a scale that is not 1 and under ReRoPE."""
+    L = TINY["L"]
+    ids = np.random.default_rng(5).integers(1, tiny.config.vocab_size, size=2 * attention.KEY_BLOCK + 100)
+    f = llama.scale_factors("qwen_logn", np.arange(1, len(ids) + 1), TINY["head_dim"], L)
+    kw = dict(factors=f, query_block=256, rerope=ropes.rerope_window(L) if rope == "rerope" else None)
+    fused = tiny.positions(ids, **kw)
+    ref = tiny.positions(ids, kernel="numpy", **kw)
+    _kernels_agree(fused, ref)
+    assert not np.array_equal(fused.entropy, ref.entropy)  # two implementations, not one
+    np.testing.assert_array_equal(tiny.nll(ids[:300]), tiny.positions(ids[:300]).nll)  # nll is the same path
+
+
 def test_bad_input(tiny):
+    with pytest.raises(ValueError, match="`kernel`"):
+        tiny.positions(np.arange(1, 9), kernel="jax")
     with pytest.raises(ValueError, match="`rope`"):
         ropes.rope_frequencies("linear", 8, 100.0, 32, 64)
     with pytest.raises(ValueError, match="`scheme`"):
@@ -386,6 +414,18 @@ def test_real_perplexity_inside_training_length(smollm2):
     assert np.all(ev.entropy[..., 1] <= math.log(1024) + 1e-9)
 
 
+def test_real_fused_kernel_matches_numpy_kernel(smollm2):
+    """SmolLM2 on its first 1,024 tokens of Python's documentation: both attention kernels, the same
+    perplexity to the digits shown (12.7) and every statistic within float32 tolerance."""
+    ids = smollm2.tokenize(models.corpus("pydoc_topics"))[:1024]
+    fused = smollm2.positions(ids)
+    ref = smollm2.positions(ids, kernel="numpy")
+    _kernels_agree(fused, ref)
+    ppl = [f"{math.exp(np.mean(st.nll[:-1])):.1f}" for st in (fused, ref)]
+    assert ppl[0] == "12.7"
+    assert ppl[1] == "12.7"
+
+
 # ---------------------------------------------------------------------------------------------
 # The experiment pipeline on the tiny model (the real quick run is in test_cli / the CLI).
 
@@ -396,7 +436,7 @@ def test_pipeline_resumes(tiny, tmp_path, monkeypatch):
                                                               for i in range(2)])
     out = tmp_path / "r.csv"
     kw = dict(lengths=(32, 96), schemes=("standard", "qwen_logn", "entropy_invariant"), ropes=("none", "yarn"),
-              out=out, progress=False, block=16)
+              out=out, progress=False, query_block=16)
     r1 = ex.length_extrapolation(tiny, **kw)
     table = r1.loss_table()
     assert set(table) == {(ro, s) for ro in ("none", "yarn") for s in kw["schemes"]} | {("window", "standard")}
