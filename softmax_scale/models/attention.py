@@ -3,7 +3,7 @@
 Memory grows like ``query_block x n`` per key/value group at most, never ``n x n`` per head.
 Two implementations of one function, :func:`attention`:
 
-- ``kernel="numba"`` (the default, :func:`_attention_fused`): per query block and key/value
+- ``kernel="numba"`` (:func:`_attention_fused`): per query block and key/value
   group, the keys in tiles of :data:`KEY_BLOCK`; per tile the query-key product (BLAS), then one
   numba kernel (:func:`_tile`) that passes once over each score row -- mask, maximum, shift,
   exponential (the Monte Carlo kernel's vectorised ``_exp_chunk``, float64 rounded to float32),
@@ -12,8 +12,11 @@ Two implementations of one function, :func:`attention`:
   stays in cache between the three steps.  The rows of a tile are split over threads
   (:func:`_split`; the kernel releases the GIL), each row on one thread, so the numbers do not
   depend on the thread count.
-- ``kernel="numpy"`` (:func:`_attention_numpy`): whole score rows, the elementwise steps as numpy
-  passes on row slabs in threads; the reference the fused kernel is tested against.
+- ``kernel="numpy"`` (the default, :func:`_attention_numpy`): whole score rows, the elementwise
+  steps as numpy passes on row slabs in threads; what the committed results were computed with,
+  and the reference the fused kernel is tested against.  The fused kernel is not faster on an
+  AVX2 machine (its float64 exponential costs what fusing saves: ``benchmarks/results_decoder.md``),
+  so it is not the default.
 
 The two agree to float32 rounding (the exponentials differ by an ulp or two, the sums are
 accumulated in another order and precision), not bit for bit.
@@ -52,7 +55,7 @@ def _pool():
     return _POOL
 
 
-def attention(q, k, v, q_pos0, *, query_block, stats, far=None, kernel="numba"):
+def attention(q, k, v, q_pos0, *, query_block, stats, far=None, kernel="numpy"):
     """Grouped-query causal attention in blocks of ``query_block`` queries, with per-query statistics.
 
     Parameters

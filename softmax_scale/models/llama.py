@@ -9,7 +9,7 @@ Activations are float32 and matrix products go to BLAS; the attention statistics
 effective scale ``sigma``, sink share) are accumulated in float64.
 
 Attention is computed in blocks of queries (``query_block`` rows per head) by
-:func:`softmax_scale.models.attention.attention` (the fused numba kernel, or ``kernel="numpy"``),
+:func:`softmax_scale.models.attention.attention` (numpy passes, or ``kernel="numba"``: the fused kernel),
 so the largest temporary is ``3 query_block x n`` floats per key/value group, never ``n x n`` per head. A *scale factor* per query
 position multiplies that query's logits (``factor = scheme(n) / standard(n)``, taken from
 :mod:`softmax_scale.schemes`); a factor of exactly 1 leaves every number unchanged, bit for bit.
@@ -191,7 +191,7 @@ def layer_weights(weights: dict, layer: int) -> dict:
 
 def block(x, attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down, *,  # [m, D] -> [m, D]
           config, cos, sin, qscale, past=None, query_block=256, stats=True, rerope=None,
-          kernel="numba"):
+          kernel="numpy"):
     """One LLaMA layer over ``m`` new positions, after ``past = (keys, values)`` of the earlier ones.
 
     ``cos, sin`` ``[m, d/2]`` are the RoPE tables of the new positions, ``qscale`` ``[1, m, 1]``
@@ -327,7 +327,7 @@ class LlamaDecoder:
 
     # ---- forward ----------------------------------------------------------------------------
     def _forward(self, ids, *, start=0, stop=None, cache=None, factors=None, inv_freq=None, query_block=256,
-                 progress=False, stats=True, rerope=None, kernel="numba") -> _Pass:
+                 progress=False, stats=True, rerope=None, kernel="numpy") -> _Pass:
         """Positions ``start .. stop-1`` of ``ids`` through every layer (:func:`block`), given ``cache`` holding ``0..start-1``.
 
         ``query_block`` rows per attention block; ``stats`` gathers the attention statistics;
@@ -380,7 +380,7 @@ class LlamaDecoder:
         return nll
 
     def positions(self, ids, *, start=0, stop=None, cache=None, factors=None, inv_freq=None, query_block=256,
-                  progress=False, rerope=None, kernel="numba") -> PositionStats:
+                  progress=False, rerope=None, kernel="numpy") -> PositionStats:
         """Loss and attention statistics of positions ``start .. stop-1`` of ``ids`` in one pass.
 
         Parameters
@@ -414,13 +414,13 @@ class LlamaDecoder:
         ent, sig, snk = (np.stack([out.stats[i] for out in p.layers]) for i in range(3))
         return PositionStats(start, self._nll(p.x, ids, start, n), ent, sig, snk)
 
-    def nll(self, ids, *, query_block=256, progress=False, kernel="numba") -> np.ndarray:
+    def nll(self, ids, *, query_block=256, progress=False, kernel="numpy") -> np.ndarray:
         """``-log p(ids[t+1] | ids[:t+1])`` at every position (NaN at the last), without attention statistics."""
         p = self._forward(ids, query_block=query_block, progress=progress, stats=False, kernel=kernel)
         return self._nll(p.x, ids, 0, len(ids))
 
     def prefix(self, ids, train_length, *, rope="none", length=None, probe=(), query_block=256, progress=False,
-               kernel="numba") -> Prefix:
+               kernel="numpy") -> Prefix:
         """The first ``train_length`` positions of ``ids`` under a scale of 1, with their keys, values and probed queries.
 
         ``rope`` is set for ``train_length`` and ``length`` (default ``len(ids)``), the sequence
@@ -463,7 +463,7 @@ class LlamaDecoder:
         return self.detokenize(out)
 
     def evaluate(self, ids, *, scheme="standard", rope="none", train_length=None, buckets=None,
-                 query_block=256, progress=True, prefix: Prefix | None = None, kernel="numba") -> DecoderEval:
+                 query_block=256, progress=True, prefix: Prefix | None = None, kernel="numpy") -> DecoderEval:
         """Loss and per-head attention statistics per bucket of positions, in one pass.
 
         Parameters
