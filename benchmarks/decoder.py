@@ -11,10 +11,10 @@ from ._harness import GEMM_RATE, run_py
 #: The notes of this topic in its results file (markdown).
 NOTES = """
 The decoder's attention (`softmax_scale/models/attention.py`) has two kernels: the fused numba kernel
-(the default: per key tile of 1,024, the query-key product through BLAS, one pass of numba over each
+(`kernel="numba"`: per key tile of 1,024, the query-key product through BLAS, one pass of numba over each
 score row for the mask, maximum, exponential, the moments for `sigma` and the entropy sums, then the
 probability-value product through BLAS) and the numpy passes over whole rows it replaces
-(`kernel="numpy"`, the reference of the tests). This run was on a machine loaded by other jobs (load
+(the default, `kernel="numpy"`, the reference of the tests). This run was on a machine loaded by other jobs (load
 average 10 to 19; sgemm ran at 15 GFLOP/s during the fused run and 42 during the numpy one, against
 ~195 idle), so both fractions are far below the idle 0.43 of the numpy kernel, and their ratio (1.08)
 is only a hint: the target of 0.5 is missed, or not shown to be met.
