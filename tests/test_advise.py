@@ -150,9 +150,15 @@ def test_a_results_folder_without_files_recommends_nothing_but_says_what_is_miss
     assert any(line.startswith("No result file") for line in a.scope)
 
 
-def test_retrieval_is_not_measured_by_the_committed_results():
-    a = ss.advise(d=D, train_length=L, n=N, task="retrieval")
+def test_retrieval_is_not_measured_by_language_modelling_results(tmp_path):
+    shutil.copy(RESULTS / "train_mlm.csv", tmp_path / "train_mlm.csv")
+    a = ss.advise(d=D, train_length=L, n=N, task="retrieval", results=tmp_path)
     assert any(line.startswith("Not measured") for line in a.scope)
+
+
+def test_retrieval_is_measured_by_the_committed_first_experiment():
+    a = ss.advise(d=D, train_length=L, n=N, task="retrieval")
+    assert any(c.experiment == "first" for c in a.comparisons)
 
 
 @dataclass(frozen=True)

@@ -245,8 +245,8 @@ CASES = {
     ),
     "pinned": (
         ss.pinned,
-        {"scheme": "entropy_invariant", "train_length": 64},
-        {"scheme": STRING_BAD, "train_length": [1, 0, -3, 2.5, NAN, "64", 10**16]},
+        {"scheme": "entropy_invariant", "pin_length": 64},
+        {"scheme": STRING_BAD, "pin_length": [1, 0, -3, 2.5, NAN, "64", 10**16]},
     ),
     "scheme_alpha": (
         ss.scheme_alpha,

@@ -344,7 +344,7 @@ def test_tiny_fused_kernel_matches_numpy_kernel(tiny, rope):
     ids = np.random.default_rng(5).integers(1, tiny.config.vocab_size, size=2 * attention.KEY_BLOCK + 100)
     f = llama.scale_factors("qwen_logn", np.arange(1, len(ids) + 1), TINY["head_dim"], L)
     kw = dict(factors=f, query_block=256, rerope=ropes.rerope_window(L) if rope == "rerope" else None)
-    fused = tiny.positions(ids, **kw)
+    fused = tiny.positions(ids, kernel="numba", **kw)
     ref = tiny.positions(ids, kernel="numpy", **kw)
     _kernels_agree(fused, ref)
     assert not np.array_equal(fused.entropy, ref.entropy)  # two implementations, not one
@@ -418,7 +418,7 @@ def test_real_fused_kernel_matches_numpy_kernel(smollm2):
     """SmolLM2 on its first 1,024 tokens of Python's documentation: both attention kernels, the same
     perplexity to the digits shown (12.7) and every statistic within float32 tolerance."""
     ids = smollm2.tokenize(models.corpus("pydoc_topics"))[:1024]
-    fused = smollm2.positions(ids)
+    fused = smollm2.positions(ids, kernel="numba")
     ref = smollm2.positions(ids, kernel="numpy")
     _kernels_agree(fused, ref)
     ppl = [f"{math.exp(np.mean(st.nll[:-1])):.1f}" for st in (fused, ref)]
