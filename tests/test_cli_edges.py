@@ -195,3 +195,14 @@ def test_plural(count, text):
 def test_fit_counts_its_values_of_n(capsys):
     code, out, _ = run(capsys, "fit", "--ns", "16", "32", "64")
     assert "over 3 values of n" in out
+
+
+def test_the_extrapolation_table_prints_under_a_caption_with_its_units():
+    from softmax_scale.experiments import EXPERIMENTS, RESULTS
+
+    exp = EXPERIMENTS["real_extrapolation"]
+    text = exp.summaries(exp.read(RESULTS / "real_extrapolation.csv"))[0]
+    caption = text.splitlines()[0]
+    assert "nats per token" in caption
+    assert "sliding window" in caption
+    assert text.splitlines()[2].startswith("| rope | scale |")

@@ -304,8 +304,12 @@ class ExtrapolationExperiment(Experiment):
         return read_extrapolation_csv(path)
 
     def summaries(self, table) -> list:
-        """The loss per bucket of every (RoPE, scale) pair beside the window (:func:`loss_markdown`)."""
-        return [loss_markdown(table)]
+        """The loss per bucket of every (RoPE, scale) pair beside the window (:func:`loss_markdown`), under its caption."""
+        L = table.train_length
+        caption = (f"Loss per bucket of token positions [lo, hi), in nats per token (lower is better), the mean over "
+                   f"the documents; past L = {L} each cell also gives, in brackets, its difference from the sliding "
+                   f"window of L tokens in the same bucket.")
+        return [caption + "\n\n" + loss_markdown(table)]
 
     def evidence(self, table) -> list:
         """Each (RoPE, scale) pair's loss per bucket past ``L`` against the window, ``standard`` and ``standard`` without RoPE change.
