@@ -40,7 +40,7 @@ from . import _training as tr
 
 __all__ = ["COLUMNS", "INTS", "ONE_KEY_MODEL", "ONE_KEY_ROPES", "ONE_KEY_SCALES", "ONE_KEY_TEST_SCALES",
            "QUICK_ONE_KEY_MODEL", "REFERENCE", "RULES", "SIZE_MODELS", "SIZE_SCALES", "TEXT", "OneKeyConfig",
-           "OneKeyExperiment", "OneKeyTask", "Probe", "model_checkpoint", "one_key_model", "probe_model",
+           "OneKeyExperiment", "OneKeyTask", "Probe", "model_checkpoint", "one_key_model", "paired", "probe_model",
            "scales_of", "share_markdown", "share_row", "trained_model"]
 
 #: The one-key models: the causal experiment's layout (SwiGLU, 4 layers, 4 heads, ``L = 128``,
@@ -489,6 +489,15 @@ def share_markdown(table, column: str) -> str:
             cells.append(f"{tr.pm(mean[0], sd[0], digits=3)} / {pred:.3f}")
         lines.append(f"| {label} | {scale} ({np.unique(r['seed'][m]).size}) | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def paired(a: dict, b: dict):
+    """``{seed: value}`` minus ``{seed: value}`` over their common seeds: ``(mean, sample std, seeds)``, or None."""
+    seeds = tuple(sorted(set(a) & set(b)))
+    if not seeds:
+        return None
+    d = np.array([a[sd] - b[sd] for sd in seeds])
+    return float(np.mean(d)), float(tr.std(d)), seeds
 
 
 def _train_without_checkpoint(config, seed, progress):

@@ -172,14 +172,10 @@ class CopyExperiment(ok.OneKeyExperiment):
                     if ref is None:
                         continue
                     for metric in ("accuracy", "loss"):
-                        a, b = v[f"{metric}_by_seed"][i], ref[f"{metric}_by_seed"][i]
-                        seeds = tuple(sorted(set(a) & set(b)))
-                        if not seeds:
-                            continue
-                        d = np.array([a[sd] - b[sd] for sd in seeds])
-                        out.append(Evidence(self.name, "byte-level decoder", cfg.n_params, "parameters", rope,
-                                            "copy a segment m bytes back", float(m) / L, name, ref_name, metric,
-                                            float(np.mean(d)), float(tr.std(d)), seeds))
+                        p = ok.paired(v[f"{metric}_by_seed"][i], ref[f"{metric}_by_seed"][i])
+                        if p is not None:
+                            out.append(Evidence(self.name, "byte-level decoder", cfg.n_params, "parameters", rope,
+                                                "copy a segment m bytes back", float(m) / L, name, ref_name, metric, *p))
         return out
 
 

@@ -169,14 +169,10 @@ class PasskeyExperiment(ok.OneKeyExperiment):
                 if n <= L:
                     continue
                 for metric in ("accuracy", "loss"):
-                    a, b = v[f"{metric}_by_seed"][i], ref[f"{metric}_by_seed"][i]
-                    seeds = tuple(sorted(set(a) & set(b)))
-                    if not seeds:
-                        continue
-                    d = np.array([a[sd] - b[sd] for sd in seeds])
-                    out.append(Evidence(self.name, "byte-level decoder", cfg.n_params, "parameters", rope,
-                                        "passkey retrieval", float(n) / L, name, ok.REFERENCE, metric,
-                                        float(np.mean(d)), float(tr.std(d)), seeds))
+                    p = ok.paired(v[f"{metric}_by_seed"][i], ref[f"{metric}_by_seed"][i])
+                    if p is not None:
+                        out.append(Evidence(self.name, "byte-level decoder", cfg.n_params, "parameters", rope,
+                                            "passkey retrieval", float(n) / L, name, ok.REFERENCE, metric, *p))
         return out
 
 

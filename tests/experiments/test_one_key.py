@@ -1,6 +1,7 @@
 """The one-key experiments (copy, passkey, size): the quick forms end to end, a rerun that trains nothing, the probe.
 
-- each quick form from the command line: its file, every row kind, shares in [0, 1], evidence;
+- each quick form from the command line: its file, every row kind, shares in [0, 1], evidence (the
+  size trend, the copy pipeline over another list of models, under ``-m slow``);
 - a rerun trains and evaluates nothing (the trainer and the evaluator are replaced by ones that fail);
 - the retrieving-head probe on a tiny model against a naive numpy softmax of the same scores;
 - the share-holding rule's factors hold the predicted share (through the experiment's own call);
@@ -25,7 +26,7 @@ from softmax_scale.train.model import init_params  # noqa: E402
 from softmax_scale.train.tasks import copy_batch  # noqa: E402
 
 
-@pytest.fixture(scope="module", params=["copy", "passkey", "size"])
+@pytest.fixture(scope="module", params=["copy", "passkey", pytest.param("size", marks=pytest.mark.slow)])
 def quick_run(request, tmp_path_factory):
     out = tmp_path_factory.mktemp(request.param)
     status = cli.main(["run", request.param, "--quick", "--workers", "1", "--out", str(out), "--no-progress"])
