@@ -301,8 +301,7 @@ def share_row(row, task, probe: Probe, params, inputs, source, scale, kwargs, fa
     from ..train.evaluation import batch_scores
 
     la, he = probe.layer, probe.head
-    kw = {k: v for k, v in kwargs.items() if k != "window"}
-    s = batch_scores(params, task.config, inputs, rope=cells.get("rope", "none"), **kw)[la:la + 1, :, he:he + 1]
+    s = batch_scores(params, task.config, inputs, rope=cells.get("rope", "none"), **kwargs)[la:la + 1, :, he:he + 1]
     ks = _measure(s, source)
     ref = probe.shares
     h = la * task.config.heads + he
@@ -428,10 +427,6 @@ class OneKeyExperiment(tr.TrainingExperiment):
 
     def task_finished(self, task) -> None:
         """Keep the model's checkpoint: the other one-key experiment reads it."""
-
-    def extra_header(self, tasks) -> dict:
-        """The experiment's test cells and measurement sizes."""
-        return {}
 
     def header(self, config, tasks, command) -> dict:
         """Provenance: the command, the models' configuration, the tests, the data, versions."""

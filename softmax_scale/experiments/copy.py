@@ -64,7 +64,7 @@ QUICK_CONFIG = CopyConfig(quick=True, seeds=2, model=ok.QUICK_ONE_KEY_MODEL, rop
                           count=256, share_windows=1, probe_windows=4, entropy_windows=2, curve_every=10)
 
 
-def _batches(L, m, count):
+def _batches(m, count):
     """The copy test at distance ``m`` and its control: the same sequences for every model."""
     from ..train.data import heldout_bytes
     from ..train.tasks import copy_batch, copy_control
@@ -130,7 +130,7 @@ class CopyExperiment(ok.OneKeyExperiment):
                             count=int(count.sum())))
 
         for m in task.tests:
-            copy, control = _batches(L, m, task.count)
+            copy, control = _batches(m, task.count)
             scales = ok.scales_of(task, probe, 2 * m)
             for rope in task.ropes:
                 for scale, kwargs, _ in scales:

@@ -33,7 +33,6 @@ __all__ = ["DEPTHS", "EXPERIMENT", "PASSKEY_MULTIPLES", "QUICK_CONFIG", "Passkey
 PASSKEY_MULTIPLES = (1, 2, 4, 8)
 #: Depths of the key's line, as fractions of the filler.
 DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
-_DIGITS = 5
 
 
 @dataclass(frozen=True)
@@ -91,7 +90,7 @@ class PasskeyExperiment(ok.OneKeyExperiment):
     quick_config = QUICK_CONFIG
 
     def tests_of(self, config) -> tuple:
-        """``(length, depth)`` cells, then the prompts per cell is ``count``."""
+        """The ``(length, depth)`` cells, ``count`` prompts each."""
         L = config.model.train_length
         return tuple((m * L, float(d)) for m in config.multiples for d in config.depths)
 

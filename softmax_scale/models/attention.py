@@ -94,15 +94,18 @@ def attention(q, k, v, q_pos0, *, query_block, stats, far=None, kernel="numpy"):
     raise ValueError(f"`kernel` must be one of {KERNELS}, got {kernel!r}")
 
 
-def _attention_fused(q, k, v, q_pos0, *, query_block, stats, far=None, key_block=KEY_BLOCK):
-    """:func:`attention` with the keys in tiles and one numba pass per tile (``kernel="numba"``)."""
+def _outputs(q, k, stats):
+    """The shapes of one call and its outputs: ``H, m, d, G, n, rep`` and the output and statistics arrays."""
     H, m, d = q.shape
     G, n, _ = k.shape
-    rep = H // G
     out = np.empty((m, H * d), dtype=np.float32)
-    ent = np.empty((H, m)) if stats else None
-    sig = np.empty((H, m)) if stats else None
-    snk = np.empty((H, m)) if stats else None
+    ent, sig, snk = ((np.empty((H, m)) for _ in range(3)) if stats else (None, None, None))
+    return H, m, d, G, n, H // G, out, ent, sig, snk
+
+
+def _attention_fused(q, k, v, q_pos0, *, query_block, stats, far=None, key_block=KEY_BLOCK):
+    """:func:`attention` with the keys in tiles and one numba pass per tile (``kernel="numba"``)."""
+    H, m, d, G, n, rep, out, ent, sig, snk = _outputs(q, k, stats)
     rmax = rep * min(query_block, m)
     width = min(key_block, n)
     s_buf = np.empty(rmax * width, dtype=np.float32)
@@ -233,13 +236,7 @@ def _attention_numpy(q, k, v, q_pos0, *, query_block, stats, far=None):
     ``e @ [v | 1]`` gives the output and the normaliser ``Z`` in one product. The two
     ``[rep*B, n]`` buffers are allocated once per call.
     """
-    H, m, d = q.shape
-    G, n, _ = k.shape
-    rep = H // G
-    out = np.empty((m, H * d), dtype=np.float32)
-    ent = np.empty((H, m)) if stats else None
-    sig = np.empty((H, m)) if stats else None
-    snk = np.empty((H, m)) if stats else None
+    H, m, d, G, n, rep, out, ent, sig, snk = _outputs(q, k, stats)
     v1 = np.empty((G, n, d + 1), dtype=np.float32)
     v1[..., :d] = v
     v1[..., d] = 1.0

@@ -124,13 +124,14 @@ def one_key_size_figure(table=None, csv=None):
 
     One line per copy distance past ``L``: the mean over seeds, each seed a dot.
     """
+    from ..experiments.copy import copy_summary
     from ..experiments.size import size_differences, size_parameters
 
     table = _table("size", table, csv)
     diffs = size_differences(table)
     ropes = sorted({k[1] for k in diffs}, key=lambda r: (r != "none", r))
     dists = sorted({k[2] for k in diffs})
-    L = int(table.header.get("config", "").split('"train_length":')[1].split(",")[0]) if diffs else 1
+    L = copy_summary(table)["L"] or 1
     fig, axes = new_figure(max(1, len(ropes)), 1, width=3.2 * max(1, len(ropes)), height=3.2, sharey=True)
     axes = np.atleast_1d(axes)
     for ax, rope in zip(axes, ropes):
