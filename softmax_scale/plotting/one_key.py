@@ -18,7 +18,7 @@ _CURVES = (("standard", "trained", "standard", "C0", "-"),
            ("standard", "toolkit_measured", "standard + toolkit measured", "C5", ":"),
            ("standard", "toolkit_share", "standard + toolkit share", "C6", "-."),
            ("entropy_invariant", "trained", "log_L n trained in", "C3", "-"),
-           ("ssmax", "trained", "ssmax trained in", "C7", "-"))
+           ("ssmax", "trained", "ssmax trained in", "C8", "-"))
 
 
 def _find(rows, prefix, scale, rope):
@@ -76,7 +76,7 @@ def one_key_copy_figure(table=None, csv=None):
     ax = axes[-1]
     r = table.rows
     m0 = (r["status"] == "ok") & (r["kind"] == "share") & (r["scale"] == "trained")
-    for prefix, color in (("standard", "C0"), ("entropy_invariant", "C3"), ("ssmax", "C7")):
+    for prefix, color in (("standard", "C0"), ("entropy_invariant", "C3"), ("ssmax", "C8")):
         m = m0 & np.char.startswith(r["scheme"].astype(str), prefix)
         if not m.any():
             continue
