@@ -1,7 +1,7 @@
 """What the one-key experiments (:mod:`.copy`, :mod:`.passkey`) share: the models they test.
 
 One family of causal byte models serves both: trained at ``L = 128`` on natural text with a
-quarter of each batch made into copies inside ``L`` (:data:`~softmax_scale.train.tasks.MIX_DISTANCES`)
+half of each batch made into copies inside ``L`` (:data:`~softmax_scale.train.tasks.MIX_DISTANCES`)
 and an eighth into passkey prompts (:func:`~softmax_scale.train.tasks.training_mix`), because a
 model trained on natural text alone does not learn to copy at this size.  Three scales are
 trained in (:data:`ONE_KEY_SCALES`), each with the same data order per seed, and the models of
@@ -44,9 +44,9 @@ __all__ = ["COLUMNS", "INTS", "ONE_KEY_MODEL", "ONE_KEY_ROPES", "ONE_KEY_SCALES"
            "scales_of", "share_markdown", "share_row", "trained_model"]
 
 #: The one-key models: the causal experiment's layout (SwiGLU, 4 layers, 4 heads, ``L = 128``,
-#: 16 sequences per step) at ``d_model`` 64, 2000 steps, with the copy and passkey mix.
+#: 16 sequences per step) at ``d_model`` 64, 3000 steps; half of each batch copies, an eighth passkey prompts.
 ONE_KEY_MODEL = TrainConfig(objective="causal", ffn="swiglu", d_model=64, d_ff=172, train_length=128, batch=16,
-                            steps=2000, warmup=200, copy_share=0.25, passkey_share=0.125)
+                            steps=3000, warmup=200, copy_share=0.5, passkey_share=0.125)
 #: The quick form: the tiny causal model with the mix, long enough for a passkey prompt.
 QUICK_ONE_KEY_MODEL = QUICK.replace(objective="causal", ffn="swiglu", d_ff=48, train_length=112, batch=8,
                                     copy_share=0.25, passkey_share=0.25)

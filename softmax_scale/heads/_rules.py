@@ -51,6 +51,10 @@ _TARGET_MARGIN = 1e-3  # nats: toolkit_measured's target stays this far inside (
 _FIRST_STEP = 1.0 / 16.0  # the bracket search tries ln f = +-1/16, +-1/8, +-1/4, ...
 _LAST_STEP = 32.0  # ... up to +-32: f from e^-32 to e^32
 _XTOL = 1e-12  # on ln f
+#: The share rule searches ``ln f`` in ``[-4, 4]`` only: the exact evaluator's work grows like the
+#: scale, and a head that needs ``f > e^4 = 55`` to hold a key's share is an argmax already.
+_SHARE_LAST_STEP = 4.0
+_SHARE_XTOL = 1e-9  # on ln f: the share's own accuracy is about 1e-10
 _FTOL = 1e-13  # nats: E[H] this close to its target is a root (the evaluator's own accuracy)
 
 
@@ -218,7 +222,7 @@ def share_factors(alpha, dist, s0, n_ref, ns) -> np.ndarray:
     -------
     ndarray, shape (len(ns),)
         ``f`` with ``E[p_0](f alpha, n) = E[p_0](alpha, n_ref)``; NaN where the share cannot be
-        reached within ``f`` in ``[e^-32, e^32]`` (a key not above the others) or the evaluator
+        reached within ``f`` in ``[e^-4, e^4]`` (a key not above the others) or the evaluator
         cannot answer.
     """
     alpha = check_positive_float(alpha, "alpha")
@@ -233,26 +237,30 @@ def share_factors(alpha, dist, s0, n_ref, ns) -> np.ndarray:
     out = np.full(nn.size, np.nan)
     if not np.isfinite(target):
         return out
+    start = 0.0  # ln f of the previous n's root: the search starts there (f moves little from one n to the next)
     for j, n in enumerate(nn):
         def g(x, n=n):
             return target - _share(dist, alpha * math.exp(x), n, s0)  # falls as f grows
 
-        g0 = g(0.0)
+        g0 = g(start)
         if not np.isfinite(g0):
             continue
         if abs(g0) <= _FTOL:
-            out[j] = 1.0
+            out[j] = math.exp(start)
             continue
         sign = 1.0 if g0 > 0 else -1.0
-        lo, step = 0.0, _FIRST_STEP
-        while step <= _LAST_STEP:
-            x = sign * step
+        lo, step = start, _FIRST_STEP
+        while True:
+            x = min(max(start + sign * step, -_SHARE_LAST_STEP), _SHARE_LAST_STEP)
             gx = g(x)
             if not np.isfinite(gx):
                 break
             if np.sign(gx) != np.sign(g0) or gx == 0.0:
                 a, b = sorted((lo, x))
-                out[j] = math.exp(brentq(g, a, b, xtol=_XTOL, rtol=4 * np.finfo(float).eps))
+                root = brentq(g, a, b, xtol=_SHARE_XTOL, rtol=4 * np.finfo(float).eps)
+                out[j], start = math.exp(root), root
+                break
+            if abs(x) >= _SHARE_LAST_STEP:
                 break
             lo, step = x, step * 2.0
     return out
