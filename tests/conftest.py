@@ -3,16 +3,31 @@
 ``--cpu-durations=N`` lists the N tests that took the most CPU time (this process and the
 subprocesses it waited for, setup and teardown included): on a shared machine wall times say how
 loaded it was, CPU times what a test costs.
+
+JAX's persistent compilation cache is on for the session, in a temporary folder that the worker
+processes of the experiments inherit through the environment: the quick forms, their reruns and
+the command-line runs compile the same small models, and each program is compiled once.  A cache
+folder set outside (``JAX_COMPILATION_CACHE_DIR``) is used as it is.
 """
 
+import atexit
+import os
 import resource
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import matplotlib
 import pytest
 
 matplotlib.use("Agg")
+
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    _cache = tempfile.mkdtemp(prefix="softmax-scale-jax-cache-")
+    atexit.register(shutil.rmtree, _cache, ignore_errors=True)
+    os.environ.update(JAX_COMPILATION_CACHE_DIR=_cache, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+                      JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="-1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 _CPU: dict[str, float] = {}
