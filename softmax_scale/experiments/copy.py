@@ -29,7 +29,8 @@ from . import _one_key as ok
 from . import _training as tr
 from .base import Evidence
 
-__all__ = ["COPY_MULTIPLES", "EXPERIMENT", "QUICK_CONFIG", "CopyConfig", "CopyExperiment", "copy_markdown",
+__all__ = ["COPY_MULTIPLES", "EXPERIMENT", "QUICK_CONFIG", "CopyConfig", "CopyExperiment", "copy_differences",
+           "copy_differences_markdown", "copy_markdown",
            "copy_summary"]
 
 #: Copy distances as multiples of ``L``.
@@ -145,7 +146,8 @@ class CopyExperiment(ok.OneKeyExperiment):
 
     def summaries(self, table) -> list:
         """Copy accuracy, copy loss, and the retrieving head's share measured against predicted."""
-        return [copy_markdown(table, "accuracy"), copy_markdown(table, "loss"), ok.share_markdown(table, "distance")]
+        return [copy_markdown(table, "accuracy"), copy_markdown(table, "loss"), copy_differences_markdown(table, "accuracy"),
+                copy_differences_markdown(table, "loss"), ok.share_markdown(table, "distance")]
 
     def evidence(self, table) -> list:
         """Every (trained scale, RoPE, test scale) against ``standard`` as trained and against the window, past ``L``."""
@@ -241,6 +243,70 @@ def copy_markdown(table, metric: str = "accuracy") -> str:
         scale = "sliding window of L" if key[2] == "window" else key[2]
         lines.append(f"| {key[0]} | {key[1]} | {scale} ({v['seeds']}) | " + " | ".join(cells) + " |")
     return "\n".join(lines + tr.diverged_line(s["diverged"]))
+
+
+def copy_differences(table, metric: str = "accuracy") -> dict:
+    """Each (trained scale, RoPE, test scale) minus ``standard`` as trained under the same RoPE, and each copy minus its control, paired by seed.
+
+    Returns ``{"L", "distances", "scales": {(label, rope, scale): [(mean, std, above, seeds) per
+    distance]}, "copying": {(label, rope, scale): [...]}}``: ``mean`` and ``std`` (sample) of the
+    per-seed differences, ``above`` the number of seeds whose difference is positive, ``seeds``
+    their number; ``None`` where no seed has both.  ``copying`` is what the copy adds over the
+    same bytes without it (:func:`~softmax_scale.train.tasks.copy_control`), the window excluded.
+    """
+    from .._util.validation import check_choice
+
+    check_choice(metric, "metric", ("accuracy", "loss"))
+    s = copy_summary(table)
+    by = f"{metric}_by_seed"
+
+    def diff(a, b):
+        out = []
+        for x, y in zip(a[by], b[by]):
+            p = ok.paired(x, y)
+            out.append(None if p is None else (p[0], p[1], int(sum(x[sd] > y[sd] for sd in p[2])), len(p[2])))
+        return out
+
+    scales, copying = {}, {}
+    for key, v in s["rows"].items():
+        ref = s["rows"].get((ok.REFERENCE, key[1], "trained"))
+        if ref is not None and key != (ok.REFERENCE, key[1], "trained") and key[2] != "window":
+            scales[key] = diff(v, ref)
+        if key in s["control"]:
+            copying[key] = diff(v, s["control"][key])
+    return {"L": s["L"], "distances": s["distances"], "scales": scales, "copying": copying}
+
+
+def copy_differences_markdown(table, metric: str = "accuracy") -> str:
+    """:func:`copy_differences` as two tables: what the copy adds over its control, then each scale minus ``standard``.
+
+    Cells: mean ± std of the per-seed differences (accuracy in points, loss in nats per byte),
+    then how many seeds are above zero of how many.
+    """
+    d = copy_differences(table, metric)
+    L, dist = d["L"], d["distances"]
+    mult, dig = (100.0, 1) if metric == "accuracy" else (1.0, 3)
+    unit = "accuracy points" if metric == "accuracy" else "loss, nats per byte"
+    head = " | ".join(f"m = {m} ({m / L:g}L)" if L else f"m = {m}" for m in dist)
+
+    def cell(x):
+        if x is None:
+            return ""
+        spread = f" ± {mult * x[1]:.{dig}f}" if np.isfinite(x[1]) else ""
+        return f"{mult * x[0]:+.{dig}f}{spread} ({x[2]}/{x[3]})"
+
+    def order(k):
+        return (k[0] != ok.REFERENCE, k[0], k[1], k[2] != "trained", k[2])
+
+    lines = [f"| trained | RoPE | scale (copy minus control, {unit}; seeds above) | {head} |",
+             "|---|---|---|" + "---:|" * len(dist)]
+    lines += [f"| {k[0]} | {k[1]} | {k[2]} | " + " | ".join(cell(x) for x in d["copying"][k]) + " |"
+              for k in sorted(d["copying"], key=order)]
+    lines += ["", f"| trained | RoPE | scale (minus {ok.REFERENCE} as trained, {unit}; seeds above) | {head} |",
+              "|---|---|---|" + "---:|" * len(dist)]
+    lines += [f"| {k[0]} | {k[1]} | {k[2]} | " + " | ".join(cell(x) for x in d["scales"][k]) + " |"
+              for k in sorted(d["scales"], key=order)]
+    return "\n".join(lines)
 
 
 EXPERIMENT = CopyExperiment()

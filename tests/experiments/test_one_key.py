@@ -128,3 +128,32 @@ def test_bad_cli_input_exits_2(capsys):
     assert cli.main(["run", "copy", "--seeds", "0", "--quick", "--no-progress"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
+
+
+def test_copy_differences_pair_the_rows_by_seed(quick_run):
+    """Against the rows themselves: one scale's per-seed accuracy minus standard's, and the copy minus its control."""
+    from softmax_scale.experiments.copy import copy_differences, copy_differences_markdown
+
+    name, exp, out, path = quick_run
+    if name != "copy":
+        pytest.skip("the copy experiment's table")
+    r = exp.read(path).rows
+    d = copy_differences(exp.read(path), "accuracy")
+    m = int(d["distances"][0])
+
+    def acc(kind, scheme, rope, scale):
+        sel = (r["kind"] == kind) & (r["scheme"] == scheme) & (r["rope"] == rope) & (r["scale"] == scale) \
+            & (r["distance"] == m)
+        return dict(zip(r["seed"][sel].tolist(), r["accuracy"][sel].tolist()))
+
+    key = next(k for k in d["scales"] if k[0] == "standard" and k[2] != "trained")
+    a, b = acc("copy", *key), acc("copy", "standard", key[1], "trained")
+    naive = np.array([a[sd] - b[sd] for sd in sorted(a)])
+    mean, std, above, seeds = d["scales"][key][0]
+    assert mean == pytest.approx(naive.mean(), abs=1e-12)
+    assert std == pytest.approx(naive.std(ddof=1), abs=1e-12)
+    assert (above, seeds) == (int((naive > 0).sum()), naive.size)
+    x, y = acc("copy", "ssmax", "none", "trained"), acc("control", "ssmax", "none", "trained")
+    c = np.array([x[sd] - y[sd] for sd in sorted(x)])
+    assert d["copying"][("ssmax", "none", "trained")][0][0] == pytest.approx(c.mean(), abs=1e-12)
+    assert f"{100 * naive.mean():+.1f}" in copy_differences_markdown(exp.read(path))
