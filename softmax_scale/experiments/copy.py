@@ -246,7 +246,7 @@ def copy_markdown(table, metric: str = "accuracy") -> str:
 
 
 def copy_differences(table, metric: str = "accuracy") -> dict:
-    """Each (trained scale, RoPE, test scale) minus ``standard`` as trained under the same RoPE, and each copy minus its control, paired by seed.
+    """Each (trained scale, RoPE, test scale) minus ``standard`` as trained (same RoPE), and each copy minus its control, by seed.
 
     Returns ``{"L", "distances", "scales": {(label, rope, scale): [(mean, std, above, seeds) per
     distance]}, "copying": {(label, rope, scale): [...]}}``: ``mean`` and ``std`` (sample) of the
