@@ -5,7 +5,7 @@ repeated to the length, the line ``The pass key is K. Remember it. K is the pass
 in ``[0, 1]``, and the question at the end; ``K`` is five random digits.  A prompt counts as
 retrieved when all five digits are the model's greedy choices (teacher-forced arg-max at each of
 the five positions: the same as greedy decoding, which follows the right digits as long as it is
-right).  Test lengths ``L .. 8L`` x five depths, the same prompts for every model.
+right).  Test lengths ``L``, ``2L``, ``4L`` x five depths, the same prompts for every model.
 
 The models are :mod:`._one_key`'s (an eighth of each training batch is passkey prompts of ``L``),
 under the RoPE variants and test-time scales of :class:`PasskeyConfig`; the retrieving head's
@@ -30,7 +30,7 @@ __all__ = ["DEPTHS", "EXPERIMENT", "PASSKEY_MULTIPLES", "QUICK_CONFIG", "Passkey
            "passkey_markdown", "passkey_summary"]
 
 #: Test lengths as multiples of ``L``.
-PASSKEY_MULTIPLES = (1, 2, 4, 8)
+PASSKEY_MULTIPLES = (1, 2, 4)
 #: Depths of the key's line, as fractions of the filler.
 DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
@@ -84,7 +84,7 @@ class PasskeyExperiment(ok.OneKeyExperiment):
     """The passkey experiment (see the module docstring)."""
 
     name = "passkey"
-    description = "passkey retrieval from L to 8L at five depths: trained scales, RoPE variants, test-time scales"
+    description = "passkey retrieval from L to 4L at five depths: trained scales, RoPE variants, test-time scales"
     figure_names = ("one_key_passkey",)
     full_config = PasskeyConfig()
     quick_config = QUICK_CONFIG
