@@ -27,8 +27,9 @@ quick: $(BIN)/.installed
 notebooks: $(BIN)/.installed
 	$(BIN)/python notebooks/execute.py
 
+# two test processes (the machine CI runs on has two cores); a test file stays in one of them, with its fixtures
 test: $(BIN)/.installed
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 test-slow: $(BIN)/.installed
 	$(BIN)/python -m pytest -m slow

@@ -43,14 +43,26 @@ def _cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + waited.ru_utime + waited.ru_stime
 
 
+_START: dict[str, float] = {}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    _START[item.nodeid] = _cpu_seconds()
+
+
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item, nextitem):
-    if item.config.getoption("cpu_durations") is None:
-        yield
-        return
-    t0 = _cpu_seconds()
-    yield
-    _CPU[item.nodeid] = _cpu_seconds() - t0
+def pytest_runtest_makereport(item, call):
+    # the teardown report carries the test's CPU seconds, so that they reach the controller under pytest-xdist
+    outcome = yield
+    if call.when == "teardown" and item.nodeid in _START:
+        outcome.get_result().user_properties.append(("cpu_seconds", _cpu_seconds() - _START.pop(item.nodeid)))
+
+
+def pytest_runtest_logreport(report):
+    for key, value in report.user_properties:
+        if key == "cpu_seconds":
+            _CPU[report.nodeid] = value
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

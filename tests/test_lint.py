@@ -2,6 +2,7 @@
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -9,8 +10,12 @@ import pytest
 ROOT = Path(__file__).parent.parent
 
 
-@pytest.mark.skipif(shutil.which("ruff") is None and not (ROOT / ".venv/bin/ruff").exists(), reason="ruff not installed")
+#: ruff on the PATH, else beside the interpreter running the tests (a virtual environment's bin/).
+RUFF = shutil.which("ruff") or shutil.which("ruff", path=str(Path(sys.executable).parent))
+
+
+@pytest.mark.skipif(RUFF is None, reason="ruff not installed")
 def test_ruff_is_clean():
-    ruff = shutil.which("ruff") or str(ROOT / ".venv/bin/ruff")
+    ruff = RUFF
     res = subprocess.run([ruff, "check", "softmax_scale", "tests", "benchmarks"], cwd=ROOT, capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr
