@@ -126,6 +126,7 @@ def corpus_hashes() -> dict:
     return out
 
 
+@functools.lru_cache(maxsize=1)
 def most_frequent_byte() -> int:
     """The most frequent byte of the training text (the baseline predicts it everywhere)."""
     return int(np.argmax(np.bincount(training_bytes(), minlength=256)))

@@ -286,7 +286,7 @@ def test_a_relu_config_describes_itself_as_before():
 
 def test_quick_causal_end_to_end(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    cmd = [sys.executable, "-W", "error", "-m", "softmax_scale", "train", "--experiment", "causal", "--quick", "--out",
+    cmd = [sys.executable, "-W", "error", "-m", "softmax_scale", "train", "--experiment", "causal", "--quick", "--workers", "1", "--out",
            str(tmp_path), "--no-progress"]
     # no wall-time assertion (timings belong to the benchmarks and the README); a hang guard only
     res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800, check=False, cwd=ROOT)
