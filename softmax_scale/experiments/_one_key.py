@@ -466,23 +466,25 @@ class OneKeyExperiment(tr.TrainingExperiment):
 def share_markdown(table, column: str) -> str:
     """The retrieving head's share on the source key per test ``column`` (``distance`` or ``length``).
 
-    Measured (mean ± std over seeds) and predicted from ``L`` (mean over seeds).
+    One row per (trained scale, RoPE the share was measured under, test scale): measured (mean ±
+    std over seeds) and predicted from ``L`` (mean over seeds).
     """
     r = table.rows
     m0 = tr.ok(table) & (r["kind"] == "share")
     dist = np.unique(r[column][m0])
     sym = "m" if column == "distance" else "n"
-    lines = ["| trained | scale (share measured / predicted from L; seeds) | " + " | ".join(f"{sym} = {m}" for m in dist) + " |",
-             "|---|---|" + "---:|" * len(dist)]
-    for label, scale in sorted(set(zip(r["scheme"][m0], r["scale"][m0])), key=lambda k: (k[0] != REFERENCE, k)):
-        m = m0 & (r["scheme"] == label) & (r["scale"] == scale)
+    lines = ["| trained | RoPE | scale (share measured / predicted from L; seeds) | "
+             + " | ".join(f"{sym} = {m}" for m in dist) + " |", "|---|---|---|" + "---:|" * len(dist)]
+    keys = sorted(set(zip(r["scheme"][m0], r["rope"][m0], r["scale"][m0])), key=lambda k: (k[0] != REFERENCE, k))
+    for label, rope, scale in keys:
+        m = m0 & (r["scheme"] == label) & (r["rope"] == rope) & (r["scale"] == scale)
         cells = []
         for d in dist:
             md = m & (r[column] == d)
             mean, sd = tr.mean_std(r["share"][md][None, :])
             pred = np.nanmean(r["share_predicted"][md]) if np.any(np.isfinite(r["share_predicted"][md])) else np.nan
             cells.append(f"{tr.pm(mean[0], sd[0], digits=3)} / {pred:.3f}")
-        lines.append(f"| {label} | {scale} ({np.unique(r['seed'][m]).size}) | " + " | ".join(cells) + " |")
+        lines.append(f"| {label} | {rope} | {scale} ({np.unique(r['seed'][m]).size}) | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

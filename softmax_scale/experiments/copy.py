@@ -29,7 +29,7 @@ from . import _one_key as ok
 from . import _training as tr
 from .base import Evidence
 
-__all__ = ["COPY_MULTIPLES", "EXPERIMENT", "QUICK_CONFIG", "CopyConfig", "CopyExperiment", "copy_differences",
+__all__ = ["COPY_MULTIPLES", "EXPERIMENT", "QUICK_CONFIG", "SHARE_ROPES", "CopyConfig", "CopyExperiment", "copy_differences",
            "copy_differences_markdown", "copy_markdown",
            "copy_summary"]
 
@@ -60,9 +60,18 @@ class CopyConfig(ok.OneKeyConfig):
                                  f"2m at most max_length {self.model.max_length}, got {f!r}")
 
 
+#: RoPE variants the retrieving head's share is measured under (those of the config): the trained
+#: positions, and ``rerope``, whose relative positions never leave the trained range, so that only
+#: the number of keys grows, the i.i.d. prediction's one assumption about length.
+SHARE_ROPES = ("none", "rerope")
+
 #: The quick form: the tiny model, two seeds, two RoPE variants, one distance past ``L``, small tests.
 QUICK_CONFIG = CopyConfig(quick=True, seeds=2, model=ok.QUICK_ONE_KEY_MODEL, ropes=("none", "rerope"), multiples=(2,),
                           count=256, share_windows=1, probe_windows=4, entropy_windows=2, curve_every=10)
+
+
+def _share_ropes(task) -> tuple:
+    return tuple(r for r in SHARE_ROPES if r in task.ropes)
 
 
 def _batches(m, count):
@@ -112,9 +121,9 @@ class CopyExperiment(ok.OneKeyExperiment):
                 f"after other text; window: sliding window of {L}, rope none, scale as trained")
 
     def test_row_count(self, task) -> int:
-        """Rows: copy + control per RoPE x scale x distance, a window row per distance, a share row per scale x distance."""
+        """Rows: copy + control per RoPE x scale x distance, a window row per distance, a share row per share RoPE x scale x distance."""
         k = len(task.tests)
-        return 2 * len(task.ropes) * len(task.scales) * k + k + len(task.scales) * k
+        return 2 * len(task.ropes) * len(task.scales) * k + k + len(_share_ropes(task)) * len(task.scales) * k
 
     def test_rows(self, row, task, params, probe) -> list:
         """The copy, control, window and share rows of one model."""
@@ -139,9 +148,10 @@ class CopyExperiment(ok.OneKeyExperiment):
                     cell("control", control, rope, scale, m, kwargs)
             cell("window", copy, "none", "trained", m, {"window": L})
             w = task.share_windows
-            for scale, kwargs, factors in scales:
-                rows.append(ok.share_row(row, task, probe, params, copy.batch.inputs[:w], copy.source[:w], scale,
-                                         kwargs, factors, rope="none", length=2 * m, distance=m))
+            for rope in _share_ropes(task):
+                for scale, kwargs, factors in scales:
+                    rows.append(ok.share_row(row, task, probe, params, copy.batch.inputs[:w], copy.source[:w], scale,
+                                             kwargs, factors, rope=rope, length=2 * m, distance=m))
         return rows
 
     def summaries(self, table) -> list:

@@ -44,8 +44,10 @@ def _band(ax, x, mean, sd, **kw):
 def one_key_copy_figure(table=None, csv=None):
     """Copy accuracy against the copy distance (one panel per RoPE variant), and the retrieving head's share.
 
-    Each curve is the mean over seeds with ± one standard deviation shaded; grey: the same bytes
-    without the copy (``standard``, as trained); black: the sliding window of ``L``.
+    Top row: each curve is the mean over seeds with ± one standard deviation shaded; grey: the same
+    bytes without the copy (``standard``, as trained); black: the sliding window of ``L``.  Bottom
+    row: the retrieving head's share on the source key, measured and predicted from ``L``, under
+    each RoPE variant the share was measured under (the models as trained).
     """
     from ..experiments.copy import copy_summary
 
@@ -53,10 +55,13 @@ def one_key_copy_figure(table=None, csv=None):
     s = copy_summary(table)
     L, dist = s["L"], s["distances"]
     ropes = sorted({k[1] for k in s["rows"] if k[2] != "window"}, key=lambda r: (r != "none", r))
+    r = table.rows
+    m0 = (r["status"] == "ok") & (r["kind"] == "share") & (r["scale"] == "trained")
+    share_ropes = sorted(set(r["rope"][m0]), key=lambda x: (x != "none", x))
     x = dist / L
-    fig, axes = new_figure(len(ropes) + 1, 1, width=3.2 * (len(ropes) + 1), height=3.4, sharey=False)
-    axes = np.atleast_1d(axes)
-    for ax, rope in zip(axes, ropes):
+    fig, axes = new_figure(len(ropes), 2, width=3.2 * len(ropes), height=6.4)
+    axes = np.asarray(axes).reshape(2, len(ropes))
+    for ax, rope in zip(axes[0], ropes):
         for prefix, scale, label, color, ls in _CURVES:
             v = _find(s["rows"], prefix, scale, rope)
             if v is not None:
@@ -71,26 +76,29 @@ def one_key_copy_figure(table=None, csv=None):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("copy distance m / L")
         ax.set_title(f"RoPE {rope}", fontsize=10)
-    axes[0].set_ylabel("accuracy on the second copy (%)")
-    axes[0].legend(fontsize=6, loc="lower left")
-    ax = axes[-1]
-    r = table.rows
-    m0 = (r["status"] == "ok") & (r["kind"] == "share") & (r["scale"] == "trained")
-    for prefix, color in (("standard", "C0"), ("entropy_invariant", "C3"), ("ssmax", "C8")):
-        m = m0 & np.char.startswith(r["scheme"].astype(str), prefix)
-        if not m.any():
+    axes[0, 0].set_ylabel("accuracy on the second copy (%)")
+    axes[0, 0].legend(fontsize=6, loc="lower left")
+    for j, ax in enumerate(axes[1]):
+        if j >= len(share_ropes):
+            ax.set_axis_off()
             continue
-        d = np.unique(r["distance"][m])
-        meas = np.array([np.mean(r["share"][m & (r["distance"] == v)]) for v in d])
-        pred = np.array([np.nanmean(r["share_predicted"][m & (r["distance"] == v)]) for v in d])
-        ax.plot(d / L, meas, color=color, marker="o", ms=3, label=f"{prefix}: measured")
-        ax.plot(d / L, pred, color=color, ls="--", label=f"{prefix}: predicted from L")
-    ax.set_xscale("log", base=2)
-    ax.set_ylim(0, 1)
-    ax.set_xlabel("copy distance m / L")
-    ax.set_ylabel("retrieving head's share on the source")
-    ax.set_title("share, as trained (RoPE none)", fontsize=10)
-    ax.legend(fontsize=6)
+        rope = share_ropes[j]
+        for prefix, color in (("standard", "C0"), ("entropy_invariant", "C3"), ("ssmax", "C8")):
+            m = m0 & (r["rope"] == rope) & np.char.startswith(r["scheme"].astype(str), prefix)
+            if not m.any():
+                continue
+            d = np.unique(r["distance"][m])
+            meas = np.array([np.mean(r["share"][m & (r["distance"] == v)]) for v in d])
+            pred = np.array([np.nanmean(r["share_predicted"][m & (r["distance"] == v)]) for v in d])
+            ax.plot(d / L, meas, color=color, marker="o", ms=3, label=f"{prefix}: measured")
+            ax.plot(d / L, pred, color=color, ls="--", label=f"{prefix}: predicted from L")
+        ax.axvline(1.0, color="0.8", lw=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_ylim(0, 1)
+        ax.set_xlabel("copy distance m / L")
+        ax.set_title(f"share on the source key, as trained (RoPE {rope})", fontsize=9)
+        ax.legend(fontsize=6)
+    axes[1, 0].set_ylabel("share on the source key")
     return fig
 
 
