@@ -130,13 +130,12 @@ def test_bad_cli_input_exits_2(capsys):
     assert len(err) == 1
 
 
+@pytest.mark.parametrize("quick_run", ["copy"], indirect=True)
 def test_copy_differences_pair_the_rows_by_seed(quick_run):
     """Against the rows themselves: one scale's per-seed accuracy minus standard's, and the copy minus its control."""
     from softmax_scale.experiments.copy import copy_differences, copy_differences_markdown
 
     name, exp, out, path = quick_run
-    if name != "copy":
-        pytest.skip("the copy experiment's table")
     r = exp.read(path).rows
     d = copy_differences(exp.read(path), "accuracy")
     m = int(d["distances"][0])
