@@ -96,7 +96,7 @@ def one_key_copy_figure(table=None, csv=None):
         ax.set_xscale("log", base=2)
         ax.set_ylim(0, 1)
         ax.set_xlabel("copy distance m / L")
-        ax.set_title(f"share on the source key, as trained (RoPE {rope})", fontsize=9)
+        ax.set_title(f"share on the source key, RoPE {rope}", fontsize=10)
         ax.legend(fontsize=6)
     axes[1, 0].set_ylabel("share on the source key")
     return fig
