@@ -103,7 +103,7 @@ def one_key_copy_figure(table=None, csv=None):
 
 
 def one_key_passkey_figure(table=None, csv=None):
-    """Passkey exact-match rate against the test length (one panel per RoPE variant), mean ± std over seeds."""
+    """Passkey exact-match rate against the test length (one panel per RoPE variant): the mean over seeds, each seed a dot."""
     from ..experiments.passkey import passkey_summary
 
     table = _table("passkey", table, csv)
@@ -116,8 +116,12 @@ def one_key_passkey_figure(table=None, csv=None):
     for ax, rope in zip(axes, ropes):
         for prefix, scale, label, color, ls in _CURVES:
             v = _find(s["rows"], prefix, scale, rope)
-            if v is not None:
-                _band(ax, lengths / L, 100 * v["accuracy"], 100 * v["accuracy_std"], color=color, ls=ls, label=label)
+            if v is None:
+                continue
+            ax.plot(lengths / L, 100 * v["accuracy"], color=color, ls=ls, marker="o", ms=3, label=label)
+            for x, per in zip(lengths / L, v["accuracy_by_seed"]):
+                ax.plot([x] * len(per), [100 * a for a in per.values()], ls="none", marker=".", ms=4, color=color,
+                        alpha=0.5)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("test length / L")
         ax.set_title(f"RoPE {rope}", fontsize=10)
