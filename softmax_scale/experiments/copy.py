@@ -255,8 +255,11 @@ def copy_markdown(table, metric: str = "accuracy") -> str:
     return "\n".join(lines + tr.diverged_line(s["diverged"]))
 
 
-def copy_differences(table, metric: str = "accuracy") -> dict:
-    """Each (trained scale, RoPE, test scale) minus ``standard`` as trained (same RoPE), and each copy minus its control, by seed.
+def copy_differences(table, metric: str = "accuracy", reference: str = "trained") -> dict:
+    """Each (trained scale, RoPE, test scale) minus ``standard`` under ``reference``, and each copy minus its control, by seed.
+
+    ``reference`` is the test scale of the ``standard`` rows subtracted (its label in the file, e.g.
+    ``"qwen_logn@128"``; default as trained), under the same RoPE variant.
 
     Returns ``{"L", "distances", "scales": {(label, rope, scale): [(mean, std, above, seeds) per
     distance]}, "copying": {(label, rope, scale): [...]}}``: ``mean`` and ``std`` (sample) of the
@@ -268,6 +271,7 @@ def copy_differences(table, metric: str = "accuracy") -> dict:
 
     check_choice(metric, "metric", ("accuracy", "loss"))
     s = copy_summary(table)
+    check_choice(reference, "reference", sorted({k[2] for k in s["rows"] if k[0] == ok.REFERENCE and k[2] != "window"}))
     by = f"{metric}_by_seed"
 
     def diff(a, b):
@@ -279,8 +283,8 @@ def copy_differences(table, metric: str = "accuracy") -> dict:
 
     scales, copying = {}, {}
     for key, v in s["rows"].items():
-        ref = s["rows"].get((ok.REFERENCE, key[1], "trained"))
-        if ref is not None and key != (ok.REFERENCE, key[1], "trained") and key[2] != "window":
+        ref = s["rows"].get((ok.REFERENCE, key[1], reference))
+        if ref is not None and key != (ok.REFERENCE, key[1], reference) and key[2] != "window":
             scales[key] = diff(v, ref)
         if key in s["control"]:
             copying[key] = diff(v, s["control"][key])

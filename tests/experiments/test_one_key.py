@@ -156,3 +156,28 @@ def test_copy_differences_pair_the_rows_by_seed(quick_run):
     c = np.array([x[sd] - y[sd] for sd in sorted(x)])
     assert d["copying"][("ssmax", "none", "trained")][0][0] == pytest.approx(c.mean(), abs=1e-12)
     assert f"{100 * naive.mean():+.1f}" in copy_differences_markdown(exp.read(path))
+
+
+@pytest.mark.parametrize("quick_run", ["copy"], indirect=True)
+def test_copy_differences_against_another_reference(quick_run):
+    """Against standard + a test-time scale: the trained-in rows minus those rows, seed by seed; an unknown reference is refused."""
+    from softmax_scale.experiments.copy import copy_differences
+
+    name, exp, out, path = quick_run
+    table = exp.read(path)
+    r = table.rows
+    ref = next(s for s in set(r["scale"][(r["kind"] == "copy") & (r["scheme"] == "standard")]) if s.startswith("qwen_logn"))
+    d = copy_differences(table, "accuracy", reference=ref)
+    m = int(d["distances"][0])
+
+    def acc(scheme, scale):
+        sel = (r["kind"] == "copy") & (r["scheme"] == scheme) & (r["rope"] == "none") & (r["scale"] == scale) \
+            & (r["distance"] == m)
+        return dict(zip(r["seed"][sel].tolist(), r["accuracy"][sel].tolist()))
+
+    a, b = acc("ssmax", "trained"), acc("standard", ref)
+    naive = np.array([a[sd] - b[sd] for sd in sorted(a)])
+    assert d["scales"][("ssmax", "none", "trained")][0][0] == pytest.approx(naive.mean(), abs=1e-12)
+    assert ("standard", "none", ref) not in d["scales"]
+    with pytest.raises(ValueError, match="`reference`"):
+        copy_differences(table, "accuracy", reference="no_such_scale")
