@@ -31,8 +31,9 @@ notebooks: $(BIN)/.installed
 test: $(BIN)/.installed
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 
+# the long tests: each experiment's quick form end to end, the real-model pipeline, the notebooks in full mode
 test-slow: $(BIN)/.installed
-	$(BIN)/python -m pytest -m slow
+	$(BIN)/python -m pytest -n 2 --dist loadfile -m slow
 
 bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/run.py

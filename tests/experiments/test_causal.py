@@ -284,6 +284,7 @@ def test_a_relu_config_describes_itself_as_before():
     assert TrainConfig.from_json(TrainConfig().describe()) == TrainConfig()
 
 
+@pytest.mark.slow
 def test_quick_causal_end_to_end(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     cmd = [sys.executable, "-W", "error", "-m", "softmax_scale", "train", "--experiment", "causal", "--quick", "--workers", "1", "--out",

@@ -60,6 +60,7 @@ def quick(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_the_quick_form_runs_from_the_command_line(quick):
     csv_path, png = quick / "one_key_first_quick.csv", quick / "one_key_first_quick.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -81,6 +82,7 @@ def test_the_quick_form_runs_from_the_command_line(quick):
     np.testing.assert_allclose(r["value"][factor & (r["length"] == 8)], 1.0, atol=1e-9)  # the rule holds at L
 
 
+@pytest.mark.slow
 def test_a_rerun_trains_nothing(quick, monkeypatch):
     import softmax_scale.train.first as tf
 
@@ -94,6 +96,7 @@ def test_a_rerun_trains_nothing(quick, monkeypatch):
     assert path.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_the_rerun_check_can_fail(quick, monkeypatch, tmp_path):
     """Negative control: with one task's rows missing the rerun must train, and the refusal shows it."""
     import softmax_scale.train.first as tf
@@ -110,6 +113,7 @@ def _csv_rows(path):
         return list(csv.DictReader(line for line in f if not line.startswith("#")))
 
 
+@pytest.mark.slow
 def test_evidence_is_the_paired_difference_of_the_rows(quick):
     exp = EXPERIMENTS["first"]
     path = quick / "one_key_first_quick.csv"
@@ -125,6 +129,7 @@ def test_evidence_is_the_paired_difference_of_the_rows(quick):
     assert e.multiple == 4.0
 
 
+@pytest.mark.slow
 def test_the_summary_prints_the_rows(quick):
     exp = EXPERIMENTS["first"]
     path = quick / "one_key_first_quick.csv"

@@ -1,7 +1,7 @@
 """The one-key experiments (copy, passkey, size): the quick forms end to end, a rerun that trains nothing, the probe.
 
-- each quick form from the command line: its file, every row kind, shares in [0, 1], evidence (the
-  size trend, the copy pipeline over another list of models, under ``-m slow``);
+- each quick form from the command line (under ``-m slow``): its file, every row kind, shares in [0, 1],
+  evidence; passkey tests the models copy trained, as the full sweeps do;
 - a rerun trains and evaluates nothing (the trainer and the evaluator are replaced by ones that fail);
 - the retrieving-head probe on a tiny model against a naive numpy softmax of the same scores;
 - the share-holding rule's factors hold the predicted share (through the experiment's own call);
@@ -26,9 +26,15 @@ from softmax_scale.train.model import init_params  # noqa: E402
 from softmax_scale.train.tasks import copy_batch  # noqa: E402
 
 
-@pytest.fixture(scope="module", params=["copy", "passkey", pytest.param("size", marks=pytest.mark.slow)])
-def quick_run(request, tmp_path_factory):
-    out = tmp_path_factory.mktemp(request.param)
+@pytest.fixture(scope="module")
+def shared_out(tmp_path_factory):
+    """The folder of the copy and passkey quick forms: passkey tests the models copy trained, as the sweeps do."""
+    return tmp_path_factory.mktemp("one_key")
+
+
+@pytest.fixture(scope="module", params=[pytest.param(n, marks=pytest.mark.slow) for n in ("copy", "passkey", "size")])
+def quick_run(request, shared_out, tmp_path_factory):
+    out = tmp_path_factory.mktemp(request.param) if request.param == "size" else shared_out
     status = cli.main(["run", request.param, "--quick", "--workers", "1", "--out", str(out), "--no-progress"])
     assert status == 0
     exp = EXPERIMENTS[request.param]
@@ -130,6 +136,7 @@ def test_bad_cli_input_exits_2(capsys):
     assert len(err) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("quick_run", ["copy"], indirect=True)
 def test_copy_differences_pair_the_rows_by_seed(quick_run):
     """Against the rows themselves: one scale's per-seed accuracy minus standard's, and the copy minus its control."""
@@ -158,6 +165,7 @@ def test_copy_differences_pair_the_rows_by_seed(quick_run):
     assert f"{100 * naive.mean():+.1f}" in copy_differences_markdown(exp.read(path))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("quick_run", ["copy"], indirect=True)
 def test_copy_differences_against_another_reference(quick_run):
     """Against standard + a test-time scale: the trained-in rows minus those rows, seed by seed; an unknown reference is refused."""

@@ -414,6 +414,7 @@ def test_real_perplexity_inside_training_length(smollm2):
     assert np.all(ev.entropy[..., 1] <= math.log(1024) + 1e-9)
 
 
+@pytest.mark.slow
 def test_real_fused_kernel_matches_numpy_kernel(smollm2):
     """SmolLM2 on its first 1,024 tokens of Python's documentation: both attention kernels, the same
     perplexity to the digits shown (12.7) and every statistic within float32 tolerance."""
@@ -504,6 +505,7 @@ def test_prediction_spline_matches_direct_evaluation():
     assert np.all(np.isnan(inv[0][:, ~far]))
 
 
+@pytest.mark.slow
 def test_quick_pipeline_cli(tmp_path, capsys):
     """The whole pipeline on the real model, as CI runs it: `softmax-scale extrapolate --quick`."""
     from softmax_scale import cli
