@@ -42,6 +42,7 @@ def site(tmp_path_factory):
     return res, out / "html"
 
 
+@pytest.mark.slow
 def test_the_site_builds_with_warnings_as_errors(site):
     res, _ = site
     assert res.returncode == 0, res.stderr[-5000:]
@@ -57,6 +58,7 @@ def _documented_object(stem: str):
     return importlib.import_module(stem)
 
 
+@pytest.mark.slow
 def test_every_public_name_has_a_page(site):
     _, html = site
     pages = [p.stem for p in (html / "api" / "generated").glob("*.html")]
@@ -68,6 +70,7 @@ def test_every_public_name_has_a_page(site):
     assert missing == []
 
 
+@pytest.mark.slow
 def test_no_api_page_for_a_name_outside_all(site):
     _, html = site
     strays = []
@@ -80,6 +83,7 @@ def test_no_api_page_for_a_name_outside_all(site):
     assert strays == []
 
 
+@pytest.mark.slow
 def test_every_notebook_is_shown_with_its_committed_outputs(site):
     _, html = site
     for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):

@@ -119,6 +119,7 @@ def _make_writable(path: Path) -> None:
         os.chmod(dirpath, 0o755)
 
 
+@pytest.mark.slow
 def test_read_only_install_caches_in_a_private_temp_dir(tmp_path):
     prefix = _unprivileged_prefix()
     if prefix is None:
@@ -157,6 +158,7 @@ def test_read_only_install_caches_in_a_private_temp_dir(tmp_path):
         assert np.array_equal(np.asarray(out[key]), ref[key]), key
 
 
+@pytest.mark.slow
 def test_nothing_writable_compiles_in_memory(tmp_path):
     ro = tmp_path / "ro"
     ro.mkdir()

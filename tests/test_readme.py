@@ -98,6 +98,11 @@ def test_the_docs_have_python_blocks():
     assert len(DOC_PAGES) >= 5
 
 
-@pytest.mark.parametrize("page", DOC_PAGES, ids=[str(p.relative_to(DOCS)) for p in DOC_PAGES])
+#: Pages whose blocks train a model, under ``-m slow``.
+SLOW_PAGES = {"findings/training.md"}
+
+
+@pytest.mark.parametrize("page", [pytest.param(p, marks=pytest.mark.slow) if str(p.relative_to(DOCS)) in SLOW_PAGES else p
+                                  for p in DOC_PAGES], ids=[str(p.relative_to(DOCS)) for p in DOC_PAGES])
 def test_docs_python_blocks_run_and_state_true_values(page):
     assert run_blocks(python_blocks(page.read_text(encoding="utf-8")), str(page.relative_to(DOCS))) >= 1

@@ -51,6 +51,7 @@ def comparable(table):
     return sorted(rows)
 
 
+@pytest.mark.slow
 def test_quick_mlm_end_to_end(quick_mlm):
     # no wall-time assertion: timings are benchmarks (benchmarks/bench_train.py), not unit tests
     out, seconds, res = quick_mlm
@@ -75,6 +76,7 @@ def test_quick_mlm_end_to_end(quick_mlm):
     assert "Attention-E" in res.stdout
 
 
+@pytest.mark.slow
 def test_a_rerun_skips_every_finished_run(quick_mlm):
     out, _, _ = quick_mlm
     csv = out / "train_mlm_quick.csv"
@@ -217,6 +219,7 @@ print(json.dumps({"rows": len(t), "err": err, "jax": "jax" in sys.modules and sy
 """
 
 
+@pytest.mark.slow
 def test_reading_results_needs_no_jax(quick_mlm):
     import json
 
@@ -257,6 +260,7 @@ def test_run_summary_is_the_tail_mean_and_the_curve_means():
     assert one[0][2] == hist["loss"][-1]  # fewer than 20 steps: the last step alone
 
 
+@pytest.mark.slow
 def test_mlm_evidence_is_the_paired_difference_of_the_rows(quick_mlm):
     """Each entry against the rows written out by hand: per seed the scale's value minus standard's, then the mean."""
     out, _, _ = quick_mlm

@@ -401,6 +401,7 @@ def test_real_roundtrip_whole_corpus(smollm2):
         assert smollm2.detokenize(smollm2.tokenize(text)) == text, name
 
 
+@pytest.mark.slow
 def test_real_perplexity_inside_training_length(smollm2):
     """Language reference, first 1,024 tokens: a 135M model reads Python's documentation at a
     perplexity of order 10 (measured 12 at 2,048 tokens); a wrong RoPE layout or norm gives

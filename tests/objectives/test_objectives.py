@@ -200,6 +200,7 @@ def test_bad_objective_options():
         ss.optimize_alpha(64, np.arange(10.0), objective="expected")
 
 
+@pytest.mark.slow
 def test_quick_figures_render():
     from softmax_scale.plotting import exact as figs
 

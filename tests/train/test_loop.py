@@ -121,6 +121,7 @@ print(json.dumps({"two": two.history["loss"].tolist(), "one": one.history["loss"
 """
 
 
+@pytest.mark.slow
 def test_two_devices_match_one_to_float32_accuracy():
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", PYTHONPATH=str(ROOT))
     res = subprocess.run([sys.executable, "-W", "error", "-c", TWO_DEVICES], env=env, capture_output=True, text=True,
