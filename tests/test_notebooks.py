@@ -36,9 +36,10 @@ nbclient = pytest.importorskip("nbclient")
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 KEY, ANSWER = "key-numbers", "answer"
-#: The long quick runs, under ``-m slow`` with the full ones: 02's key numbers recompute the committed
-#: 4,000-draw objective table, 05 runs both real models.
-SLOW_QUICK = {"02_gradient_maximization", "05_real_heads"}
+#: The long quick runs, under ``-m slow`` with the full ones: their key numbers come from Monte Carlo and
+#: exact evaluations at the committed sizes (02's is the alpha table's 4,000-draw objective table), 05 runs
+#: both real models.
+SLOW_QUICK = {"01_second_moments", "02_gradient_maximization", "03_entropy_and_length", "05_real_heads"}
 QUICK_RUNS = [pytest.param(p, marks=pytest.mark.slow) if p.stem in SLOW_QUICK else p for p in NOTEBOOKS]
 
 _spec = importlib.util.spec_from_file_location("notebooks_execute", ROOT / "notebooks" / "execute.py")

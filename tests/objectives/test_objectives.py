@@ -122,6 +122,7 @@ def test_bootstrap_reduction_equals_reducing_the_resampled_rows(trials):
             np.testing.assert_allclose(fast, naive, rtol=1e-13)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("objective", ["typical", "geometric"])
 def test_alpha_se_matches_the_spread_between_independent_runs(objective):
     # 16 independent seeds: the mean reported standard error must be the seed-to-seed standard

@@ -100,6 +100,7 @@ def test_training_learns_first_at_the_training_length():
     assert np.mean((z > 0) == (batch.labels == 1)) > 0.95
 
 
+@pytest.mark.slow
 def test_training_is_seeded():
     m = FirstModel(4, "ssmax", steps=50)
     a, b = train_first(m, 1, chunk=20), train_first(m, 1, chunk=50)
