@@ -7,6 +7,7 @@ line.  Reading needs numpy only, not JAX.
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.ticker import NullFormatter
 
 from ._style import new_figure
 
@@ -156,7 +157,12 @@ def one_key_size_figure(table=None, csv=None):
                 ax.scatter(np.full(p.size, xi), p, s=8, color=f"C{j}", alpha=0.5)
         ax.axhline(0.0, color="0.6", lw=0.8)
         ax.set_xscale("log")
-        ax.set_xlabel("parameters")
+        widths = sorted({k[0] for k in diffs if k[1] == rope})
+        ticks = [size_parameters(table, w) for w in widths]
+        ax.set_xticks(ticks, [f"d {w}\n{t / 1000:.0f}k" for w, t in zip(widths, ticks)])
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlim(min(ticks) / 1.5, max(ticks) * 1.5)
+        ax.set_xlabel("d_model, parameters")
         ax.set_title(f"RoPE {rope}", fontsize=10)
     axes[0].set_ylabel("log_L n trained in − standard (points)")
     axes[0].legend(fontsize=7)
