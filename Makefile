@@ -31,7 +31,7 @@ notebooks: $(BIN)/.installed
 test: $(BIN)/.installed
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 
-# the long tests: each experiment's quick form end to end, the real-model pipeline, the notebooks in full mode
+# the tests marked slow (docs/design.md lists what they are); CI runs them after `make test`
 test-slow: $(BIN)/.installed
 	$(BIN)/python -m pytest -n 2 --dist loadfile -m slow
 
