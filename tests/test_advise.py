@@ -207,6 +207,24 @@ def test_an_experiment_registered_with_a_result_file_is_read_without_editing_adv
     assert next(r for r in a.recommendations if r.at_test).scale == "standard + qwen_logn at test"
 
 
+class _SizedToy(_ToyExperiment):
+    def evidence(self, table):
+        return [dataclasses.replace(e, size=size, multiple=multiple)
+                for e in super().evidence(table) for size, multiple in ((20_000, 10 / 3), (3_000, 8.0), (100_000, 2.0))]
+
+
+def test_the_scope_lists_a_model_once_with_its_sizes_in_order(tmp_path):
+    (tmp_path / "toy_one_key.csv").write_text("0.2\n", encoding="utf-8")
+    EXPERIMENTS["toy_one_key"] = _SizedToy()
+    try:
+        a = ss.advise(d=D, train_length=L, n=N, task="retrieval", results=tmp_path)
+    finally:
+        del EXPERIMENTS["toy_one_key"]
+    line = next(line for line in a.scope if line.startswith("`toy_one_key`"))
+    assert "toy (3,000, 20,000 and 100,000 parameters);" in line
+    assert "n/L 2L, 3.33L, 8L;" in line
+
+
 @pytest.mark.parametrize(("kwargs", "name"), [
     ({"d": 1}, "`d`"), ({"train_length": 1}, "`train_length`"), ({"n": L - 1}, "`n`"), ({"rope": "nope"}, "`rope`"),
     ({"task": "chat"}, "`task`"), ({"results": "/nonexistent/folder"}, "`results`"), ({"d": 2.5}, "`d`"),
