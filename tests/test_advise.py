@@ -187,23 +187,23 @@ class _EmptyToy(_ToyExperiment):
         return []
 
 
-def test_a_result_file_without_comparisons_is_named_in_the_scope(tmp_path):
-    (tmp_path / "toy_one_key.csv").write_text("0.2\n", encoding="utf-8")
-    EXPERIMENTS["toy_one_key"] = _EmptyToy()
+def _advise_with(experiment, folder, **kwargs):
+    """``advise`` with ``experiment`` registered and its result file (one number) in ``folder``."""
+    (folder / "toy_one_key.csv").write_text("0.2\n", encoding="utf-8")
+    EXPERIMENTS["toy_one_key"] = experiment
     try:
-        a = ss.advise(d=D, train_length=L, n=N, results=tmp_path)
+        return ss.advise(d=D, train_length=L, n=N, results=folder, **kwargs)
     finally:
         del EXPERIMENTS["toy_one_key"]
+
+
+def test_a_result_file_without_comparisons_is_named_in_the_scope(tmp_path):
+    a = _advise_with(_EmptyToy(), tmp_path)
     assert any(line.startswith("A result file without a comparison yet: `toy_one_key`") for line in a.scope)
 
 
 def test_an_experiment_registered_with_a_result_file_is_read_without_editing_advise(tmp_path):
-    (tmp_path / "toy_one_key.csv").write_text("0.2\n", encoding="utf-8")
-    EXPERIMENTS["toy_one_key"] = _ToyExperiment()
-    try:
-        a = ss.advise(d=D, train_length=L, n=N, task="retrieval", results=tmp_path)
-    finally:
-        del EXPERIMENTS["toy_one_key"]
+    a = _advise_with(_ToyExperiment(), tmp_path, task="retrieval")
     assert next(r for r in a.recommendations if r.at_test).scale == "standard + qwen_logn at test"
 
 
@@ -214,12 +214,7 @@ class _SizedToy(_ToyExperiment):
 
 
 def test_the_scope_lists_a_model_once_with_its_sizes_in_order(tmp_path):
-    (tmp_path / "toy_one_key.csv").write_text("0.2\n", encoding="utf-8")
-    EXPERIMENTS["toy_one_key"] = _SizedToy()
-    try:
-        a = ss.advise(d=D, train_length=L, n=N, task="retrieval", results=tmp_path)
-    finally:
-        del EXPERIMENTS["toy_one_key"]
+    a = _advise_with(_SizedToy(), tmp_path, task="retrieval")
     line = next(line for line in a.scope if line.startswith("`toy_one_key`"))
     assert "toy (3,000, 20,000 and 100,000 parameters);" in line
     assert "n/L 2L, 3.33L, 8L;" in line
