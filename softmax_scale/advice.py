@@ -319,14 +319,6 @@ def _drift(x: float) -> str:
     return "0.000" if float(text) == 0 else text
 
 
-def _group(pairs) -> dict:
-    """``{key: [values]}`` of ``(key, value)`` pairs, the keys sorted."""
-    out = {}
-    for k, v in sorted(pairs):
-        out.setdefault(k, []).append(v)
-    return out
-
-
 def _and(items: list) -> str:
     """``a``, ``a and b``, ``a, b and c``."""
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
@@ -378,8 +370,10 @@ def _scope(found: dict, missing: list, empty: list, comparisons: list, task: str
            results_label: str) -> list:
     lines = []
     for name, (file, ev) in found.items():
-        models = [f"{m} ({_and([f'{size:,}' for size in sorted(sizes)])} {unit})"
-                  for (m, unit), sizes in _group({((e.model, e.size_unit), e.size) for e in ev}).items()]
+        sizes = {}
+        for e in ev:
+            sizes.setdefault((e.model, e.size_unit), set()).add(e.size)
+        models = [f"{m} ({_and([f'{size:,}' for size in sorted(v)])} {unit})" for (m, unit), v in sorted(sizes.items())]
         tasks = sorted({e.task for e in ev})
         ropes = sorted({e.rope for e in ev})
         mult = ", ".join(_times(m) for m in sorted({e.multiple for e in ev}))
