@@ -195,6 +195,8 @@ def signal_share_slope(alpha, ns, s0, dist="normal", *, d=None) -> tuple[np.ndar
     if isinstance(s0, (bool, np.bool_)) or not isinstance(s0, (int, float, np.integer, np.floating)) \
             or not math.isfinite(s0):
         raise ValueError(f"`s0` must be a finite number, got {s0!r}")
+    if isinstance(dist_obj, Cosine) and not -1.0 <= s0 <= 1.0:
+        raise ValueError(f"`s0` must be a cosine in [-1, 1] for cosine scores, got {s0!r}")
     s0 = float(s0)
     if alpha == 0.0:
         return 1.0 / nn, (nn - 1.0) * (s0 - moments(dist_obj)[0]) / nn**2

@@ -25,7 +25,7 @@ two roots:
 
 - ``toolkit_share_max`` (:func:`share_max`): the factor that maximises the share at ``n``, the
   root of its derivative in ``ln f`` (an exact integral,
-  :func:`softmax_scale.entropy.signal.signal_share_slope`);
+  :func:`softmax_scale.signal_share_slope`);
 - ``toolkit_share`` (:func:`share_factors`): hold the share at its value at ``n_ref``, the target
   clipped to the maximum reachable at ``n``, the root taken on the side of the maximum where the
   head sits at ``n_ref`` (the branch through ``f = 1`` there).
@@ -324,7 +324,7 @@ def share_max(alpha, dist, s0, ns) -> ShareMax:
     ``E[p_0](f alpha, n)`` (:func:`softmax_scale.signal_stats` on ``dist``) is ``1/n`` at ``f = 0``
     and, for a key above the others, rises and then falls towards ``P(the key is the largest)``
     as ``f`` grows; its derivative in ``ln f`` is an exact integral over the same quadrature
-    (:func:`softmax_scale.entropy.signal.signal_share_slope`).  The mean over the groups is
+    (:func:`softmax_scale.signal_share_slope`).  The mean over the groups is
     evaluated with its derivative at ``ln f = -4, -3.75, ..., 4``; the best point is refined by
     ``brentq`` on the derivative in the neighbouring cell where it changes sign, to ``1e-9`` in ``ln f``.
 
