@@ -323,7 +323,10 @@ def share_max(alpha, dist, s0, ns) -> ShareMax:
 
     ``E[p_0](f alpha, n)`` (:func:`softmax_scale.signal_stats` on ``dist``) is ``1/n`` at ``f = 0``
     and, for a key above the others, rises and then falls towards ``P(the key is the largest)``
-    as ``f`` grows; its derivative in ``ln f`` is an exact integral over the same quadrature
+    as ``f`` grows, or rises all the way to it: for ever where the key is above every score
+    (``unbounded``), past ``e^4`` for a key far above the bulk at small ``n`` (``edge``).  Where
+    the share has two local maxima the larger is taken, so the factor can jump between two ``n``.
+    Its derivative in ``ln f`` is an exact integral over the same quadrature
     (:func:`softmax_scale.signal_share_slope`).  The mean over the groups is
     evaluated with its derivative at ``ln f = -4, -3.75, ..., 4``; the best point is refined by
     ``brentq`` on the derivative in the neighbouring cell where it changes sign, to ``1e-9`` in ``ln f``.

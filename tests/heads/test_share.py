@@ -205,8 +205,17 @@ def test_share_max_is_unbounded_for_a_key_above_every_score():
     assert not below.unbounded[0] and np.isfinite(below.factor[0])
 
 
+def test_share_max_flags_a_share_that_still_rises_past_the_range():
+    # s0 = 3 among 361 normal keys: the share rises to Phi(3)^361 = 0.614 without a maximum; at 2047 keys it has one
+    res = share_max(4.0, "normal", 3.0, [362, 2048])
+    assert res.edge[0] and res.factor[0] == pytest.approx(math.exp(4.0)) and not res.unbounded[0]
+    shares = [_share(4.0 * math.exp(x), 362, 3.0) for x in (2.0, 3.0, 4.0, 5.0)]
+    assert np.all(np.diff(shares) > 0)
+    assert not res.edge[1] and 1.0 < res.factor[1] < 3.0
+
+
 def test_the_hold_rule_takes_the_root_on_the_heads_side_where_two_exist():
-    # the case: at n_ref = 256 the head (alpha = 6) is past the maximum, on the falling side
+    # at n_ref = 256 the head (alpha = 6) is past the maximum, on the falling side
     alpha, s0, n_ref, n = 6.0, 2.0, 256, 300
     target = _share(alpha, n_ref, s0)
     h = 1e-5
@@ -243,12 +252,12 @@ def test_the_hold_rule_on_groups_holds_the_mean_share():
 
 def test_share_rule_factors_names_both_rules():
     assert SHARE_RULES == (SHARE_RULE, SHARE_MAX_RULE) == ("toolkit_share", "toolkit_share_max")
-    ns = [300]
-    assert np.array_equal(share_rule_factors(SHARE_RULE, 6.0, "normal", 2.0, ns, n_ref=256),
-                          share_factors(6.0, "normal", 2.0, 256, ns))
-    assert np.array_equal(share_rule_factors(SHARE_MAX_RULE, 6.0, "normal", 2.0, ns),
-                          share_max(6.0, "normal", 2.0, ns).factor)
-    sample = Empirical(np.linspace(-1.0, 1.0, 50))
+    ns, sample = [300], Empirical(np.linspace(-1.0, 1.0, 50))
+    assert np.array_equal(share_rule_factors(SHARE_RULE, 6.0, sample, 0.8, ns, n_ref=256),
+                          share_factors(6.0, sample, 0.8, 256, ns))
+    best = share_max(6.0, sample, 0.8, ns)
+    assert np.isfinite(best.factor).all() and not best.edge.any()
+    assert np.array_equal(share_rule_factors(SHARE_MAX_RULE, 6.0, sample, 0.8, ns), best.factor)
     assert np.all(share_rule_factors(SHARE_MAX_RULE, 1.0, sample, 1.5, ns) == math.exp(4.0))  # inf given as e^4
 
 
