@@ -249,10 +249,15 @@ class _Scan:
         pts = [_curve(dist, a, g, xi, ns) for xi in x]
         return cls(dist, a, g, x, np.array([p[0] for p in pts]), np.array([p[1] for p in pts]))
 
-    def one(self, n, which):
-        """``x -> S`` (``which`` 0) or ``x -> D`` (1) at one ``n``."""
+    def one(self, j, n, which):
+        """``x -> S`` (``which`` 0) or ``x -> D`` (1) at ``n`` (column ``j``); the scan's own points are not evaluated again."""
         ns = np.array([float(n)])
-        return lambda x: float(_curve(self.dist, self.a, self.g, x, ns)[which][0])
+        known = dict(zip(self.x.tolist(), (self.share if which == 0 else self.slope)[:, j].tolist()))
+
+        def value(x):
+            return known[x] if x in known else float(_curve(self.dist, self.a, self.g, x, ns)[which][0])
+
+        return value
 
 
 def _above_all(dist, g) -> bool:
@@ -283,13 +288,13 @@ def _maxima(scan, ns):
         if d[i] == 0.0:
             xi = x[i]
         elif k in ok and np.sign(d[k]) != np.sign(d[i]):
-            xi = brentq(scan.one(n, 1), *sorted((x[i], x[k])), xtol=_SHARE_XTOL, rtol=4 * np.finfo(float).eps)
+            xi = brentq(scan.one(j, n, 1), *sorted((x[i], x[k])), xtol=_SHARE_XTOL, rtol=4 * np.finfo(float).eps)
         elif k in ok:  # two extrema inside one cell: the scan's best point
             xi = x[i]
         else:  # the share still rises past the last point the scan could evaluate
             xi, edge[j] = x[i], True
         factor[j] = math.exp(xi)
-        best[j] = s[i] if xi == x[i] else max(s[i], scan.one(n, 0)(xi))
+        best[j] = s[i] if xi == x[i] else max(s[i], scan.one(j, n, 0)(xi))
     return ShareMax(factor, best, np.zeros(ns.size, dtype=bool), edge)
 
 
@@ -430,7 +435,7 @@ def _crossing(scan, j, n, target, top, rising):
         x0, s0 = scan.x[k], s[k]
     else:
         return np.nan
-    g = scan.one(n, 0)
+    g = scan.one(j, n, 0)
     root = brentq(lambda x: g(x) - target, *sorted((scan.x[k], x0)), xtol=_SHARE_XTOL, rtol=4 * np.finfo(float).eps)
     return math.exp(root)
 
