@@ -302,17 +302,16 @@ _GGUF_KNOWN = frozenset({"rope.scaling.type", "rope.scaling.factor", "rope.scali
 def _from_gguf(path, source) -> ModelScaling:
     import gguf
 
-    from ..models._files import bad_file
     from ..models.gguf_file import GGUF_MAGIC
 
     with open(path, "rb") as f:
         if f.read(len(GGUF_MAGIC)) != GGUF_MAGIC:
-            raise bad_file(source, "is not a GGUF file")
+            raise ValueError(f"`config`: {source} is not a GGUF file")
     try:
         fields = {k: f.contents() for k, f in gguf.GGUFReader(os.fspath(path)).fields.items()
                   if not k.startswith("tokenizer.")}
     except (ValueError, IndexError, KeyError, OverflowError, UnicodeDecodeError) as exc:
-        raise bad_file(source, f"is a truncated or corrupt GGUF file ({exc})") from None
+        raise ValueError(f"`config`: {source} is a truncated or corrupt GGUF file ({exc})") from None
     arch = fields.get("general.architecture")
     if not isinstance(arch, str):
         raise _fail(source, "general.architecture", "is missing")
@@ -376,9 +375,11 @@ def read_config(config) -> ModelScaling:
     if not os.path.isfile(source):
         raise ValueError(f"`config`: {source} " + ("is a directory, not a config file" if os.path.isdir(source)
                                                    else "does not exist"))
+    from ..models.gguf_file import GGUF_MAGIC
+
     with open(source, "rb") as f:
-        head = f.read(4)
-    if head == b"GGUF":
+        head = f.read(len(GGUF_MAGIC))
+    if head == GGUF_MAGIC or source.endswith(".gguf"):
         return _from_gguf(source, source)
     try:
         with open(source, encoding="utf-8") as f:

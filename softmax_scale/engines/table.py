@@ -111,15 +111,19 @@ def _unread(ms) -> tuple:
     return tuple(f"no engine reads `{k}`" for k in ms.unknown_keys)
 
 
-def engine_scales(config, n=(1, 2048, 4096, 8192, 32768)) -> EngineTable:
+#: The positions :func:`engine_scales` reports by default.
+DEFAULT_N = (1, 2048, 4096, 8192, 32768)
+
+
+def engine_scales(config, n=None) -> EngineTable:
     """The multiplier on ``q.k`` each inference engine applies to a model's config, and the authors' reference.
 
     Parameters
     ----------
     config : str, os.PathLike, Mapping or ModelScaling
         A HF ``config.json`` (path or dict), a GGUF file, or what :func:`read_config` returned.
-    n : int or sequence of int
-        Positions, as 1-based numbers of keys (``>= 1``).
+    n : int or sequence of int, optional
+        Positions, as 1-based numbers of keys (``>= 1``); default :data:`DEFAULT_N`.
 
     Returns
     -------
@@ -135,7 +139,7 @@ def engine_scales(config, n=(1, 2048, 4096, 8192, 32768)) -> EngineTable:
     1.2965
     """
     ms = config if isinstance(config, ModelScaling) else read_config(config)
-    nn, _ = check_n_array(n, "n", minimum=1)
+    nn, _ = check_n_array(DEFAULT_N if n is None else n, "n", minimum=1)
     nn = np.atleast_1d(nn)
     engines = {name: mod.scale(ms, nn) for name, mod in ENGINES.items()}
     return EngineTable(ms, nn, engines, _unread(ms))
