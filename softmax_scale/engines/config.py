@@ -273,11 +273,14 @@ def _from_hf(cfg, source) -> ModelScaling:
             break
     r, prefix = _rope(cfg, source)
     rope = _read_rope(r, prefix, source)
+    top_orig = _number(cfg, "original_max_position_embeddings", source, integer=True)
+    rope_orig = rope.original_max_position_embeddings
+    if rope_orig is None and top_orig is not None and rope.rope_type != "default":
+        rope = dataclasses.replace(rope, original_max_position_embeddings=top_orig)  # as transformers standardizes
     max_pos = _number(cfg, "max_position_embeddings", source, integer=True)
     L, L_key = None, ""
-    for key, value in ((prefix + "original_max_position_embeddings", rope.original_max_position_embeddings),
-                       ("original_max_position_embeddings", _number(cfg, "original_max_position_embeddings", source,
-                                                                    integer=True)),
+    for key, value in ((prefix + "original_max_position_embeddings", rope_orig),
+                       ("original_max_position_embeddings", top_orig),
                        ("seq_length", _number(cfg, "seq_length", source, integer=True)),
                        ("max_position_embeddings", max_pos)):
         if value is not None:

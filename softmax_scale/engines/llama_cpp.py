@@ -50,7 +50,7 @@ RULES = {
                                "layers with (il + 1) % n_no_rope_layer_step == 0 (commit not recorded)", _REPO,
                                "src/llama-graph.cpp", "", positions="pos 0-based, offset 1: floor(n/floor_scale)",
                                scheme="llama4"),
-    "qwen_logn": Rule("qwen_logn", "`use_logn_attn` has no GGUF key and no graph rule (reported)", _REPO,
+    "qwen_logn": Rule("qwen_logn", "`use_logn_attn` has no GGUF key and no graph rule (reported; not read here)", _REPO,
                       "src/llama-model.cpp", ""),
 }
 

@@ -36,8 +36,8 @@ RULES = {
                                *_LLAMA4, positions="p = cache_position (0-based): floor((p + 1)/floor_scale) = "
                                "floor(n/floor_scale)", scheme="llama4"),
     "qwen_logn": Rule("qwen_logn", "no native Qwen (v1) class: `use_logn_attn` is applied only by the model's "
-                      "remote code (trust_remote_code=True), the reference's rule",
-                      "huggingface/transformers", "src/transformers/models/auto/configuration_auto.py", "",
+                      "remote code (trust_remote_code=True), the reference's rule (no transformers file to read)",
+                      "huggingface/transformers", "", "",
                       positions="as the reference", scheme="qwen_logn"),
 }
 
