@@ -8,13 +8,14 @@ squared on the logits, and every helper below returns the factor on ``q.k`` itse
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..schemes import pinned
 
-__all__ = ["EngineScale", "Rule", "longrope_sq", "mscale_sq", "position_factor"]
+__all__ = ["EngineScale", "Rule", "compose", "every_fourth", "longrope_sq", "mscale_sq", "position_factor"]
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,23 @@ def longrope_sq(s: float, L: int) -> float:
 def position_factor(rule, n: np.ndarray) -> np.ndarray:
     """The factor a temperature rule (:class:`~.config.TemperatureRule`) puts on ``q.k`` at ``n`` keys (registry formula)."""
     return np.asarray(pinned(rule.scheme, **dict(rule.params)).factor(n, 1), dtype=np.float64)
+
+
+def every_fourth(ms, temps, notes):
+    """Llama 4's temperature on every 4th layer (``(i + 1) % 4 == 0``), whatever ``no_rope_layers`` says.
+
+    For the engines that fix the NoPE layers instead of reading them; a note when the config's differ.
+    """
+    out = []
+    for t in temps:
+        if t.scheme == "llama4" and t.layers is not None:
+            n_layers = ms.n_layers or (max(t.layers) + 1)
+            fixed = tuple(i for i in range(n_layers) if (i + 1) % 4 == 0)
+            if fixed != t.layers:
+                notes.append("ignores `no_rope_layers` (NoPE on every 4th layer)")
+            t = dataclasses.replace(t, layers=fixed)
+        out.append(t)
+    return out
 
 
 def compose(engine, ms, n, *, base, rope_sq, softmax_sq=1.0, temps=(), notes=(), rules=()) -> EngineScale:

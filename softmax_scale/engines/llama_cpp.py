@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from ._rules import Rule, compose, longrope_sq, mscale_sq
+from ._rules import Rule, compose, every_fourth, longrope_sq, mscale_sq
 
 __all__ = ["NAME", "RULES", "scale"]
 
@@ -47,7 +47,7 @@ RULES = {
                         "(commit not recorded)", _REPO, "src/llama-model.cpp", ""),
     "llama4_temperature": Rule("llama4_temperature", "query x log(floor((pos + f_attn_temp_offset) / "
                                "n_attn_temp_floor_scale) + 1) x f_attn_temp_scale + 1, offset 1 for Llama 4, on "
-                               "layers with (il + 1) % n_no_rope_layer_step == 0 (commit not recorded)", _REPO,
+                               "layers with (il + 1) % n_no_rope_layer_step == 0, the step 4 (commit not recorded)", _REPO,
                                "src/llama-graph.cpp", "", positions="pos 0-based, offset 1: floor(n/floor_scale)",
                                scheme="llama4"),
     "qwen_logn": Rule("qwen_logn", "`use_logn_attn` has no GGUF key and no graph rule (reported; not read here)", _REPO,
@@ -98,7 +98,7 @@ def scale(ms, n):
         L = r.original_max_position_embeddings or ms.max_position_embeddings
         s = ms.max_position_embeddings / L if ms.max_position_embeddings else r.factor
         rope_sq, rules = longrope_sq(s, L), ["convert_longrope"]
-    temps = [t for t in ms.temperatures if t.scheme == "llama4"]
+    temps = every_fourth(ms, [t for t in ms.temperatures if t.scheme == "llama4"], notes)
     rules += ["llama4_temperature"] * bool(temps)
     if any(t.scheme == "qwen_logn" for t in ms.temperatures):
         notes.append("ignores `use_logn_attn`")

@@ -31,9 +31,11 @@ RULES = {
     "deepseek_softmax": Rule("deepseek_softmax", "softmax scale x yarn_get_mscale(`factor`, `mscale_all_dim`)^2 "
                              "(text found by the index's string search; commit not recorded)", _REPO,
                              "python/sglang/srt/models/deepseek_v2.py", "", scheme="deepseek_yarn"),
-    "llama4_temperature": Rule("llama4_temperature", "Llama 4's NoPE-layer temperature, taken to be vLLM's (the "
-                               "SGLang model file was not read here)", _REPO, "python/sglang/srt/models/llama4.py",
-                               "", positions="as vLLM", scheme="llama4"),
+    "llama4_temperature": Rule("llama4_temperature", "query x log(floor((p + 1) / `floor_scale`) + 1) x `attn_scale` "
+                               "+ 1 on layers with (layer_id + 1) % 4 == 0: `no_rope_layers` is not read", _REPO,
+                               "python/sglang/srt/models/llama4.py", "871da34db32b429e59d81b726a48776edaa9baf9",
+                               positions="p = positions (0-based): floor((p + 1)/floor_scale) = floor(n/floor_scale)",
+                               scheme="llama4"),
     "qwen_logn": Rule("qwen_logn", "`use_logn_attn` is not read (reported; the model file was not read here)",
                       _REPO, "python/sglang/srt/models/qwen.py", ""),
 }
@@ -42,4 +44,4 @@ RULES = {
 def scale(ms, n):
     """The multiplier SGLang puts on ``q.k`` at ``n`` keys."""
     return generic(NAME, ms, n, deepseek_types=DEEPSEEK_TYPES, yarn_keys={"attn_factor"}, yarn_rule="yarn",
-                   apply_flag=False)
+                   apply_flag=False, fixed_nope=True)

@@ -11,7 +11,7 @@ mscale_all_dim)^2``.
 
 from __future__ import annotations
 
-from ._rules import Rule, compose, mscale_sq
+from ._rules import Rule, compose, every_fourth, mscale_sq
 
 __all__ = ["NAME", "RULES", "scale"]
 
@@ -30,17 +30,18 @@ RULES = {
     "deepseek_yarn": Rule("deepseek_yarn", "cos/sin x yarn_get_mscale(s, `mscale`=1) / yarn_get_mscale(s, "
                           "`mscale_all_dim`=0) x `attn_factor`", _REPO, _ROPE + "deepseek_scaling_rope.py",
                           "7bc8d408139110c389bea6028e9fdfadb1eb7641", scheme="deepseek_yarn", squared=True),
-    "deepseek_softmax": Rule("deepseek_softmax", "softmax scale x yarn_get_mscale(`factor`, `mscale_all_dim`)^2 "
-                             "when rope_scaling is set (text found by the index's string search; commit not "
-                             "recorded)", _REPO, "vllm/model_executor/models/deepseek_v2.py", "",
+    "deepseek_softmax": Rule("deepseek_softmax", "rope_type -> deepseek_yarn (deepseek_llama_scaling when "
+                             "`apply_yarn_scaling` is false); with deepseek_yarn the softmax scale x "
+                             "yarn_get_mscale(`factor`, `mscale_all_dim`)^2", _REPO,
+                             "vllm/model_executor/models/deepseek_v2.py", "b863fe5bf4e19680572603b4e166faefc5725551",
                              scheme="deepseek_yarn"),
     "llama4_temperature": Rule("llama4_temperature", "query x log(floor((p + 1) / `floor_scale`) + 1) x `attn_scale` "
                                "+ 1 on layers with no_rope_layers[i] == 0", _REPO,
                                "vllm/model_executor/models/llama4.py", "0303cbd848954bcc83204522e8ceab4503f3f4b9",
                                positions="p = positions (0-based): floor((p + 1)/floor_scale) = floor(n/floor_scale)",
                                scheme="llama4"),
-    "qwen_logn": Rule("qwen_logn", "`use_logn_attn` is not read (reported in vLLM #36880; the model file was not "
-                      "read here)", _REPO, "vllm/model_executor/models/qwen.py", ""),
+    "qwen_logn": Rule("qwen_logn", "QWenAttention: scaling = head_dim^-1/2, `use_logn_attn` is not read (vLLM #36880)",
+                      _REPO, "vllm/model_executor/models/qwen.py", "9c2cc275fb22e65ac499d1dbefb484a0df851933"),
 }
 
 #: Model types whose vLLM model file switches YaRN to ``deepseek_yarn``.
@@ -66,7 +67,7 @@ def deepseek_parts(r):
     return mscale_sq(r.factor, m) / mscale_sq(r.factor, mad) * af ** 2, mscale_sq(r.factor, mad)
 
 
-def generic(name, ms, n, *, deepseek_types, yarn_keys, yarn_rule, apply_flag):
+def generic(name, ms, n, *, deepseek_types, yarn_keys, yarn_rule, apply_flag, fixed_nope=False):
     """The vLLM-style engines' multiplier (vLLM and SGLang share the shape of ``get_rope``)."""
     r, notes, rules = ms.rope, [], []
     rope_sq, softmax_sq = 1.0, 1.0
@@ -84,6 +85,8 @@ def generic(name, ms, n, *, deepseek_types, yarn_keys, yarn_rule, apply_flag):
                        notes=["its LongRoPE rule is not transcribed here"])
     temps = [t for t in ms.temperatures if t.scheme == "llama4"]
     rules += ["llama4_temperature"] * bool(temps)
+    if fixed_nope:
+        temps = every_fourth(ms, temps, notes)
     if any(t.scheme == "qwen_logn" for t in ms.temperatures):
         notes.append("ignores `use_logn_attn`")
         rules.append("qwen_logn")

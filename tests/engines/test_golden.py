@@ -72,10 +72,15 @@ def test_llama4_temperature_on_the_nope_layers_only():
     assert expected[1] == 1.0  # 8,191 keys: still 1
 
 
-def test_llama4_explicit_no_rope_layers_are_read():
+def test_llama4_explicit_no_rope_layers_are_read_by_some_engines_only():
     cfg = {**LLAMA4, "text_config": {**LLAMA4["text_config"], "no_rope_layers": [1, 0] * 24}}
     t = engine_scales(cfg, [32768])
-    assert t.engines["vllm"].layers == tuple(range(1, 48, 2))
+    for engine in ("transformers", "vllm", "reference"):
+        assert t.engines[engine].layers == tuple(range(1, 48, 2))
+    for engine in ("sglang", "llama.cpp"):  # NoPE fixed on every 4th layer
+        assert t.engines[engine].layers == tuple(range(3, 48, 4))
+        assert "ignores `no_rope_layers` (NoPE on every 4th layer)" in t.engines[engine].notes
+        assert t.disagreements(engine)
 
 
 @pytest.mark.parametrize("engine", ALL)
