@@ -45,11 +45,14 @@ RULES = {
     "gemma_scale": Rule("gemma_scale", "f_attention_scale = 1/sqrt(n_embd/n_head) for the 27B size (Gemma 2: 46 "
                         "layers, Gemma 3: 62), else 1/sqrt(n_embd_head_k); `query_pre_attn_scalar` is not read "
                         "(commit not recorded)", _REPO, "src/llama-model.cpp", ""),
-    "llama4_temperature": Rule("llama4_temperature", "query x log(floor((pos + f_attn_temp_offset) / "
-                               "n_attn_temp_floor_scale) + 1) x f_attn_temp_scale + 1, offset 1 for Llama 4, on "
-                               "layers with (il + 1) % n_no_rope_layer_step == 0, the step 4 (commit not recorded)", _REPO,
-                               "src/llama-graph.cpp", "", positions="pos 0-based, offset 1: floor(n/floor_scale)",
+    "llama4_temperature": Rule("llama4_temperature", "query x log(floor((pos + 1) / n_attn_temp_floor_scale) + 1) x "
+                               "f_attn_temp_scale + 1 (llm_graph_input_attn_temp)", _REPO, "src/llama-graph.cpp",
+                               "434f71a5b4d1ff9c9c9b59e08326f0fe3d15193a",
+                               positions="pos 0-based: floor((pos + 1)/floor_scale) = floor(n/floor_scale)",
                                scheme="llama4"),
+    "llama4_nope_layers": Rule("llama4_nope_layers", "the temperature on layers with (il + 1) % n_no_rope_layer_step "
+                               "== 0, the step 4: `no_rope_layers` is not converted (commit not recorded)", _REPO,
+                               "src/llama-model.cpp", ""),
     "qwen_logn": Rule("qwen_logn", "`use_logn_attn` has no GGUF key and no graph rule (reported; not read here)", _REPO,
                       "src/llama-model.cpp", ""),
 }
@@ -99,7 +102,7 @@ def scale(ms, n):
         s = ms.max_position_embeddings / L if ms.max_position_embeddings else r.factor
         rope_sq, rules = longrope_sq(s, L), ["convert_longrope"]
     temps = every_fourth(ms, [t for t in ms.temperatures if t.scheme == "llama4"], notes)
-    rules += ["llama4_temperature"] * bool(temps)
+    rules += ["llama4_temperature", "llama4_nope_layers"] * bool(temps)
     if any(t.scheme == "qwen_logn" for t in ms.temperatures):
         notes.append("ignores `use_logn_attn`")
         rules.append("qwen_logn")

@@ -19,6 +19,9 @@ _REPO = "sgl-project/sglang"
 _ROPE = "python/sglang/srt/layers/rotary_embedding/"
 
 RULES = {
+    "base": Rule("base", "scaling = head_dim^-1/2 (Llama 4); Gemma's query_pre_attn_scalar and DeepSeek's MLA "
+                 "scaling were not read here", _REPO, "python/sglang/srt/models/llama4.py",
+                 "871da34db32b429e59d81b726a48776edaa9baf9"),
     "yarn": Rule("yarn", "cos/sin x yarn_get_mscale_simple(`factor`) x `attn_factor` (default 1); the factory "
                  "forwards extrapolation_factor, attn_factor, beta_fast, beta_slow, truncate only",
                  _REPO, _ROPE + "yarn.py", "8448045c5b58df38de9142f3d5b84de62353e535", scheme="deepseek_yarn",

@@ -21,6 +21,9 @@ _LLAMA4 = ("huggingface/transformers", "src/transformers/models/llama4/modeling_
            "63210d0e3b74c2119b7998ff65bc6a2729283626")
 
 RULES = {
+    "base": Rule("base", "scaling = head_dim^-1/2 (Llama 4), qk_head_dim^-1/2 = (qk_nope_head_dim + qk_rope_head_dim)"
+                 "^-1/2 (DeepSeek-V3, read at the commit of its file); Gemma's query_pre_attn_scalar^-1/2 was not read "
+                 "here", *_LLAMA4),
     "yarn": Rule("yarn", "cos/sin x `attention_factor`; if unset, get_mscale(s, `mscale`)/get_mscale(s, "
                  "`mscale_all_dim`) when both are set, else get_mscale(s) = 0.1 ln s + 1; s = `factor` "
                  "(max_position_embeddings / original_max_position_embeddings when `factor` is unset)",
@@ -95,4 +98,4 @@ def scale(ms, n):
     rope_sq, softmax_sq, temps, rules = rope_rules(ms, reads_logn=True)
     notes = ["`use_logn_attn` only through the model's remote code"] if any(t.scheme == "qwen_logn" for t in temps) else []
     return compose(NAME, ms, n, base=ms.base_scale, rope_sq=rope_sq, softmax_sq=softmax_sq, temps=temps,
-                   notes=notes, rules=rules)
+                   notes=notes, rules=["base", *rules])

@@ -20,6 +20,9 @@ _REPO = "vllm-project/vllm"
 _ROPE = "vllm/model_executor/layers/rotary_embedding/"
 
 RULES = {
+    "base": Rule("base", "scaling = head_dim^-1/2 (Llama 4, Qwen); DeepSeek's MLA scaling over qk_nope_head_dim + "
+                 "qk_rope_head_dim; Gemma's query_pre_attn_scalar was not read here", _REPO,
+                 "vllm/model_executor/models/llama4.py", "0303cbd848954bcc83204522e8ceab4503f3f4b9"),
     "yarn": Rule("yarn", "cos/sin x yarn_get_mscale(`factor`) x `attn_factor` (default 1), or `attn_factor` alone "
                  "when `apply_yarn_scaling` is false; `attention_factor`, `mscale`, `mscale_all_dim` are not passed",
                  _REPO, _ROPE + "yarn_scaling_rope.py", "ffdc985737c94233f2c88629c4450022e5bf4925",
@@ -91,7 +94,7 @@ def generic(name, ms, n, *, deepseek_types, yarn_keys, yarn_rule, apply_flag, fi
         notes.append("ignores `use_logn_attn`")
         rules.append("qwen_logn")
     return compose(name, ms, n, base=ms.base_scale, rope_sq=rope_sq, softmax_sq=softmax_sq, temps=temps,
-                   notes=notes, rules=rules)
+                   notes=notes, rules=["base", *rules])
 
 
 def scale(ms, n):
