@@ -10,7 +10,7 @@ registry's.
 
 from ._rules import EngineScale, Rule
 from .config import ModelScaling, RopeScaling, TemperatureRule, read_config
-from .table import ENGINES, EngineTable, engine_rules, engine_scales
+from .table import ENGINES, EngineTable, engine_rules, engine_scales, rules_markdown
 
 __all__ = ["ENGINES", "EngineScale", "EngineTable", "ModelScaling", "RopeScaling", "Rule", "TemperatureRule",
-           "engine_rules", "engine_scales", "read_config"]
+           "engine_rules", "engine_scales", "read_config", "rules_markdown"]

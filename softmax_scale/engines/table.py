@@ -10,7 +10,7 @@ from .._util.validation import check_n_array
 from . import llama_cpp, reference, sglang, transformers, vllm
 from .config import ModelScaling, read_config
 
-__all__ = ["ENGINES", "EngineTable", "engine_rules", "engine_scales"]
+__all__ = ["ENGINES", "EngineTable", "engine_rules", "engine_scales", "rules_markdown"]
 
 #: Engine name -> its module (one per engine, each with ``RULES`` and ``scale``), the reference last.
 ENGINES = {m.NAME: m for m in (transformers, vllm, llama_cpp, sglang, reference)}
@@ -21,6 +21,24 @@ RTOL = 1e-9
 def engine_rules() -> list:
     """Every engine's rules: ``(engine, Rule)`` pairs in table order (the docs page's table)."""
     return [(name, rule) for name, mod in ENGINES.items() for rule in mod.RULES.values()]
+
+
+def rules_markdown() -> str:
+    """Every engine rule as a Markdown table: what it does, its position convention, where it was read.
+
+    The table of the docs page "What each engine applies" (``docs/engines.md``), written from the
+    engines' ``RULES``.
+    """
+    lines = ["| engine | rule | what it does, with the keys it reads | positions | read from (repository, path, commit) |",
+             "|---|---|---|---|---|"]
+    for engine, r in engine_rules():
+        text = r.text.replace("|", "\\|")
+        squared = " **Squared on the logits** (a factor on cos/sin)." if r.squared else ""
+        scheme = f" Registry: `{r.scheme}`." if r.scheme else ""
+        source = ", ".join(x for x in (r.repo, f"`{r.path}`" if r.path else "",
+                                       f"`{r.commit}`" if r.commit else "commit not recorded") if x)
+        lines.append(f"| {engine} | `{r.name}` | {text}.{squared}{scheme} | {r.positions or '-'} | {source} |")
+    return "\n".join(lines) + "\n"
 
 
 def _same(a, b) -> bool:
