@@ -35,7 +35,7 @@ KNOWN_KEYS = frozenset({
     "attn_temperature_tuning", "floor_scale", "attn_scale", "no_rope_layers", "no_rope_layer_interval",
     "model_type", "text_config", "rope_theta", "partial_rotary_factor", "rope_interleave", "use_dynamic_ntk",
     "rope_local_base_freq", "embedding_multiplier", "residual_multiplier", "logits_scaling", "scale_embedding",
-    "attn_logit_softcapping", "final_logit_softcapping", "rotary_emb_base", "rotary_pct",
+    "attn_logit_softcapping", "final_logit_softcapping", "rotary_emb_base", "rotary_pct", "routed_scaling_factor",
 })
 #: Substrings that mark a top-level key as bearing on the scale (an unknown one is listed).
 _SCALE_WORDS = ("scal", "rope", "rotary", "logn", "temperature", "mscale", "softmax", "attn_factor",
@@ -299,7 +299,7 @@ _GGUF_KNOWN = frozenset({"rope.scaling.type", "rope.scaling.factor", "rope.scali
                          "rope.scaling.attn_factor", "rope.scaling.yarn_log_multiplier", "rope.freq_base",
                          "rope.dimension_count", "attention.key_length", "attention.value_length",
                          "attention.head_count", "attention.head_count_kv", "attention.layer_norm_rms_epsilon",
-                         "attention.temperature_scale", "attention.temperature_length"})
+                         "attention.key_length_mla", "attention.value_length_mla"})
 
 
 def _from_gguf(path, source) -> ModelScaling:
@@ -325,12 +325,19 @@ def _from_gguf(path, source) -> ModelScaling:
                        ("context_length", "max_position_embeddings")):
         if p + gkey in fields:
             hf[hkey] = fields[p + gkey]
+    mla_key = next((p + k for k in ("attention.key_length_mla", "attention.key_length") if p + k in fields), None)
+    if arch.startswith("deepseek") and mla_key and p + "rope.dimension_count" in fields:  # MLA: nope + rope dims
+        hf["qk_rope_head_dim"] = fields[p + "rope.dimension_count"]
+        hf["qk_nope_head_dim"] = fields[mla_key] - fields[p + "rope.dimension_count"]
     rope = {}
     for gkey, hkey in (("rope.scaling.type", "rope_type"), ("rope.scaling.factor", "factor"),
                        ("rope.scaling.original_context_length", "original_max_position_embeddings"),
-                       ("rope.scaling.attn_factor", "attn_factor")):
+                       ("rope.scaling.attn_factor", "attn_factor"),
+                       ("rope.scaling.yarn_log_multiplier", "mscale_all_dim")):
         if p + gkey in fields:
             rope[hkey] = fields[p + gkey]
+    if "mscale_all_dim" in rope:
+        rope["mscale"] = 1.0  # llama.cpp keeps no mscale and takes it to be 1
     if rope.get("rope_type") in (None, "none"):
         rope = {}
     ms = _from_hf({**hf, "rope_scaling": rope or None}, source)

@@ -60,7 +60,7 @@ class EngineTable:
     engines : dict
         Engine name -> :class:`~._rules.EngineScale`, ``"reference"`` last.
     notes : tuple of str
-        Keys the config sets that no engine reads.
+        Keys the config sets that no engine rule here reads (the reader does not know them).
     """
 
     model: ModelScaling
@@ -123,10 +123,10 @@ def _ranges(layers) -> str:
 
 
 def _unread(ms) -> tuple:
-    """Notes for the keys the config sets that no engine reads."""
+    """Notes for the keys the config sets that no engine rule here reads."""
     if not ms.unknown_keys:
         return ()
-    return tuple(f"no engine reads `{k}`" for k in ms.unknown_keys)
+    return tuple(f"no engine rule here reads `{k}`" for k in ms.unknown_keys)
 
 
 #: The positions :func:`engine_scales` reports by default.

@@ -51,29 +51,37 @@ def test_a_key_no_engine_reads_is_listed_and_said(tmp_path):
     ms = read_config(path)
     assert ms.unknown_keys == ("logn_scaling_base", "rope_scaling.temperature_boost")
     t = engine_scales(path, [1])
-    assert t.notes == ("no engine reads `logn_scaling_base`", "no engine reads `rope_scaling.temperature_boost`")
-    assert "no engine reads `rope_scaling.temperature_boost`" in t.to_text()
+    assert t.notes == ("no engine rule here reads `logn_scaling_base`", "no engine rule here reads `rope_scaling.temperature_boost`")
+    assert "no engine rule here reads `rope_scaling.temperature_boost`" in t.to_text()
 
 
-def test_gguf_metadata_is_read_with_llama_cpp_spellings(tmp_path):
-    """A small GGUF written here: YaRN keys as convert_hf_to_gguf writes them, and one key nothing reads."""
+def write_gguf(path, arch, extra):
+    """A small GGUF file written here: the sizes, then ``extra`` (a function of the writer) for the scaling keys."""
     gguf = pytest.importorskip("gguf")
-    path = tmp_path / "m.gguf"
-    w = gguf.GGUFWriter(str(path), "llama")
+    w = gguf.GGUFWriter(str(path), arch)
     w.add_block_count(2)
     w.add_embedding_length(256)
     w.add_head_count(2)
     w.add_context_length(131072)
-    w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
-    w.add_rope_scaling_factor(4.0)
-    w.add_rope_scaling_orig_ctx_len(32768)
-    w.add_rope_scaling_attn_factors(1.2)
-    w.add_float32("llama.rope.scaling.mystery", 3.0)
+    extra(w, gguf)
     w.add_tensor("x", np.zeros(4, np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+    return path
+
+
+def test_gguf_metadata_is_read_with_llama_cpp_spellings(tmp_path):
+    """YaRN keys as convert_hf_to_gguf writes them, and one key nothing reads."""
+    def extra(w, gguf):
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(4.0)
+        w.add_rope_scaling_orig_ctx_len(32768)
+        w.add_rope_scaling_attn_factors(1.2)
+        w.add_float32("llama.rope.scaling.mystery", 3.0)
+
+    path = write_gguf(tmp_path / "m.gguf", "llama", extra)
     ms = read_config(path)
     assert (ms.format, ms.head_dim, ms.train_length) == ("gguf", 128, 32768)
     assert ms.train_length_key == "llama.rope.scaling.original_context_length"
@@ -81,6 +89,22 @@ def test_gguf_metadata_is_read_with_llama_cpp_spellings(tmp_path):
     # llama.cpp: cos/sin x rope.scaling.attn_factor x (0.1 ln s + 1), squared on q.k
     got = engine_scales(path, [1]).engines["llama.cpp"].scale[0] * math.sqrt(128)
     assert math.isclose(got, (1.2 * (1 + 0.1 * math.log(4))) ** 2, rel_tol=1e-6)
+
+
+def test_a_deepseek2_gguf_is_read_as_mla_with_its_log_multiplier(tmp_path):
+    def extra(w, gguf):
+        w.add_key_length(192)
+        w.add_rope_dimension_count(64)
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(40.0)
+        w.add_rope_scaling_orig_ctx_len(4096)
+        w.add_rope_scaling_yarn_log_mul(1.0)
+
+    path = write_gguf(tmp_path / "ds.gguf", "deepseek2", extra)
+    ms = read_config(path)
+    assert (ms.head_dim, ms.rope_dim, ms.rope.mscale_all_dim, ms.unknown_keys) == (192, 64, 1.0, ())
+    for e in engine_scales(path, [1]).engines.values():
+        assert math.isclose(e.scale[0], (1 + 0.1 * math.log(40)) ** 2 / math.sqrt(192), rel_tol=1e-6)
 
 
 @pytest.mark.parametrize("cfg, key", [
