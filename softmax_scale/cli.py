@@ -1,6 +1,6 @@
 """The ``softmax-scale`` command line.
 
-Subcommands: ``advise``, ``alpha``, ``fit``, ``stats``, ``scale``, ``entropy``, ``figures``,
+Subcommands: ``advise``, ``alpha``, ``fit``, ``stats``, ``scale``, ``entropy``, ``engines``, ``figures``,
 ``table``, ``heads``, ``extrapolate``, ``train`` and ``run`` (any experiment of
 :data:`softmax_scale.experiments.EXPERIMENTS`; ``table``, ``heads``, ``extrapolate`` and ``train``
 are the names users know for some of them).  Every subcommand that prints numbers takes ``--json``.  Bad input
