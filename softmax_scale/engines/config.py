@@ -37,6 +37,8 @@ KNOWN_KEYS = frozenset({
     "rope_local_base_freq", "embedding_multiplier", "residual_multiplier", "logits_scaling", "scale_embedding",
     "attn_logit_softcapping", "final_logit_softcapping", "rotary_emb_base", "rotary_pct", "routed_scaling_factor",
 })
+#: HF ``rope_type`` -> the toolkit's RoPE variant of the same frequencies (:data:`~softmax_scale.schemes.rope.ROPES`).
+ROPE_VARIANTS = {"default": "none", "linear": "pi", "dynamic": "dynamic_ntk", "yarn": "yarn"}
 #: Substrings that mark a top-level key as bearing on the scale (an unknown one is listed).
 _SCALE_WORDS = ("scal", "rope", "rotary", "logn", "temperature", "mscale", "softmax", "attn_factor",
                 "attention_factor", "multiplier")
@@ -126,6 +128,8 @@ class ModelScaling:
         Every scaling key the config sets, spelled as in the file (``rope_scaling.factor``).
     unknown_keys : tuple of str
         The scaling keys among them the reader does not know.
+    dynamic_ntk : bool
+        Qwen (v1)'s ``use_dynamic_ntk``.
     """
 
     source: str
@@ -145,6 +149,19 @@ class ModelScaling:
     temperatures: tuple = ()
     set_keys: tuple = ()
     unknown_keys: tuple = ()
+    dynamic_ntk: bool = False
+
+    @property
+    def rope_variant(self) -> str | None:
+        """The toolkit's RoPE variant (``advise``'s ``rope``) of these frequencies; ``None`` if it has none.
+
+        ``rope_type`` ``default``/``linear``/``dynamic``/``yarn`` are ``none``/``pi``/``dynamic_ntk``/
+        ``yarn``; Qwen (v1)'s ``use_dynamic_ntk`` is ``dynamic_ntk``; ``llama3``, ``longrope`` and the
+        rest have no counterpart.
+        """
+        if self.rope.rope_type == "default" and self.dynamic_ntk:
+            return "dynamic_ntk"
+        return ROPE_VARIANTS.get(self.rope.rope_type)
 
     @property
     def is_mla(self) -> bool:
@@ -291,7 +308,7 @@ def _from_hf(cfg, source) -> ModelScaling:
     return ModelScaling(source, "hf", model_type, d, rope_dim, n_layers, base, base_key, L, L_key, max_pos,
                         _number(cfg, "hidden_size", source, integer=True),
                         _number(cfg, "num_attention_heads", source, integer=True), rope,
-                        _temperatures(cfg, n_layers, source), set_keys, unknown)
+                        _temperatures(cfg, n_layers, source), set_keys, unknown, bool(cfg.get("use_dynamic_ntk")))
 
 
 #: GGUF keys (after ``{arch}.``) the reader reads or knows.

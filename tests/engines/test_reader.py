@@ -139,3 +139,18 @@ def test_a_path_must_be_a_file_of_json_or_gguf(tmp_path):
         read_config(tmp_path / "b.gguf")
     with pytest.raises(TypeError, match="`config` must be a path or a dict"):
         read_config(3)
+
+
+@pytest.mark.parametrize("cfg, variant", [(YARN, "yarn"), (QWEN_V1, "dynamic_ntk"), (DEEPSEEK_V3, "yarn"),
+                                          (LLAMA4, "none"), ({"head_dim": 64}, "none"),
+                                          ({"head_dim": 64, "rope_scaling": {"type": "linear", "factor": 2}}, "pi"),
+                                          ({"head_dim": 64, "rope_scaling": {"rope_type": "llama3", "factor": 8}}, None)])
+def test_the_rope_variant_is_the_toolkits_name_for_advise(cfg, variant):
+    assert read_config(cfg).rope_variant == variant
+
+
+def test_every_rope_variant_named_is_one_the_toolkit_has():
+    from softmax_scale.engines.config import ROPE_VARIANTS
+    from softmax_scale.schemes.rope import ROPES
+
+    assert set(ROPE_VARIANTS.values()) <= set(ROPES)
