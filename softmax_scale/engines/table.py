@@ -90,7 +90,7 @@ class EngineTable:
         m = self.model
         return {"config": m.source, "n": self.n.astype(int).tolist(), "head_dim": m.head_dim,
                 "base_scale": m.base_scale, "base_key": m.base_key, "train_length": m.train_length,
-                "rope_type": m.rope.rope_type, "engines": out, "unknown_keys": list(m.unknown_keys),
+                "rope_type": m.rope.rope_type, "rope_variant": m.rope_variant, "engines": out, "unknown_keys": list(m.unknown_keys),
                 "notes": list(self.notes)}
 
     def to_text(self) -> str:

@@ -97,5 +97,7 @@ def scale(ms, n):
     """The multiplier transformers puts on ``q.k`` at ``n`` keys (an :class:`~._rules.EngineScale`)."""
     rope_sq, softmax_sq, temps, rules = rope_rules(ms, reads_logn=True)
     notes = ["`use_logn_attn` only through the model's remote code"] if any(t.scheme == "qwen_logn" for t in temps) else []
+    if ms.rope.attn_factor is not None and ms.format == "hf" and ms.rope.rope_type in ("yarn", "longrope"):
+        notes.append("ignores `attn_factor` (reads `attention_factor`)")
     return compose(NAME, ms, n, base=ms.base_scale, rope_sq=rope_sq, softmax_sq=softmax_sq, temps=temps,
                    notes=notes, rules=["base", *rules])

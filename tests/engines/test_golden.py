@@ -119,3 +119,11 @@ def test_vllm_attention_factor_64_asks_one_gets_two():
     assert math.isclose(1 + 0.1 * math.log(64), 1.4159, abs_tol=5e-5)
     np.testing.assert_allclose(rel(t, "vllm"), (1 + 0.1 * math.log(64)) ** 2, rtol=1e-12)
     assert math.isclose(float(rel(t, "vllm")[0]), 2.005, abs_tol=5e-4)
+
+
+def test_vllms_spelling_attn_factor_is_read_by_vllm_and_not_by_transformers():
+    cfg = {**YARN, "rope_scaling": {**YARN["rope_scaling"], "attn_factor": 0.5}}
+    t = engine_scales(cfg, [1])
+    np.testing.assert_allclose(rel(t, "vllm"), (0.5 * (1 + 0.1 * math.log(4))) ** 2, rtol=1e-12)
+    np.testing.assert_allclose(rel(t, "transformers"), (1 + 0.1 * math.log(4)) ** 2, rtol=1e-12)
+    assert "ignores `attn_factor` (reads `attention_factor`)" in t.engines["transformers"].notes
