@@ -1,9 +1,10 @@
 """The scale a model actually runs with: a config read, and the multiplier each inference engine puts on q.k.
 
 :func:`read_config` reads a Hugging Face ``config.json`` or a GGUF file into a
-:class:`ModelScaling`; :func:`engine_scales` gives, for transformers, vLLM, llama.cpp, SGLang and
-the model authors' reference, the multiplier on ``q.k`` at each position.  One module per engine
-(:mod:`.transformers`, :mod:`.vllm`, :mod:`.llama_cpp`, :mod:`.sglang`, :mod:`.reference`), each
+:class:`ModelScaling`; :func:`engine_scales` gives, for transformers, vLLM, llama.cpp, SGLang,
+exllamav3 and the model authors' reference, the multiplier on ``q.k`` at each position.  One module
+per engine (:mod:`.transformers`, :mod:`.vllm`, :mod:`.llama_cpp`, :mod:`.sglang`,
+:mod:`.exllamav3`, :mod:`.reference`), each
 with a table ``RULES`` of its rules and where each was read; the formulas are the scheme
 registry's.
 """

@@ -7,13 +7,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._util.validation import check_n_array
-from . import llama_cpp, reference, sglang, transformers, vllm
+from . import exllamav3, llama_cpp, reference, sglang, transformers, vllm
 from .config import ModelScaling, read_config
 
 __all__ = ["ENGINES", "EngineTable", "engine_rules", "engine_scales", "rules_markdown"]
 
 #: Engine name -> its module (one per engine, each with ``RULES`` and ``scale``), the reference last.
-ENGINES = {m.NAME: m for m in (transformers, vllm, llama_cpp, sglang, reference)}
+ENGINES = {m.NAME: m for m in (transformers, vllm, llama_cpp, sglang, exllamav3, reference)}
 #: Relative difference under which two engines' numbers are the same.
 RTOL = 1e-9
 

@@ -28,7 +28,7 @@ def test_json_has_n_and_every_engine_with_scale_and_notes(tmp_path, capsys):
     code, out, _ = run(capsys, "engines", write(tmp_path, YARN_AF1), "--n", "1", "4096", "--json")
     obj = json.loads(out)
     assert code == 0 and obj["n"] == [1, 4096]
-    assert list(obj["engines"]) == ["transformers", "vllm", "llama.cpp", "sglang", "reference"]
+    assert list(obj["engines"]) == ["transformers", "vllm", "llama.cpp", "sglang", "exllamav3", "reference"]
     r = math.sqrt(128)
     assert [v * r for v in obj["engines"]["reference"]["scale"]] == pytest.approx([1.0, 1.0], rel=1e-12)
     assert [v * r for v in obj["engines"]["vllm"]["scale"]] == pytest.approx([(1 + 0.1 * math.log(4)) ** 2] * 2,

@@ -11,6 +11,8 @@ from .configs import DEEPSEEK_V3, GEMMA3, LLAMA4, QWEN_V1, YARN, YARN_AF1
 
 N = [1, 2048, 4096, 8191, 8192, 32768, 131072]
 ALL = list(ENGINES)
+#: exllamav3's model files were not read: no value for MLA, base-scale keys or temperature rules.
+READ_MODEL_FILES = [e for e in ALL if e != "exllamav3"]
 
 
 def rel(table, engine):
@@ -38,7 +40,7 @@ def test_attention_factor_one_is_honoured_by_transformers_and_dropped_by_vllm(en
         assert t.disagreements(engine)
 
 
-@pytest.mark.parametrize("engine", ALL)
+@pytest.mark.parametrize("engine", READ_MODEL_FILES)
 def test_deepseek_v3_is_the_mscale_squared_on_one_over_sqrt_192(engine):
     t = engine_scales(DEEPSEEK_V3, N)
     assert t.model.head_dim == 128 + 64 and t.model.rope_dim == 64
@@ -63,13 +65,14 @@ def test_llama4_temperature_on_the_nope_layers_only():
     t = engine_scales(LLAMA4, n)
     expected = 1 + 0.1 * np.log1p(np.floor(n / 8192))  # q x (1 + 0.1 ln(1 + floor((p + 1)/8192))), p = n - 1
     nope = tuple(i for i in range(48) if (i + 1) % 4 == 0)
-    for engine in ALL:
+    for engine in READ_MODEL_FILES:
         e = t.engines[engine]
         assert e.layers == nope
         np.testing.assert_allclose(e.scale * math.sqrt(128), expected, rtol=1e-12)
         np.testing.assert_allclose(e.other_scale * math.sqrt(128), 1.0, rtol=1e-12)
     assert math.isclose(expected[-1], 1 + 0.1 * math.log(5)) and math.isclose(expected[-1], 1.1609, abs_tol=5e-5)
     assert expected[1] == 1.0  # 8,191 keys: still 1
+    assert t.engines["exllamav3"].scale is None and "not read" in t.engines["exllamav3"].notes[0]
 
 
 def test_llama4_explicit_no_rope_layers_are_read_by_some_engines_only():
@@ -83,7 +86,7 @@ def test_llama4_explicit_no_rope_layers_are_read_by_some_engines_only():
         assert t.disagreements(engine)
 
 
-@pytest.mark.parametrize("engine", ALL)
+@pytest.mark.parametrize("engine", READ_MODEL_FILES)
 def test_gemma3_query_pre_attn_scalar_gives_one_sixteenth(engine):
     t = engine_scales(GEMMA3, [1, 4096])
     np.testing.assert_allclose(t.engines[engine].scale, 1 / 16, rtol=1e-12)
@@ -127,3 +130,12 @@ def test_vllms_spelling_attn_factor_is_read_by_vllm_and_not_by_transformers():
     np.testing.assert_allclose(rel(t, "vllm"), (0.5 * (1 + 0.1 * math.log(4))) ** 2, rtol=1e-12)
     np.testing.assert_allclose(rel(t, "transformers"), (1 + 0.1 * math.log(4)) ** 2, rtol=1e-12)
     assert "ignores `attn_factor` (reads `attention_factor`)" in t.engines["transformers"].notes
+
+
+def test_exllamav3_takes_s_from_the_lengths_not_from_factor():
+    """exllamav3: s = max_position_embeddings / original_max_position_embeddings whenever the latter is set."""
+    cfg = {**YARN, "max_position_embeddings": 8 * 32768}
+    t = engine_scales(cfg, [1])
+    np.testing.assert_allclose(rel(t, "exllamav3"), (1 + 0.1 * math.log(8)) ** 2, rtol=1e-12)
+    np.testing.assert_allclose(rel(t, "transformers"), (1 + 0.1 * math.log(4)) ** 2, rtol=1e-12)
+    assert "not `factor`" in t.engines["exllamav3"].notes[0]
