@@ -26,7 +26,8 @@ import softmax_scale  # noqa: E402
 GENERATED = DOCS / "api" / "generated"
 NOTEBOOKS = DOCS / "notebooks"
 #: The packages whose ``__all__`` the API reference documents (modules in an ``__all__`` get a page too).
-API_PACKAGES = ("softmax_scale", "softmax_scale.advice", "softmax_scale.models", "softmax_scale.train")
+API_PACKAGES = ("softmax_scale", "softmax_scale.advice", "softmax_scale.engines", "softmax_scale.models",
+                "softmax_scale.train")
 
 project = "softmax_scale"
 author = "the softmax_scale authors"

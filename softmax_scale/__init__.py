@@ -58,6 +58,8 @@ _EXPERIMENT_NAMES = {"real_head_table": "real_heads", "RealHeadTable": "real_hea
                      "length_extrapolation": "real_extrapolation"}
 #: Names of :mod:`.advice` (which reads the experiments' results), imported on first access.
 _ADVICE_NAMES = ("advise", "Advice")
+#: Names of :mod:`.engines` (which reads real model files), imported on first access.
+_ENGINE_NAMES = ("engine_scales", "read_config")
 
 
 def __getattr__(name):
@@ -74,6 +76,8 @@ def __getattr__(name):
         return getattr(importlib.import_module(f".experiments.{_EXPERIMENT_NAMES[name]}", __name__), name)
     if name in _ADVICE_NAMES:
         return getattr(importlib.import_module(".advice", __name__), name)
+    if name in _ENGINE_NAMES:
+        return getattr(importlib.import_module(".engines", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

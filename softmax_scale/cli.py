@@ -1,6 +1,6 @@
 """The ``softmax-scale`` command line.
 
-Subcommands: ``advise``, ``alpha``, ``fit``, ``stats``, ``scale``, ``entropy``, ``figures``,
+Subcommands: ``advise``, ``alpha``, ``fit``, ``stats``, ``scale``, ``entropy``, ``engines``, ``figures``,
 ``table``, ``heads``, ``extrapolate``, ``train`` and ``run`` (any experiment of
 :data:`softmax_scale.experiments.EXPERIMENTS`; ``table``, ``heads``, ``extrapolate`` and ``train``
 are the names users know for some of them).  Every subcommand that prints numbers takes ``--json``.  Bad input
@@ -382,6 +382,13 @@ def _cmd_heads(args):
     _emit(args, obj, "\n".join(lines))
 
 
+def _cmd_engines(args):
+    from .engines import engine_scales
+
+    t = engine_scales(args.config, args.n)
+    _emit(args, t.to_json(), t.to_text())
+
+
 def _parser() -> argparse.ArgumentParser:
     from .schemes import ENTROPY_INVARIANT, STANDARD
 
@@ -528,6 +535,11 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--experiment", required=True, help="mlm (the note's table), alpha (the gradient-maximising alpha) or causal "
                          "(decoders trained at L, tested at 8L and 16L under RoPE variants and test-time scales)")
     run_opts(sp, "seeds per scale (default 3 for mlm and causal, 2 for alpha; 2 with --quick)")
+
+    sp = add("engines", _cmd_engines, "the multiplier on q.k each engine applies to a model's config, and the authors' own")
+    sp.add_argument("config", help="a config.json (Hugging Face) or .gguf file")
+    sp.add_argument("--n", nargs="+", type=_number, help="positions, as 1-based numbers of keys (default 1 2048 4096 8192 32768)")
+    json_opt(sp)
 
     sp = add("table", _cmd_table, "print the alpha* table with the fitted laws")
     sp.add_argument("--d", type=int, default=128, help="dimension of the cosine scores (default 128)")

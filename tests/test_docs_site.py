@@ -20,7 +20,8 @@ README = ROOT / "README.md"
 #: The Markdown pages of the site (``docs/notebooks/`` and ``docs/_build/`` are written by the build).
 PAGES = sorted(p for p in DOCS.rglob("*.md") if not {"_build", "notebooks"} & set(p.relative_to(DOCS).parts))
 #: The packages whose every public name the API reference must document.
-API_PACKAGES = ("softmax_scale", "softmax_scale.advice", "softmax_scale.models", "softmax_scale.train")
+API_PACKAGES = ("softmax_scale", "softmax_scale.advice", "softmax_scale.engines", "softmax_scale.models",
+                "softmax_scale.train")
 #: Where the build writes (the pages name it; a fresh clone has none of it).
 BUILT = ("docs/_build",)
 #: Files of other projects the pages name (everything else they name is in this repository).

@@ -19,10 +19,10 @@ import pytest
 PKG = "softmax_scale"
 ROOT = Path(__file__).resolve().parent.parent / PKG
 #: On top of the core, left out of the graph: the real models, the training harness (JAX), the studies that use
-#: them, the advice read from their results, and the front ends (the figures, the main job, the command line and
-#: `python -m`).
+#: them, the advice read from their results, the engines' reading of real model files, and the front ends (the
+#: figures, the main job, the command line and `python -m`).
 ON_TOP = (f"{PKG}.models", f"{PKG}.train", f"{PKG}.experiments", f"{PKG}.advice", f"{PKG}.plotting", f"{PKG}.figures",
-          f"{PKG}.cli", f"{PKG}.__main__")
+          f"{PKG}.cli", f"{PKG}.__main__", f"{PKG}.engines")
 
 
 def _module_name(path: Path) -> str:

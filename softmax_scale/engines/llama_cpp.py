@@ -1,0 +1,110 @@
+"""llama.cpp: the multiplier on ``q.k`` as ``llama_context`` and the model graphs compute it.
+
+GGUF keys are spelled as llama.cpp does (``{arch}.rope.scaling.factor``).  With YaRN
+(``ext_factor != 0``) ggml's rope multiplies cos/sin by ``attn_factor * (1 + 0.1 ln s)``;
+``llama_context`` sets ``yarn_attn_factor`` to ``get_mscale(s, mscale)/get_mscale(s, mscale_all_dim)``
+when ``rope.scaling.yarn_log_multiplier`` (= ``mscale_all_dim``) is set, else ``get_mscale(s)``,
+divides it by ``1 + 0.1 ln s`` to cancel ggml's factor, and multiplies by
+``rope.scaling.attn_factor``.  So a GGUF's ``rope.scaling.yarn_attn_factor`` (where the converter
+puts a HF ``attention_factor``) is overwritten for YaRN.  DeepSeek2's graph puts
+``(attn_factor_org * get_mscale(s, yarn_log_multiplier))^2`` into ``kq_scale``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ._rules import Rule, compose, every_fourth, longrope_sq, mscale_sq
+
+__all__ = ["NAME", "RULES", "scale"]
+
+NAME = "llama.cpp"
+_REPO = "ggml-org/llama.cpp"
+
+RULES = {
+    "yarn_attn_factor": Rule("yarn_attn_factor", "cos/sin x get_mscale(s, mscale)/get_mscale(s, "
+                             "`rope.scaling.yarn_log_multiplier`) when that key is set (mscale = 1, or = it for "
+                             "DEEPSEEK2 when != 1), else get_mscale(s); x `rope.scaling.attn_factor`; "
+                             "`rope.scaling.yarn_attn_factor` is overwritten", _REPO, "src/llama-context.cpp",
+                             "001d906a6d86e2490e394361e7cc6f478b100088", scheme="deepseek_yarn", squared=True),
+    "yarn_adjust": Rule("yarn_adjust", "attn_factor / (1 + 0.1 ln(1/freq_scale)) when ext_factor != 0, cancelling "
+                        "ggml's own YaRN factor", _REPO, "src/llama-hparams.cpp",
+                        "01b77b5793989e0a1508a2fe3757d4e743a7bbd1", squared=True),
+    "deepseek2_kq_scale": Rule("deepseek2_kq_scale", "kq_scale = (attn_factor_org x (1 + 0.1 yarn_log_multiplier "
+                               "ln s))^2 / sqrt(n_embd_head_k), attn_factor_org = the context's factor before the "
+                               "adjustment (text found by the index's string search at the file's listed commit)",
+                               _REPO, "src/models/deepseek2.cpp", "59b9e36f872df37454c1a01a5dd4ea69ede65832",
+                               scheme="deepseek_yarn"),
+    "convert_yarn": Rule("convert_yarn", "convert_hf_to_gguf writes `factor`, `original_max_position_embeddings`, "
+                         "and `attention_factor` (or `attn_factor`) as rope.scaling.yarn_attn_factor; DeepSeek and "
+                         "Ministral 3 write `mscale_all_dim` as rope.scaling.yarn_log_multiplier (commit not "
+                         "recorded)", _REPO, "convert_hf_to_gguf.py", ""),
+    "convert_longrope": Rule("convert_longrope", "Phi-3 conversion writes rope.scaling.attn_factor = sqrt(1 + ln s / "
+                             "ln L) (commit not recorded)", _REPO, "convert_hf_to_gguf.py", "", scheme="longrope",
+                             squared=True),
+    "gemma_scale": Rule("gemma_scale", "f_attention_scale = 1/sqrt(n_embd/n_head) for the 27B size (Gemma 2: 46 "
+                        "layers, Gemma 3: 62), else 1/sqrt(n_embd_head_k); `query_pre_attn_scalar` is not read "
+                        "(commit not recorded)", _REPO, "src/llama-model.cpp", ""),
+    "llama4_temperature": Rule("llama4_temperature", "query x log(floor((pos + 1) / n_attn_temp_floor_scale) + 1) x "
+                               "f_attn_temp_scale + 1 (llm_graph_input_attn_temp)", _REPO, "src/llama-graph.cpp",
+                               "434f71a5b4d1ff9c9c9b59e08326f0fe3d15193a",
+                               positions="pos 0-based: floor((pos + 1)/floor_scale) = floor(n/floor_scale)",
+                               scheme="llama4"),
+    "llama4_nope_layers": Rule("llama4_nope_layers", "the temperature on layers with (il + 1) % n_no_rope_layer_step "
+                               "== 0, the step 4: `no_rope_layers` is not converted (commit not recorded)", _REPO,
+                               "src/llama-model.cpp", ""),
+    "qwen_logn": Rule("qwen_logn", "`use_logn_attn` has no GGUF key and no graph rule (reported; not read here)", _REPO,
+                      "src/llama-model.cpp", ""),
+}
+
+#: HF model types whose conversion writes ``mscale_all_dim`` as ``rope.scaling.yarn_log_multiplier``.
+LOG_MUL_TYPES = frozenset({"deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek2", "ministral3"})
+_DEEPSEEK2 = frozenset({"deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek2"})
+
+
+def _base(ms, notes, rules):
+    if ms.model_type.startswith("gemma") and ms.hidden_size and ms.num_attention_heads:
+        rules.append("gemma_scale")
+        big = ms.n_layers == (46 if ms.model_type == "gemma2" else 62)
+        base = 1.0 / math.sqrt(ms.hidden_size / ms.num_attention_heads if big else ms.head_dim)
+        if ms.base_key == "query_pre_attn_scalar" and not math.isclose(base, ms.base_scale):
+            notes.append("ignores `query_pre_attn_scalar` (the scale follows the model size)")
+        return base
+    return ms.base_scale
+
+
+def scale(ms, n):
+    """The multiplier llama.cpp puts on ``q.k`` at ``n`` keys (a HF config as ``convert_hf_to_gguf`` converts it)."""
+    r, notes, rules = ms.rope, [], []
+    base = _base(ms, notes, rules)
+    raf = (r.attn_factor or 1.0) if ms.format == "gguf" else 1.0  # rope.scaling.attn_factor
+    rope_sq, softmax_sq = 1.0, 1.0
+    if r.rope_type == "yarn":
+        rules += ["convert_yarn", "yarn_attn_factor", "yarn_adjust"]
+        log_mul = r.mscale_all_dim if ms.model_type in LOG_MUL_TYPES else None
+        if log_mul:
+            m = log_mul if ms.model_type in _DEEPSEEK2 and log_mul != 1.0 else 1.0
+            rope_sq = mscale_sq(r.factor, m) / mscale_sq(r.factor, log_mul) * raf ** 2
+            if r.mscale is not None and r.mscale != m:
+                notes.append("ignores `mscale` (takes it to be 1)")
+        else:
+            rope_sq = mscale_sq(r.factor, 1.0) * raf ** 2
+            ignored = [k for k in ("mscale", "mscale_all_dim") if getattr(r, k) is not None]
+            if ignored:
+                notes.append("ignores " + " and ".join(f"`{k}`" for k in ignored))
+        if r.attention_factor is not None or (ms.format == "hf" and r.attn_factor is not None):
+            notes.append("drops `attention_factor` (rope.scaling.yarn_attn_factor is overwritten for YaRN)")
+        if ms.model_type in _DEEPSEEK2:
+            rules.append("deepseek2_kq_scale")
+            softmax_sq = rope_sq * mscale_sq(r.factor, log_mul or 0.0)
+    elif r.rope_type == "longrope":
+        L = r.original_max_position_embeddings or ms.max_position_embeddings
+        s = ms.max_position_embeddings / L if ms.max_position_embeddings else r.factor
+        rope_sq, rules = longrope_sq(s, L), ["convert_longrope"]
+    temps = every_fourth(ms, [t for t in ms.temperatures if t.scheme == "llama4"], notes)
+    rules += ["llama4_temperature", "llama4_nope_layers"] * bool(temps)
+    if any(t.scheme == "qwen_logn" for t in ms.temperatures):
+        notes.append("ignores `use_logn_attn`")
+        rules.append("qwen_logn")
+    return compose(NAME, ms, n, base=base, rope_sq=rope_sq, softmax_sq=softmax_sq, temps=temps, notes=notes,
+                   rules=rules)

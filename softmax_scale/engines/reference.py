@@ -1,0 +1,34 @@
+"""The model authors' reference: the rule each family's own modeling code applies.
+
+Qwen (v1) ships ``modeling_qwen.py`` as remote code (``use_logn_attn``: the query times
+``max(1, log_L i)``, ``i`` the 1-based position, ``L = seq_length``); DeepSeek-V3, Llama 4 and the
+YaRN/LongRoPE families publish through transformers, whose model files are their reference;
+Gemma's ``query_pre_attn_scalar`` replaces the head dimension in ``1/sqrt(.)``.
+"""
+
+from __future__ import annotations
+
+from . import transformers as _tf
+from ._rules import Rule, compose
+
+__all__ = ["NAME", "RULES", "scale"]
+
+NAME = "reference"
+
+RULES = {
+    "qwen_logn": Rule("qwen_logn", "query x max(1, log_L i), i = 1..32767 the 1-based position, L = `seq_length`, "
+                      "when `use_logn_attn` (file not read here: the registry's qwen_logn entry is its transcription)",
+                      "Qwen/Qwen-7B (Hugging Face Hub remote code)", "modeling_qwen.py", "",
+                      positions="1-based i = n: logn_list[i] = log_L(i) if i > L else 1", scheme="qwen_logn"),
+    "base": Rule("base", "1/sqrt(head_dim); `query_pre_attn_scalar`^-1/2 (Gemma); `attention_multiplier` (Granite); "
+                 "MLA: head_dim = qk_nope_head_dim + qk_rope_head_dim (the config's own keys, read by the reader)",
+                 "", "", ""),
+    **{k: v for k, v in _tf.RULES.items() if k != "qwen_logn"},
+}
+
+
+def scale(ms, n):
+    """The multiplier the model authors' code puts on ``q.k`` at ``n`` keys."""
+    rope_sq, softmax_sq, temps, rules = _tf.rope_rules(ms, reads_logn=True)
+    return compose(NAME, ms, n, base=ms.base_scale, rope_sq=rope_sq, softmax_sq=softmax_sq, temps=temps,
+                   rules=["base", *rules])

@@ -1,0 +1,50 @@
+"""SGLang: the multiplier on ``q.k`` as its rotary-embedding factory builds it.
+
+Its ``get_rope`` forwards, for ``yarn``, ``extrapolation_factor``, ``attn_factor``,
+``beta_fast``, ``beta_slow`` (and ``truncate``): ``attention_factor``, ``mscale`` and
+``mscale_all_dim`` never arrive, and the cos/sin cache is multiplied by
+``yarn_get_mscale_simple(factor) * attn_factor``.  DeepSeek's models use ``deepseek_yarn``
+as in vLLM.
+"""
+
+from __future__ import annotations
+
+from ._rules import Rule
+from .vllm import DEEPSEEK_TYPES, generic
+
+__all__ = ["NAME", "RULES", "scale"]
+
+NAME = "sglang"
+_REPO = "sgl-project/sglang"
+_ROPE = "python/sglang/srt/layers/rotary_embedding/"
+
+RULES = {
+    "base": Rule("base", "scaling = head_dim^-1/2 (Llama 4); Gemma's query_pre_attn_scalar and DeepSeek's MLA "
+                 "scaling were not read here", _REPO, "python/sglang/srt/models/llama4.py",
+                 "871da34db32b429e59d81b726a48776edaa9baf9"),
+    "yarn": Rule("yarn", "cos/sin x yarn_get_mscale_simple(`factor`) x `attn_factor` (default 1); the factory "
+                 "forwards extrapolation_factor, attn_factor, beta_fast, beta_slow, truncate only",
+                 _REPO, _ROPE + "yarn.py", "8448045c5b58df38de9142f3d5b84de62353e535", scheme="deepseek_yarn",
+                 squared=True),
+    "get_rope_keys": Rule("get_rope_keys", "the keys get_rope forwards per rope_type", _REPO, _ROPE + "factory.py",
+                          "eb047c169815914d16add570c2bf2c5f41a9702d"),
+    "deepseek_yarn": Rule("deepseek_yarn", "deepseek_yarn reads `mscale` and `mscale_all_dim` (as vLLM)", _REPO,
+                          _ROPE + "factory.py", "eb047c169815914d16add570c2bf2c5f41a9702d", scheme="deepseek_yarn",
+                          squared=True),
+    "deepseek_softmax": Rule("deepseek_softmax", "softmax scale x yarn_get_mscale(`factor`, `mscale_all_dim`)^2 "
+                             "(text found by the index's string search; commit not recorded)", _REPO,
+                             "python/sglang/srt/models/deepseek_v2.py", "", scheme="deepseek_yarn"),
+    "llama4_temperature": Rule("llama4_temperature", "query x log(floor((p + 1) / `floor_scale`) + 1) x `attn_scale` "
+                               "+ 1 on layers with (layer_id + 1) % 4 == 0: `no_rope_layers` is not read", _REPO,
+                               "python/sglang/srt/models/llama4.py", "871da34db32b429e59d81b726a48776edaa9baf9",
+                               positions="p = positions (0-based): floor((p + 1)/floor_scale) = floor(n/floor_scale)",
+                               scheme="llama4"),
+    "qwen_logn": Rule("qwen_logn", "`use_logn_attn` is not read (reported; the model file was not read here)",
+                      _REPO, "python/sglang/srt/models/qwen.py", ""),
+}
+
+
+def scale(ms, n):
+    """The multiplier SGLang puts on ``q.k`` at ``n`` keys."""
+    return generic(NAME, ms, n, deepseek_types=DEEPSEEK_TYPES, yarn_keys={"attn_factor"}, yarn_rule="yarn",
+                   apply_flag=False, fixed_nope=True)

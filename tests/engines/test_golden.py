@@ -1,0 +1,141 @@
+"""Golden numbers of issue 31: each expected value computed here from the formula (math.log), not from the package."""
+
+import math
+
+import numpy as np
+import pytest
+
+from softmax_scale.engines import ENGINES, engine_scales
+
+from .configs import DEEPSEEK_V3, GEMMA3, LLAMA4, QWEN_V1, YARN, YARN_AF1
+
+N = [1, 2048, 4096, 8191, 8192, 32768, 131072]
+ALL = list(ENGINES)
+#: exllamav3's model files were not read: no value for MLA, base-scale keys or temperature rules.
+READ_MODEL_FILES = [e for e in ALL if e != "exllamav3"]
+
+
+def rel(table, engine):
+    """The engine's multiplier relative to 1/sqrt(head_dim)."""
+    e = table.engines[engine]
+    return e.scale * math.sqrt(table.model.head_dim)
+
+
+@pytest.mark.parametrize("engine", ALL)
+def test_yarn_without_attention_factor_is_the_mscale_squared_everywhere(engine):
+    t = engine_scales(YARN, N)
+    np.testing.assert_allclose(rel(t, engine), (1 + 0.1 * math.log(4)) ** 2, rtol=1e-12)
+    assert math.isclose((1 + 0.1 * math.log(4)) ** 2, 1.2965, abs_tol=5e-5)
+
+
+@pytest.mark.parametrize("engine, expected", [("transformers", 1.0), ("reference", 1.0),
+                                              ("vllm", (1 + 0.1 * math.log(4)) ** 2),
+                                              ("sglang", (1 + 0.1 * math.log(4)) ** 2),
+                                              ("llama.cpp", (1 + 0.1 * math.log(4)) ** 2)])
+def test_attention_factor_one_is_honoured_by_transformers_and_dropped_by_vllm(engine, expected):
+    t = engine_scales(YARN_AF1, N)
+    np.testing.assert_allclose(rel(t, engine), expected, rtol=1e-12)
+    if expected != 1.0:
+        assert "drops `attention_factor`" in " ".join(t.engines[engine].notes)
+        assert t.disagreements(engine)
+
+
+@pytest.mark.parametrize("engine", READ_MODEL_FILES)
+def test_deepseek_v3_is_the_mscale_squared_on_one_over_sqrt_192(engine):
+    t = engine_scales(DEEPSEEK_V3, N)
+    assert t.model.head_dim == 128 + 64 and t.model.rope_dim == 64
+    np.testing.assert_allclose(t.engines[engine].scale, (1 + 0.1 * math.log(40)) ** 2 / math.sqrt(192), rtol=1e-12)
+    assert math.isclose((1 + 0.1 * math.log(40)) ** 2, 1.8739, abs_tol=5e-5)
+    assert t.engines[engine].nope_scale is None  # mscale == mscale_all_dim: rope and nope dims alike
+
+
+def test_qwen_logn_in_the_reference_only():
+    n = np.array([1, 2048, 2049, 4096, 32767])
+    t = engine_scales(QWEN_V1, n)
+    expected = np.where(n > 2048, np.log(n) / math.log(2048), 1.0)
+    np.testing.assert_allclose(rel(t, "reference"), expected, rtol=1e-12)
+    assert math.isclose(math.log(4096, 2048), 1.0909, abs_tol=5e-5)
+    for engine in ("vllm", "sglang", "llama.cpp"):
+        np.testing.assert_allclose(rel(t, engine), 1.0, rtol=1e-12)
+        assert "ignores `use_logn_attn`" in t.engines[engine].notes
+
+
+def test_llama4_temperature_on_the_nope_layers_only():
+    n = np.array([1, 8191, 8192, 16384, 32768])
+    t = engine_scales(LLAMA4, n)
+    expected = 1 + 0.1 * np.log1p(np.floor(n / 8192))  # q x (1 + 0.1 ln(1 + floor((p + 1)/8192))), p = n - 1
+    nope = tuple(i for i in range(48) if (i + 1) % 4 == 0)
+    for engine in READ_MODEL_FILES:
+        e = t.engines[engine]
+        assert e.layers == nope
+        np.testing.assert_allclose(e.scale * math.sqrt(128), expected, rtol=1e-12)
+        np.testing.assert_allclose(e.other_scale * math.sqrt(128), 1.0, rtol=1e-12)
+    assert math.isclose(expected[-1], 1 + 0.1 * math.log(5)) and math.isclose(expected[-1], 1.1609, abs_tol=5e-5)
+    assert expected[1] == 1.0  # 8,191 keys: still 1
+    assert t.engines["exllamav3"].scale is None and "not read" in t.engines["exllamav3"].notes[0]
+
+
+def test_llama4_explicit_no_rope_layers_are_read_by_some_engines_only():
+    cfg = {**LLAMA4, "text_config": {**LLAMA4["text_config"], "no_rope_layers": [1, 0] * 24}}
+    t = engine_scales(cfg, [32768])
+    for engine in ("transformers", "vllm", "reference"):
+        assert t.engines[engine].layers == tuple(range(1, 48, 2))
+    for engine in ("sglang", "llama.cpp"):  # NoPE fixed on every 4th layer
+        assert t.engines[engine].layers == tuple(range(3, 48, 4))
+        assert "ignores `no_rope_layers` (NoPE on every 4th layer)" in t.engines[engine].notes
+        assert t.disagreements(engine)
+
+
+@pytest.mark.parametrize("engine", READ_MODEL_FILES)
+def test_gemma3_query_pre_attn_scalar_gives_one_sixteenth(engine):
+    t = engine_scales(GEMMA3, [1, 4096])
+    np.testing.assert_allclose(t.engines[engine].scale, 1 / 16, rtol=1e-12)
+
+
+def test_gemma_query_pre_attn_scalar_replaces_the_head_dimension():
+    cfg = {**GEMMA3, "query_pre_attn_scalar": 168}
+    t = engine_scales(cfg, [1])
+    np.testing.assert_allclose(t.engines["reference"].scale, 168 ** -0.5, rtol=1e-12)
+    np.testing.assert_allclose(t.engines["transformers"].scale, 168 ** -0.5, rtol=1e-12)
+    np.testing.assert_allclose(t.engines["llama.cpp"].scale, 256 ** -0.5, rtol=1e-12)  # by model size, 34 layers
+    assert "ignores `query_pre_attn_scalar`" in t.engines["llama.cpp"].notes[0]
+
+
+def test_ministral_mscale_is_ignored_by_vllm_and_sglang():
+    cfg = {**YARN, "model_type": "ministral3", "rope_parameters": {
+        "rope_type": "yarn", "factor": 16.0, "original_max_position_embeddings": 16384, "mscale": 1.0,
+        "mscale_all_dim": 1.0, "rope_theta": 1e9}}
+    del cfg["rope_scaling"]
+    t = engine_scales(cfg, [1])
+    for engine in ("transformers", "reference", "llama.cpp"):
+        np.testing.assert_allclose(rel(t, engine), 1.0, rtol=1e-12)
+    for engine in ("vllm", "sglang"):
+        np.testing.assert_allclose(rel(t, engine), (1 + 0.1 * math.log(16)) ** 2, rtol=1e-12)
+        assert "ignores `mscale` and `mscale_all_dim`" in t.engines[engine].notes
+
+
+def test_vllm_attention_factor_64_asks_one_gets_two():
+    """vLLM #46280: factor 64, attention_factor 1.0 -> 0.1 ln 64 + 1 = 1.4159 on cos/sin, 2.005 on q.k."""
+    cfg = {**YARN, "max_position_embeddings": 64 * 32768,
+           "rope_scaling": {**YARN["rope_scaling"], "factor": 64.0, "attention_factor": 1.0}}
+    t = engine_scales(cfg, [1])
+    assert math.isclose(1 + 0.1 * math.log(64), 1.4159, abs_tol=5e-5)
+    np.testing.assert_allclose(rel(t, "vllm"), (1 + 0.1 * math.log(64)) ** 2, rtol=1e-12)
+    assert math.isclose(float(rel(t, "vllm")[0]), 2.005, abs_tol=5e-4)
+
+
+def test_vllms_spelling_attn_factor_is_read_by_vllm_and_not_by_transformers():
+    cfg = {**YARN, "rope_scaling": {**YARN["rope_scaling"], "attn_factor": 0.5}}
+    t = engine_scales(cfg, [1])
+    np.testing.assert_allclose(rel(t, "vllm"), (0.5 * (1 + 0.1 * math.log(4))) ** 2, rtol=1e-12)
+    np.testing.assert_allclose(rel(t, "transformers"), (1 + 0.1 * math.log(4)) ** 2, rtol=1e-12)
+    assert "ignores `attn_factor` (reads `attention_factor`)" in t.engines["transformers"].notes
+
+
+def test_exllamav3_takes_s_from_the_lengths_not_from_factor():
+    """exllamav3: s = max_position_embeddings / original_max_position_embeddings whenever the latter is set."""
+    cfg = {**YARN, "max_position_embeddings": 8 * 32768}
+    t = engine_scales(cfg, [1])
+    np.testing.assert_allclose(rel(t, "exllamav3"), (1 + 0.1 * math.log(8)) ** 2, rtol=1e-12)
+    np.testing.assert_allclose(rel(t, "transformers"), (1 + 0.1 * math.log(4)) ** 2, rtol=1e-12)
+    assert "not `factor`" in t.engines["exllamav3"].notes[0]
