@@ -551,3 +551,23 @@ def test_head_pools_refuse_what_head_stats_refuses_in_the_same_words(kwargs):
     with pytest.raises(want.type) as got:
         heads.head_pools(**kwargs)
     assert str(got.value) == str(want.value)
+
+
+def test_rows_constant_up_to_rounding_are_flat_and_keep_the_pool_standardised():
+    """Three 0.1s have a float sigma of 1.4e-17: a uniform softmax, not z-scores of -1 in the pool."""
+    rng = np.random.default_rng(30)
+    live = rng.standard_normal((6, 3))
+    consts = [0.1, 1.0 / 3.0, -0.7, 1e5 + 0.1, 3e-8]
+    x = np.concatenate([live, np.array(consts)[:, None] * np.ones((len(consts), 3))])
+    assert np.std(x[6]) > 0.0  # the rounding the rule must absorb
+    r = ss.head_stats(x[None], predict=False)
+    (pool,) = heads.head_pools(x[None], sample_size=10**4)
+    ref = np.concatenate([(row - row.mean()) / row.std() for row in live])
+    np.testing.assert_allclose(np.sort(pool.x), np.sort(ref), rtol=0, atol=1e-12)
+    assert abs(pool.mean) < 1e-12 and abs(pool.var - 1.0) < 1e-12
+    sig = np.concatenate([live.std(axis=1), np.zeros(len(consts))])
+    np.testing.assert_allclose(r.sigma[0], sig.mean(), rtol=1e-13)
+    # a real spread of a million ulps is kept
+    tiny = np.full(9, 0.1) + 1e6 * np.finfo(float).eps * 0.1 * rng.standard_normal(9)
+    _, pool2 = heads._measure(tiny[None], None, np.zeros(1, dtype=bool))
+    assert pool2.size == 9
