@@ -24,23 +24,28 @@ import numpy as np
 
 from .files import atomic_write_text
 
-__all__ = ["ResultStore", "Table", "format_value", "read_table", "source_revision"]
+__all__ = ["PACKAGE_DIR", "ResultStore", "Table", "format_value", "read_table", "source_revision"]
+
+
+#: The package's folder: :func:`source_revision` reports the git state of every file under it.
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def source_revision() -> str:
-    """The git commit the package's source is at, with ``+changes`` when its files differ from it.
+    """The git commit the package's source is at, with ``+changes`` when any file of the package differs from it.
 
-    For the ``code`` line of a result file's header; ``"unknown"`` outside a git checkout (an
-    installed wheel) or without git.
+    For the ``code`` line of a result file's header.  Every file under :data:`PACKAGE_DIR` counts,
+    modified, staged or untracked (files git ignores, such as ``__pycache__``, do not);
+    ``"unknown"`` outside a git checkout (an installed wheel) or without git.
     """
     import subprocess
 
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = PACKAGE_DIR
     try:
         head = subprocess.run(["git", "-C", here, "rev-parse", "HEAD"], capture_output=True, text=True,
                               timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--", "."], capture_output=True,
-                               text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--untracked-files=all", "--", "."],
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return head + ("+changes" if dirty else "")

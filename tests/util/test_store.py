@@ -194,3 +194,64 @@ def test_an_append_after_a_torn_tail_starts_its_own_line(tmp_path):
     t = read_table(p, COLS, text=("task",))
     assert list(t.rows["task"]) == ["a", "c"]
     assert _store(p).done == {("a", "0"): 1, ("c", "0"): 1}
+
+
+def _git(repo, *args):
+    import subprocess
+
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args], check=True,
+                   capture_output=True)
+
+
+@pytest.fixture
+def package_repo(tmp_path, monkeypatch):
+    """A git repository holding a package of two subpackages, the store reading its state."""
+    import shutil
+
+    from softmax_scale._util import store
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = tmp_path / "repo"
+    for rel in ("pkg/__init__.py", "pkg/_util/store.py", "pkg/heads/_rules.py"):
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text("x = 1\n")
+    (repo / ".gitignore").write_text("__pycache__/\n")
+    (repo / "README").write_text("outside the package\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "one")
+    monkeypatch.setattr(store, "PACKAGE_DIR", str(repo / "pkg"))
+    return repo
+
+
+def test_source_revision_sees_every_file_of_the_package(package_repo):
+    from softmax_scale._util.store import source_revision
+
+    repo = package_repo
+    clean = source_revision()
+    assert len(clean) == 40 and "+" not in clean
+    (repo / "README").write_text("edited, but not the package\n")
+    (repo / "pkg/__pycache__").mkdir()
+    (repo / "pkg/__pycache__/x.pyc").write_bytes(b"\0")  # ignored
+    assert source_revision() == clean
+    (repo / "pkg/heads/_rules.py").write_text("x = 2\n")  # a module outside _util/
+    assert source_revision() == clean + "+changes"
+    _git(repo, "checkout", "--", "pkg/heads/_rules.py")
+    (repo / "pkg/heads/_new.py").write_text("y = 1\n")  # untracked
+    assert source_revision() == clean + "+changes"
+    _git(repo, "add", "pkg/heads/_new.py")  # staged
+    assert source_revision() == clean + "+changes"
+
+
+def test_a_result_file_written_with_an_edited_module_says_changes(package_repo, tmp_path, capsys):
+    """``softmax-scale run`` with a module of the package edited: the file's code line ends in ``+changes``."""
+    from softmax_scale.cli import main
+
+    (package_repo / "pkg/heads/_rules.py").write_text("x = 2\n")
+    out = tmp_path / "out"
+    assert main(["run", "alpha_table", "--quick", "--no-figure", "--no-progress", "--out", str(out)]) == 0
+    capsys.readouterr()
+    header = read_table(out / "alpha_star_quick.csv", text=("scores",)).header
+    assert header["code"].startswith("softmax_scale at ")
+    assert header["code"].endswith("+changes")
