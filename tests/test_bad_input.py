@@ -60,6 +60,11 @@ SMALL = {"trials": 8}  # keeps Monte Carlo calls short
 #: Two measurements of two heads inside L = 64 (the input of head_factors).
 _HEAD_STATS = [ss.head_stats(np.random.default_rng(n).standard_normal((2, 8, n)), predict=False) for n in (32, 64)]
 
+#: Framework-shaped input: logits [batch, heads, queries, keys], and a causal model's probabilities (0 above the diagonal).
+_FRAMEWORK = np.random.default_rng(3).standard_normal((2, 2, 4, 4))
+_CAUSAL_PROBS = np.where(np.tril(np.ones((4, 4), dtype=bool)), np.exp(_FRAMEWORK), 0.0)
+_CAUSAL_PROBS = _CAUSAL_PROBS / _CAUSAL_PROBS.sum(-1, keepdims=True)
+
 # (function, valid keyword arguments, {parameter: bad values})
 CASES = {
     "softmax_stats": (
@@ -376,6 +381,20 @@ CASES = {
             "probs": [[[NAN, 1.0]], [[1.0]], "abc", [], np.full((4, 4), 0.5), -np.full((4, 4), 0.25), np.full((4, 4), INF)],
             "mask_fill": ["mask", "keep", "nonsense"],
         },
+    ),
+    "head_stats framework": (  # [batch, heads, queries, keys] with the (batch, keys) attention_mask
+        ss.head_stats,
+        {"logits": _FRAMEWORK, "mask": np.array([[1, 1, 1, 1], [1, 1, 1, 0]])},
+        {
+            "mask": [np.ones((4, 4), dtype=bool), np.ones((2, 1, 4), dtype=bool), np.ones(4, dtype=bool),
+                     np.full((2, 4), -0.5), np.full((2, 4), NAN), np.full((2, 4), 2), np.ones((2, 4)),
+                     np.ones((2, 4), dtype=complex), np.zeros((2, 1, 4, 4)) + np.eye(4, dtype=bool) * -1e9],
+        },
+    ),
+    "head_stats framework probs": (  # output_attentions of a causal model
+        ss.head_stats,
+        {"probs": _CAUSAL_PROBS, "causal": True},
+        {"causal": [False, None], "mask": [np.ones((4, 4), dtype=bool), np.array([[1, 1, 1, 1], [1, 1, 0, 0]])]},
     ),
     "head_factors": (
         ss.head_factors,

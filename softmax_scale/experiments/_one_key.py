@@ -235,7 +235,7 @@ class Probe:
 
 
 def _causal_mask(windows, length):
-    return np.tile(np.tril(np.ones((length, length), dtype=bool)), (windows, 1))
+    return np.tile(np.tril(np.ones((length, length), dtype=bool)), (windows, 1))[None, None]
 
 
 def _measure(scores, source):
