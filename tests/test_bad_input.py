@@ -723,3 +723,82 @@ def test_expected_objective_refuses_a_sample_with_a_value_error():
     sample = np.random.default_rng(0).standard_normal(100)
     with pytest.raises(ValueError, match=r"`objective`='expected'.*sample `dist`.*without bound"):
         ss.optimize_alpha(512, dist=sample, objective="expected")
+
+
+# ---------------------------------------------------------------------------------------------
+# Numpy scalars: accepted wherever a Python number is, with the same result
+# ---------------------------------------------------------------------------------------------
+
+
+def _python_numbers(value):
+    """The Python numbers a numeric argument may be given as: itself, and its int where it is integral."""
+    out = [value]
+    if isinstance(value, float) and math.isfinite(value) and value == int(value):
+        out.append(int(value))
+    return out
+
+
+def _numpy_scalars(value):
+    if isinstance(value, int):
+        return [np.int64(value), np.int32(value)] if abs(value) < 2**31 else [np.int64(value)]
+    scalars = [np.float64(value)]
+    if float(np.float32(value)) == value:
+        scalars.append(np.float32(value))
+    return scalars
+
+
+#: Numeric arguments whose default is None, with a valid value and what makes them used.
+NONE_DEFAULT_NUMBERS = {"d": (16, {"dist": "cosine"}), "match": (0.5, {})}
+
+
+def _numeric_arguments(case):
+    """``{param: (valid number, context kwargs)}``: the valid call's numbers, numeric defaults, and NONE_DEFAULT_NUMBERS."""
+    fn, valid, _ = CASES[case]
+    params = inspect.signature(fn).parameters
+    out = {}
+    for name, p in params.items():
+        value = valid.get(name, p.default)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[name] = (value, {})
+        elif value is None and name in NONE_DEFAULT_NUMBERS:
+            number, context = NONE_DEFAULT_NUMBERS[name]
+            if all(k in params for k in context):
+                out[name] = (number, context)
+    return out
+
+
+def _numeric_cases():
+    for case in CASES:
+        for param in _numeric_arguments(case):
+            yield pytest.param(case, param, id=f"{case}-{param}")
+
+
+def _same(a, b) -> bool:
+    x, y = list(_numbers(a)), list(_numbers(b))
+    return len(x) == len(y) and np.allclose(x, y, rtol=1e-12, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("case, param", list(_numeric_cases()))
+def test_numpy_scalars_are_accepted_where_python_numbers_are(case, param):
+    fn, valid, _ = CASES[case]
+    value, context = _numeric_arguments(case)[param]
+    kwargs = {**valid, **context}
+    checked = 0
+    for py in _python_numbers(value):
+        try:
+            ref = fn(**{**kwargs, param: py})
+        except (ValueError, TypeError):
+            continue  # this Python number is refused too (an int where a float is needed is a choice)
+        for scalar in _numpy_scalars(py):
+            out = fn(**{**kwargs, param: scalar})
+            assert _same(out, ref), f"{case}({param}={scalar!r}) differs from {param}={py!r}"
+            checked += 1
+    assert checked
+
+
+def test_signal_stats_takes_numpy_scalars_as_s0():
+    ref = ss.signal_stats(2.0, 100, s0=1.0)
+    for s0 in (np.float32(1.0), np.int64(1), np.float64(1.0), np.array(1.0)):
+        assert ss.signal_stats(2.0, 100, s0=s0).entropy == ref.entropy
+    with pytest.raises(TypeError, match="`s0`"):
+        ss.signal_stats(2.0, 100, s0=np.bool_(True))

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._util.rng import seed_sequence
-from .._util.validation import N_MAX, check_alpha_array, check_choice, check_int
+from .._util.validation import N_MAX, check_alpha_array, check_choice, check_int, check_real, show
 from ..distributions import Cosine, Empirical, Normal, WeightedSample, get_distribution
 from ..exact import signal_at
 
@@ -125,13 +125,9 @@ def signal_stats(alpha, n, s0, dist="normal", *, d=None, method="exact", trials=
     dist_obj = get_distribution(dist, d)
     if not isinstance(dist_obj, (Normal, Cosine, Empirical, WeightedSample)):
         raise TypeError(f"`dist` must be 'normal', 'cosine' or a sample of scores for the signal model, got {dist_obj.label}")
-    if not isinstance(s0, (int, float)) or isinstance(s0, bool):
-        raise TypeError(f"`s0` must be a finite number, got {s0!r}")
-    if not math.isfinite(s0):
-        raise ValueError(f"`s0` must be a finite number, got {s0!r}")
+    s0 = check_real(s0, "s0")
     if isinstance(dist_obj, Cosine) and not -1.0 <= s0 <= 1.0:
-        raise ValueError(f"`s0` must be a cosine in [-1, 1] for cosine scores, got {s0!r}")
-    s0 = float(s0)
+        raise ValueError(f"`s0` must be a cosine in [-1, 1] for cosine scores, got {show(s0)}")
     if method == "mc":
         trials = check_int(trials, "trials", minimum=2)
         per = _signal_mc(dist_obj, alphas, n, s0, trials, rng)
