@@ -214,9 +214,16 @@ def head_stats(
         is taken as the log of the row's smallest positive probability, which is
         above the truth, so ``sigma`` is then a *lower bound*: see
         ``sigma_lower_bound`` and ``underflow`` in the result.
-    mask : array_like of bool, optional
-        ``True`` where a key is allowed; broadcast to the shape of the scores
-        (e.g. ``(batch, 1, n_queries, n_keys)`` for all heads).  Rows it leaves with
+    mask : array_like, optional
+        The keys each query sees, its axes stated by its shape: for scores ``(batch,
+        heads, n_queries, n_keys)`` a 2-d mask is the ``(batch, n_keys)`` padding mask
+        a tokenizer returns (each sequence's keys, for every head and query), a 4-d
+        mask broadcasts by numpy's rules (``(batch, 1, n_queries, n_keys)``; a
+        ``(n_queries, n_keys)`` mask for every head is ``mask[None, None]``), any other
+        shape is refused; scores of another number of axes take any mask that
+        broadcasts.  Booleans (True = allowed), 0/1 integers (1 = allowed) or an
+        additive float mask (0 = allowed; ``-inf``, the dtype's minimum or at most
+        -1e4 = masked), as transformers builds them.  Rows it leaves with
         fewer than 2 keys (the scale of one score is undefined: padding queries,
         the first query of a causal mask) are skipped; ``queries`` counts the rows kept.
     causal : bool
@@ -260,8 +267,10 @@ def head_stats(
         Neither or both of ``logits`` and ``probs``; NaN or ``+inf`` logits where
         allowed; entries that look like a mask fill (``logits``, with
         ``mask_fill="refuse"``); probabilities outside ``[0, 1]`` or rows not
-        summing to 1 (``probs``); fewer than 2 keys; a mask that does not broadcast
-        or leaves no row of a head with 2 keys (``mask``).
+        summing to 1 (``probs``), or whose exact zeros form a mask not passed (every key
+        above the diagonal: pass ``causal=True``; a padding key: pass ``mask=``); fewer
+        than 2 keys; a mask of a shape that does not state its axes, of values that are
+        not a mask, or that leaves no row of a head with 2 keys (``mask``).
 
     Warns
     -----
