@@ -42,8 +42,10 @@ class SoftmaxStats:
     log_z, log_z_se : float or ndarray
         ``E[log Z]``, ``Z = sum_j exp(alpha s_j)``, and its standard error.
     quad_error : float
-        Estimated absolute quadrature error, largest over the statistics
-        (0 for Monte Carlo).
+        The exact method's error estimate, largest over the scales: the residual of
+        ``E[sum p] = 1``, and with ``error_estimate=True`` the change of each statistic on
+        the grid offset by half a step (about twice the outer quadrature's error).  0 for
+        Monte Carlo.
     """
 
     alpha: float | np.ndarray

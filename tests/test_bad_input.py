@@ -60,6 +60,11 @@ SMALL = {"trials": 8}  # keeps Monte Carlo calls short
 #: Two measurements of two heads inside L = 64 (the input of head_factors).
 _HEAD_STATS = [ss.head_stats(np.random.default_rng(n).standard_normal((2, 8, n)), predict=False) for n in (32, 64)]
 
+#: Framework-shaped input: logits [batch, heads, queries, keys], and a causal model's probabilities (0 above the diagonal).
+_FRAMEWORK = np.random.default_rng(3).standard_normal((2, 2, 4, 4))
+_CAUSAL_PROBS = np.where(np.tril(np.ones((4, 4), dtype=bool)), np.exp(_FRAMEWORK), 0.0)
+_CAUSAL_PROBS = _CAUSAL_PROBS / _CAUSAL_PROBS.sum(-1, keepdims=True)
+
 # (function, valid keyword arguments, {parameter: bad values})
 CASES = {
     "softmax_stats": (
@@ -376,6 +381,20 @@ CASES = {
             "probs": [[[NAN, 1.0]], [[1.0]], "abc", [], np.full((4, 4), 0.5), -np.full((4, 4), 0.25), np.full((4, 4), INF)],
             "mask_fill": ["mask", "keep", "nonsense"],
         },
+    ),
+    "head_stats framework": (  # [batch, heads, queries, keys] with the (batch, keys) attention_mask
+        ss.head_stats,
+        {"logits": _FRAMEWORK, "mask": np.array([[1, 1, 1, 1], [1, 1, 1, 0]])},
+        {
+            "mask": [np.ones((4, 4), dtype=bool), np.ones((2, 1, 4), dtype=bool), np.ones(4, dtype=bool),
+                     np.full((2, 4), -0.5), np.full((2, 4), NAN), np.full((2, 4), 2), np.ones((2, 4)),
+                     np.ones((2, 4), dtype=complex), np.zeros((2, 1, 4, 4)) + np.eye(4, dtype=bool) * -1e9],
+        },
+    ),
+    "head_stats framework probs": (  # output_attentions of a causal model
+        ss.head_stats,
+        {"probs": _CAUSAL_PROBS, "causal": True},
+        {"causal": [False, None], "mask": [np.ones((4, 4), dtype=bool), np.array([[1, 1, 1, 1], [1, 1, 0, 0]])]},
     ),
     "head_factors": (
         ss.head_factors,
@@ -725,3 +744,82 @@ def test_expected_objective_refuses_a_sample_with_a_value_error():
     sample = np.random.default_rng(0).standard_normal(100)
     with pytest.raises(ValueError, match=r"`objective`='expected'.*sample `dist`.*without bound"):
         ss.optimize_alpha(512, dist=sample, objective="expected")
+
+
+# ---------------------------------------------------------------------------------------------
+# Numpy scalars: accepted wherever a Python number is, with the same result
+# ---------------------------------------------------------------------------------------------
+
+
+def _python_numbers(value):
+    """The Python numbers a numeric argument may be given as: itself, and its int where it is integral."""
+    out = [value]
+    if isinstance(value, float) and math.isfinite(value) and value == int(value):
+        out.append(int(value))
+    return out
+
+
+def _numpy_scalars(value):
+    if isinstance(value, int):
+        return [np.int64(value), np.int32(value)] if abs(value) < 2**31 else [np.int64(value)]
+    scalars = [np.float64(value)]
+    if float(np.float32(value)) == value:
+        scalars.append(np.float32(value))
+    return scalars
+
+
+#: Numeric arguments whose default is None, with a valid value and what makes them used.
+NONE_DEFAULT_NUMBERS = {"d": (16, {"dist": "cosine"}), "match": (0.5, {})}
+
+
+def _numeric_arguments(case):
+    """``{param: (valid number, context kwargs)}``: the valid call's numbers, numeric defaults, and NONE_DEFAULT_NUMBERS."""
+    fn, valid, _ = CASES[case]
+    params = inspect.signature(fn).parameters
+    out = {}
+    for name, p in params.items():
+        value = valid.get(name, p.default)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[name] = (value, {})
+        elif value is None and name in NONE_DEFAULT_NUMBERS:
+            number, context = NONE_DEFAULT_NUMBERS[name]
+            if all(k in params for k in context):
+                out[name] = (number, context)
+    return out
+
+
+def _numeric_cases():
+    for case in CASES:
+        for param in _numeric_arguments(case):
+            yield pytest.param(case, param, id=f"{case}-{param}")
+
+
+def _same(a, b) -> bool:
+    x, y = list(_numbers(a)), list(_numbers(b))
+    return len(x) == len(y) and np.allclose(x, y, rtol=1e-12, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("case, param", list(_numeric_cases()))
+def test_numpy_scalars_are_accepted_where_python_numbers_are(case, param):
+    fn, valid, _ = CASES[case]
+    value, context = _numeric_arguments(case)[param]
+    kwargs = {**valid, **context}
+    checked = 0
+    for py in _python_numbers(value):
+        try:
+            ref = fn(**{**kwargs, param: py})
+        except (ValueError, TypeError):
+            continue  # this Python number is refused too (an int where a float is needed is a choice)
+        for scalar in _numpy_scalars(py):
+            out = fn(**{**kwargs, param: scalar})
+            assert _same(out, ref), f"{case}({param}={scalar!r}) differs from {param}={py!r}"
+            checked += 1
+    assert checked
+
+
+def test_signal_stats_takes_numpy_scalars_as_s0():
+    ref = ss.signal_stats(2.0, 100, s0=1.0)
+    for s0 in (np.float32(1.0), np.int64(1), np.float64(1.0), np.array(1.0)):
+        assert ss.signal_stats(2.0, 100, s0=s0).entropy == ref.entropy
+    with pytest.raises(TypeError, match="`s0`"):
+        ss.signal_stats(2.0, 100, s0=np.bool_(True))

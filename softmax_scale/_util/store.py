@@ -24,23 +24,28 @@ import numpy as np
 
 from .files import atomic_write_text
 
-__all__ = ["ResultStore", "Table", "format_value", "read_table", "source_revision"]
+__all__ = ["PACKAGE_DIR", "ResultStore", "Table", "format_value", "read_table", "source_revision"]
+
+
+#: The package's folder: :func:`source_revision` reports the git state of every file under it.
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def source_revision() -> str:
-    """The git commit the package's source is at, with ``+changes`` when its files differ from it.
+    """The git commit the package's source is at, with ``+changes`` when any file of the package differs from it.
 
-    For the ``code`` line of a result file's header; ``"unknown"`` outside a git checkout (an
-    installed wheel) or without git.
+    For the ``code`` line of a result file's header.  Every file under :data:`PACKAGE_DIR` counts,
+    modified, staged or untracked (files git ignores, such as ``__pycache__``, do not);
+    ``"unknown"`` outside a git checkout (an installed wheel) or without git.
     """
     import subprocess
 
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = PACKAGE_DIR
     try:
         head = subprocess.run(["git", "-C", here, "rev-parse", "HEAD"], capture_output=True, text=True,
                               timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--", "."], capture_output=True,
-                               text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--untracked-files=all", "--", "."],
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return head + ("+changes" if dirty else "")
@@ -157,7 +162,7 @@ class ResultStore:
     header : dict
         The file's header (the existing one when resuming).
     done : dict
-        ``{key tuple: rows written}``.
+        ``{key tuple: rows written}``, over complete (newline-terminated) lines only.
     """
 
     def __init__(self, path, header: dict, columns: Sequence[str], key: Sequence[str], *,
@@ -183,10 +188,7 @@ class ResultStore:
                     raise ValueError(
                         f"`out`: {self.path} was written with {k} = {old_header.get(k)!r}, not {header[k]!r}; "
                         "pass overwrite=True (or another file) to start again")
-            for row in csv.reader(lines[1:]):
-                if len(row) == len(self.columns):
-                    k = tuple(row[: len(self.key)])
-                    self.done[k] = self.done.get(k, 0) + 1
+            self.done = self._count(lines[1:])
             self.header = old_header
             # Provenance that may change between sessions (the code, the list of runs, the date):
             # brought up to date on the first append, the old values kept in a `resumed` line.
@@ -195,6 +197,23 @@ class ResultStore:
             atomic_write_text(self.path, "".join(f"# {k}: {v}\n" for k, v in header.items())
                               + ",".join(self.columns) + "\n")
             self.header = dict(header)
+
+    def _complete(self, line: str) -> list | None:
+        """A body line's cells, or None for a torn line (no newline, or the wrong number of cells)."""
+        if not line.endswith("\n"):
+            return None
+        row = next(csv.reader([line]), [])
+        return row if len(row) == len(self.columns) else None
+
+    def _count(self, body) -> dict:
+        """``{key: rows}`` over the complete lines of ``body`` (the lines after the column row)."""
+        done: dict = {}
+        for line in body:
+            row = self._complete(line)
+            if row is not None:
+                k = tuple(row[: len(self.key)])
+                done[k] = done.get(k, 0) + 1
+        return done
 
     def _key(self, key) -> tuple:
         key = tuple(key)
@@ -210,6 +229,8 @@ class ResultStore:
     def drop_partial(self, expected: Callable[[tuple], int]) -> list:
         """Rewrite the file without the blocks whose row count is not ``expected(key)`` (and torn lines).
 
+        Only complete lines (newline-terminated, every cell) count, so a block whose last line was
+        cut short is partial and dropped; :attr:`done` is recounted from what is kept.
         ``expected`` receives the key as written (a tuple of strings).  Returns the dropped keys.
         """
         bad = {k for k, c in self.done.items() if c != expected(k)}
@@ -225,8 +246,8 @@ class ResultStore:
                 seen_columns = True
                 keep.append(line)
                 continue
-            row = next(csv.reader([line]), [])
-            if len(row) != len(self.columns) or not line.endswith("\n"):
+            row = self._complete(line)
+            if row is None:
                 torn = True
                 continue
             if tuple(row[: len(self.key)]) in bad:
@@ -234,9 +255,21 @@ class ResultStore:
             keep.append(line)
         if bad or torn:
             atomic_write_text(self.path, "".join(keep))
-        for k in bad:
-            del self.done[k]
+        self.done = self._count([line for line in keep if not line.startswith("#")][1:])
         return sorted(bad)
+
+    def _cut_torn_tail(self) -> None:
+        """Drop a last line without its newline (a write cut short), so that an append starts a line of its own."""
+        with open(self.path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            if f.tell() == 0:
+                return
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) == b"\n":
+                return
+        with open(self.path, encoding="utf-8") as f:
+            text = f.read()
+        atomic_write_text(self.path, text[: text.rfind("\n") + 1])
 
     def _refresh_header(self) -> None:
         """Write the new values of the header lines that changed since the file was made (once, atomically).
@@ -291,6 +324,8 @@ class ResultStore:
             k = tuple(cells[: len(self.key)])
             counts[k] = counts.get(k, 0) + 1
         text = buf.getvalue()
+        if text:
+            self._cut_torn_tail()
         if text and self._stale:
             self._refresh_header()
         with open(self.path, "a", encoding="utf-8") as f:

@@ -130,6 +130,17 @@ def check_bool(value, name: str) -> bool:
     return bool(value)
 
 
+def check_real(value, name: str, rule: str = "a finite number") -> float:
+    """A finite real number as a Python float: a Python or numpy number (or a 0-d array) alike; a bool is a TypeError."""
+    v = value.item() if isinstance(value, np.ndarray) and value.ndim == 0 else value
+    if not _is_number(v):
+        raise TypeError(f"`{name}` must be {rule}, got {show(value)} of type {type(value).__name__}")
+    v = float(v)
+    if not math.isfinite(v):
+        raise ValueError(f"`{name}` must be {rule}, got {show(value)}")
+    return v
+
+
 def check_positive_float(value, name: str, *, allow_zero: bool = False) -> float:
     """A finite float > 0 (or >= 0)."""
     if not _is_number(value if not isinstance(value, np.ndarray) else value.item()):

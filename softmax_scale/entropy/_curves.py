@@ -27,7 +27,7 @@ import numpy as np
 
 from .._util.progress import progress_bar
 from .._util.rng import seed_sequence
-from .._util.validation import check_choice, check_choices, check_float_array, check_int, check_n_array
+from .._util.validation import check_choice, check_choices, check_float_array, check_int, check_n_array, check_real, show
 from ..distributions import Cosine, Normal, get_distribution
 from ..schemes import SCHEMES, SCORE_MODELS, STANDARD, SchemeKeys, default_list, pinned
 from ..stats import softmax_stats
@@ -119,9 +119,13 @@ def _check_common(score_model, d, match, method):
     d = check_int(d, "d", minimum=2)
     check_choice(method, "method", METHODS)
     if match is not None:
-        if not isinstance(match, (int, float)) or isinstance(match, bool) or not -1.0 <= match <= 1.0:
-            raise ValueError(f"`match` must be a cosine in [-1, 1] (or None for isotropic scores), got {match!r}")
-        match = float(match)
+        rule = "a cosine in [-1, 1] (or None for isotropic scores)"
+        try:
+            match = check_real(match, "match", rule)
+        except TypeError as err:
+            raise ValueError(str(err)) from None
+        if not -1.0 <= match <= 1.0:
+            raise ValueError(f"`match` must be {rule}, got {show(match)}")
     return d, match
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._util.rng import seed_sequence
-from .._util.validation import N_MAX, check_alpha_array, check_choice, check_int, check_n_array, check_positive_float
+from .._util.validation import N_MAX, check_alpha_array, check_choice, check_int, check_n_array, check_positive_float, check_real, show
 from ..distributions import Cosine, Empirical, Normal, WeightedSample, get_distribution
 from ..exact import signal_at
 from ..exact.evaluate import moments, signal_grid
@@ -94,6 +94,14 @@ def _signal_mc(dist, alphas, n, s0, trials, rng):
     return out
 
 
+def _check_s0(s0, dist) -> float:
+    """``s0`` as a float: a finite real number, a cosine in [-1, 1] for cosine scores."""
+    s0 = check_real(s0, "s0")
+    if isinstance(dist, Cosine) and not -1.0 <= s0 <= 1.0:
+        raise ValueError(f"`s0` must be a cosine in [-1, 1] for cosine scores, got {show(s0)}")
+    return s0
+
+
 def signal_stats(alpha, n, s0, dist="normal", *, d=None, method="exact", trials=4000, rng=None) -> SignalStats:
     """Statistics of ``softmax(alpha s)`` with one fixed score ``s0`` among ``n - 1`` i.i.d. scores.
 
@@ -128,13 +136,7 @@ def signal_stats(alpha, n, s0, dist="normal", *, d=None, method="exact", trials=
     dist_obj = get_distribution(dist, d)
     if not isinstance(dist_obj, (Normal, Cosine, Empirical, WeightedSample)):
         raise TypeError(f"`dist` must be 'normal', 'cosine' or a sample of scores for the signal model, got {dist_obj.label}")
-    if not isinstance(s0, (int, float)) or isinstance(s0, bool):
-        raise TypeError(f"`s0` must be a finite number, got {s0!r}")
-    if not math.isfinite(s0):
-        raise ValueError(f"`s0` must be a finite number, got {s0!r}")
-    if isinstance(dist_obj, Cosine) and not -1.0 <= s0 <= 1.0:
-        raise ValueError(f"`s0` must be a cosine in [-1, 1] for cosine scores, got {s0!r}")
-    s0 = float(s0)
+    s0 = _check_s0(s0, dist_obj)
     if method == "mc":
         trials = check_int(trials, "trials", minimum=2)
         per = _signal_mc(dist_obj, alphas, n, s0, trials, rng)
@@ -192,12 +194,7 @@ def signal_share_slope(alpha, ns, s0, dist="normal", *, d=None) -> tuple[np.ndar
     dist_obj = get_distribution(dist, d)
     if not isinstance(dist_obj, (Normal, Cosine, Empirical, WeightedSample)):
         raise TypeError(f"`dist` must be 'normal', 'cosine' or a sample of scores for the signal model, got {dist_obj.label}")
-    if isinstance(s0, (bool, np.bool_)) or not isinstance(s0, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(s0):
-        raise ValueError(f"`s0` must be a finite number, got {s0!r}")
-    if isinstance(dist_obj, Cosine) and not -1.0 <= s0 <= 1.0:
-        raise ValueError(f"`s0` must be a cosine in [-1, 1] for cosine scores, got {s0!r}")
-    s0 = float(s0)
+    s0 = _check_s0(s0, dist_obj)
     if alpha == 0.0:
         return 1.0 / nn, (nn - 1.0) * (s0 - moments(dist_obj)[0]) / nn**2
     big = nn - 1.0

@@ -22,7 +22,7 @@ from .grid import MAX_WORK, TAIL, TooMuchWork, quadrature_grid, spread, u_grid
 from .inner import inner, phi_cut
 from .outer import entropy_many, signal_one, stats_one
 
-__all__ = ["SERIES_BELOW", "EntropyForNs", "moments", "series", "signal_at", "stats_at"]
+__all__ = ["OFFSET", "SERIES_BELOW", "EntropyForNs", "moments", "series", "signal_at", "stats_at"]
 
 #: Below this ``alpha * sd(s)`` the statistics come from their expansion in ``alpha`` (exact to ~1e-18).
 SERIES_BELOW = 1e-6
@@ -54,9 +54,9 @@ def _check_work(u, dist):
             raise TooMuchWork(f"({u.size} quadrature points x {size} scores)")
 
 
-def _one(dist, alpha, n, refine):
+def _one(dist, alpha, n, refine, offset=0.0):
     try:
-        u, wq = quadrature_grid(dist, alpha, n, refine)
+        u, wq = quadrature_grid(dist, alpha, n, refine, offset)
         _check_work(u, dist)
     except TooMuchWork as err:
         raise TooMuchWork(f"`alpha` * (spread of the empirical sample) is too large for the exact method ({err}); "
@@ -64,11 +64,20 @@ def _one(dist, alpha, n, refine):
     return stats_one(alpha, n, inner(dist, alpha, u, refine), wq)
 
 
-def stats_at(dist, alphas, n, refine=1.0, error_estimate=False):
-    """Statistics ``[alphas.size, 7]`` at one float ``n`` (columns as :func:`~.outer.stats_one`) and the error estimates.
+#: Where the nodes of the error estimate's grid lie: half a step below those of the value's grid.
+OFFSET = 0.5
 
-    ``error_estimate``: each scale also at half the resolution, the largest change of the first
-    four statistics (and the error of ``E[sum p] = 1``) as its error.
+
+def stats_at(dist, alphas, n, refine=1.0, error_estimate=False):
+    """Statistics ``[alphas.size, 7]`` at one float ``n`` (columns as :func:`~.outer.stats_one`) and their error estimates.
+
+    The error of each scale is the residual of ``E[sum p] = 1`` on its grid (free), and with
+    ``error_estimate`` also the largest change of the first four statistics on the grid of the
+    same step offset by half a step (:data:`OFFSET`).  For the trapezoid rule on these smooth,
+    rapidly decaying integrands the leading error of a grid is an aliasing term whose sign the
+    half-step offset flips, so the change is about twice the grid's own error (a grid of half the
+    step, the alternative, measures the coarser grid's error instead: five orders too pessimistic).
+    The inner quadratures' error is not in it (below 1e-12 in ``tests/exact``).
     """
     out = np.empty((alphas.size, 7))
     err = np.zeros(alphas.size)
@@ -77,11 +86,12 @@ def stats_at(dist, alphas, n, refine=1.0, error_estimate=False):
         if alpha * np.sqrt(var) < SERIES_BELOW:
             out[k] = series(alpha, n, mu, var)
             continue
-        fine = _one(dist, alpha, n, refine)
-        out[k] = fine
+        value = _one(dist, alpha, n, refine)
+        out[k] = value
+        err[k] = abs(value[5])
         if error_estimate:
-            coarse = _one(dist, alpha, n, 0.5 * refine)
-            err[k] = max(np.max(np.abs(fine[:4] - coarse[:4])), abs(fine[5]))
+            shifted = _one(dist, alpha, n, refine, OFFSET)
+            err[k] = max(err[k], np.max(np.abs(value[:4] - shifted[:4])))
     return out, err
 
 

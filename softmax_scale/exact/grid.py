@@ -168,7 +168,14 @@ def _log_cosh(x):
     return np.logaddexp(x, -x) - np.log(2.0)
 
 
-def graded_grid(u_lo, u_hi, h_coarse, h_fine, ends):
+def _shifted(u, du, offset):
+    """Uniform nodes ``u`` moved down by ``offset`` steps, one node added on top so that they cover the same range."""
+    if offset == 0.0:
+        return u
+    return np.append(u - offset * du, u[-1] + (1.0 - offset) * du)
+
+
+def graded_grid(u_lo, u_hi, h_coarse, h_fine, ends, offset=0.0):
     """Trapezoid nodes and weights in ``u``, step ``h_fine`` around the images of the support's ends.
 
     An end ``s_e`` of the support (where the cosine density is singular or not
@@ -179,7 +186,8 @@ def graded_grid(u_lo, u_hi, h_coarse, h_fine, ends):
     (tanh) windows ``B_j`` around each end, ``h_j = 2^j h_fine``, each
     transition spread over ``~6`` steps so that ``g`` stays analytic in a strip
     ``|Im v| >~ 4.7`` and the trapezoid rule in ``v`` keeps its spectral accuracy
-    (to ~1e-13).  The weights are ``g'``; ``v(u)`` is in closed form (log cosh).
+    (to ~1e-13).  The weights are ``g'``; ``v(u)`` is in closed form (log cosh).  ``offset``
+    moves the nodes down by that fraction of a unit step in ``v`` (one node added on top).
     """
     terms = []  # (coefficient, centre of the tanh, width): 1/g' = 1/h_coarse + sum c/2 (tanh((u-lo)/t) - tanh((u-hi)/t))
     for c in ends:
@@ -195,7 +203,8 @@ def graded_grid(u_lo, u_hi, h_coarse, h_fine, ends):
     terms = [t for t in terms if t[2] + 3 * t[3] > u_lo and t[1] - 3 * t[3] < u_hi]
     if not terms:
         k = int(np.ceil((u_hi - u_lo) / h_coarse))
-        return u_lo + h_coarse * np.arange(k + 1), np.full(k + 1, h_coarse)
+        u = _shifted(u_lo + h_coarse * np.arange(k + 1), h_coarse, offset)
+        return u, np.full(u.size, h_coarse)
     # start where every window is flat (tanh' < 1e-13): E[log Z] takes phi^n ~ 1 at the first node
     # with the plain trapezoid end weight, which needs g'' = 0 there
     u_lo = min(u_lo, min(t[1] - 16.0 * t[3] for t in terms))
@@ -214,6 +223,9 @@ def graded_grid(u_lo, u_hi, h_coarse, h_fine, ends):
     k = int(np.ceil(v_of(u_hi)[0] - v0))
     vk = v0 + np.arange(k + 1.0)
     tab = np.linspace(u_lo, u_hi + h_coarse, 4 * (k + 1))  # start for Newton
+    if offset:
+        vk = np.append(vk - offset, vk[-1] + 1.0 - offset)
+        tab = np.linspace(u_lo - h_coarse, u_hi + 2.0 * h_coarse, 4 * (k + 2))
     u = np.interp(vk, v_of(tab), tab)
     # Newton on the increasing v(u), until the step reaches the rounding level of v (~1e-16 |v|, i.e.
     # |v| h 1e-16 in u) or stops shrinking (quadratic convergence: a handful of steps, not a fixed 50)
@@ -226,12 +238,16 @@ def graded_grid(u_lo, u_hi, h_coarse, h_fine, ends):
         if big <= tol or big >= 0.5 * last:
             break
         last = big
-    u[0] = u_lo
+    if not offset:
+        u[0] = u_lo
     return u, 1.0 / dv(u)
 
 
-def quadrature_grid(dist, alpha, ns, refine=1.0):
+def quadrature_grid(dist, alpha, ns, refine=1.0, offset=0.0):
     """Nodes ``u`` and trapezoid weights ``wq`` of the outer integral for every ``n`` in ``ns``.
+
+    ``offset`` (a fraction of a step, 0 by default) moves every node down by that much at the same
+    step: the offset grid of the error estimate (:func:`~.evaluate.stats_at`).
 
     Uniform with the step of :func:`u_step`, except for cosine scores whose step is stretched: for
     ``d >= SMOOTH_EDGE_D`` graded to ``H_FINE`` around the images ``u = ∓alpha`` of the support's
@@ -240,15 +256,16 @@ def quadrature_grid(dist, alpha, ns, refine=1.0):
     """
     if is_sample(dist):
         du = 0.3 / refine
-        u = u_grid(dist, alpha, ns, du)
+        u = _shifted(u_grid(dist, alpha, ns, du), du, offset)
         return u, np.full(u.size, du)
     stretch = _stretch(dist, alpha, ns)
     du = 0.25 / refine * stretch
     u = u_grid(dist, alpha, ns, du)
     if not isinstance(dist, Cosine) or stretch <= 1.0:
+        u = _shifted(u, du, offset)
         return u, np.full(u.size, du)
     if dist.d >= SMOOTH_EDGE_D:  # the ends s = ±1 of the support make features of width ~1 in u near u = ∓alpha
-        return graded_grid(u[0], u[-1], du, H_FINE / refine, (-alpha, alpha))
+        return graded_grid(u[0], u[-1], du, H_FINE / refine, (-alpha, alpha), offset)
     du = 0.25 / refine  # d < 8: the density is not smooth at s = ±1; resolve its ends at the kernel's scale
     u = u_grid(dist, alpha, ns, du)
     if u.size > MAX_EDGE_POINTS:
@@ -256,6 +273,7 @@ def quadrature_grid(dist, alpha, ns, refine=1.0):
             f"`alpha` = {alpha:g} is too large for the exact method with cosine d = {dist.d} < "
             f"{SMOOTH_EDGE_D} (cost grows like alpha; about alpha <= 1e4 is supported); use method='mc'"
         )
+    u = _shifted(u, du, offset)
     return u, np.full(u.size, du)
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
 import os
 import sys
 from dataclasses import dataclass
@@ -235,7 +236,7 @@ class Probe:
 
 
 def _causal_mask(windows, length):
-    return np.tile(np.tril(np.ones((length, length), dtype=bool)), (windows, 1))
+    return np.tile(np.tril(np.ones((length, length), dtype=bool)), (windows, 1))[None, None]
 
 
 def _measure(scores, source):
@@ -345,7 +346,10 @@ class OneKeyExperiment(tr.TrainingExperiment):
 
     columns, text, ints = COLUMNS, TEXT, INTS
     reference = REFERENCE
-    match = ("experiment", "config", "tests")
+    match = ("experiment", "config", "tests", "settings")
+    #: The configuration's fields that change no row: the seeds and the scales trained in add or remove
+    #: tasks, the model is the ``config`` line.  Every other field is in the ``settings`` line.
+    not_row_settings = ("quick", "seeds", "scales", "model")
     #: The config dataclass (a frozen dataclass with ``quick``, ``seeds``, ``model``, ``scales``,
     #: ``ropes``, ``test_scales``, ``rules``, ``count``, ``share_windows``, ``probe_windows``,
     #: ``entropy_windows``, ``curve_every``) and its two forms, set by subclasses.
@@ -452,6 +456,7 @@ class OneKeyExperiment(tr.TrainingExperiment):
             **self.extra_header(tasks),
             "measure": f"heads probed on {t.probe_windows} sequences of the task at L; the retrieving head on "
                        f"{t.share_windows} sequences per test; entropy rules on {t.entropy_windows} held-out windows",
+            "settings": self.settings(config),
             "corpus": "; ".join(f"{k} {v}" for k, v in hashes.items()),
             "jax": f"jax {jax.__version__}, optax {optax.__version__}, {jax.default_backend()}",
             "code": f"softmax_scale at {source_revision()}",
@@ -461,6 +466,11 @@ class OneKeyExperiment(tr.TrainingExperiment):
     def describe_tests(self, task) -> str:
         """The ``tests`` header line."""
         raise NotImplementedError
+
+    def settings(self, config) -> str:
+        """The ``settings`` header line: every field of ``config`` that changes a row, as sorted JSON."""
+        cells = {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.name not in self.not_row_settings}
+        return json.dumps(cells, sort_keys=True, separators=(",", ":"))
 
 
 def share_markdown(table, column: str) -> str:

@@ -463,7 +463,7 @@ class FirstExperiment(Experiment):
     columns, text, ints = FIRST_COLUMNS, _TEXT, _INTS
     key = ("train_length", "scheme", "seed", "status")
     task_columns = ("train_length", "scheme", "seed")
-    match = ("experiment", "config", "eval")
+    match = ("experiment", "config", "model", "eval")
     figure_names = ("one_key_first",)
 
     def config(self, quick: bool = False) -> FirstConfig:

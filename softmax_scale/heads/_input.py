@@ -5,6 +5,14 @@
 query sees and the rows that count, or a ValueError naming the parameter.  Scores come as
 frameworks hand them over: logits with mask fills, or probabilities.
 
+**Masks** (:func:`check_mask`) state their axes by their shape.  For scores ``(batch, heads,
+queries, keys)`` a 2-d mask is the ``(batch, keys)`` padding mask a tokenizer returns (each
+sequence's keys, for every head and query), a 4-d mask broadcasts by numpy's rules (``(batch, 1,
+queries, keys)`` as transformers builds it), and any other shape is refused, so that a ``(batch,
+keys)`` mask is never read as ``(queries, keys)`` when the batch and the queries have the same
+length.  Booleans (True = allowed), 0/1 integers and additive float masks (0, and ``-inf`` or a
+fill at or below -1e4 such as the dtype's minimum) are read alike.
+
 **Mask fills in logits.**  Frameworks mask a key by adding (or writing) a large finite negative
 number to its logit rather than ``-inf``: Hugging Face ``torch.finfo(dtype).min`` (-65504 in
 float16, -3.4e38 in float32), Keras and many tutorials ``-1e9``, the original BERT and GPT-2 code
@@ -30,7 +38,9 @@ them as keys (for the rare logits that really spread that wide).
 non-negative and sum to 1 over their allowed keys within :data:`PROB_SUM_TOL` (bf16 rounds each
 probability to 3 significant digits); they are renormalised in float64.  A row of
 non-negative logits that sums to 1 is almost surely probabilities passed as logits
-(:func:`looks_like_probabilities`).
+(:func:`looks_like_probabilities`).  Without ``mask``, probabilities whose exact zeros are a mask
+(every key above the diagonal, as a causal model returns them; a key at 0 for every query that
+may see it, a padding key) are refused in one line that says to pass ``causal=True`` or ``mask=``.
 """
 
 from __future__ import annotations
@@ -42,8 +52,8 @@ import numpy as np
 
 from .._util.validation import check_bool, check_choice
 
-__all__ = ["FILL_GAP", "FILL_ROW_MAX", "MASK_FILLS", "PROB_SUM_TOL", "Head", "HeadInput", "check_head_input",
-           "check_scores", "describe_fill", "fill_entries", "looks_like_probabilities"]
+__all__ = ["ADDITIVE_FILL_MAX", "FILL_GAP", "FILL_ROW_MAX", "MASK_FILLS", "PROB_SUM_TOL", "Head", "HeadInput",
+           "check_head_input", "check_mask", "check_scores", "describe_fill", "fill_entries", "looks_like_probabilities"]
 
 #: A logit this far below its row's largest has probability exactly 0 in float64: a mask in effect.
 FILL_GAP = 745.0
@@ -53,6 +63,9 @@ FILL_ROW_MAX = -1000.0
 MASK_FILLS = ("refuse", "mask", "keep")
 #: Probability rows must sum to 1 within this (over their allowed keys).
 PROB_SUM_TOL = 1e-2
+
+#: An additive (float) mask entry at or below this masks its key (``-1e4``: the original BERT's fill).
+ADDITIVE_FILL_MAX = -1e4
 
 #: The fills frameworks use, to name them in messages.
 _KNOWN_FILLS = ((float(np.finfo(np.float16).min), "the float16 minimum"),
@@ -64,7 +77,7 @@ _KNOWN_FILLS = ((float(np.finfo(np.float16).min), "the float16 minimum"),
 def check_scores(x, name: str) -> np.ndarray:
     """``x`` as an array of real numbers of shape ``(..., n_queries, n_keys)``, ``n_keys >= 2``; else raise naming ``name``."""
     arr = x if isinstance(x, np.ndarray) else np.asarray(x)
-    if arr.dtype == bool or arr.dtype.kind not in "iuf":
+    if arr.dtype == bool or not (arr.dtype.kind in "iu" or _is_float(arr.dtype)):
         raise TypeError(f"`{name}` must be an array of real numbers, shape (..., n_queries, n_keys), got dtype {arr.dtype}")
     if arr.ndim < 2:
         raise ValueError(f"`{name}` must have shape (..., n_queries, n_keys), got shape {arr.shape}")
@@ -73,6 +86,11 @@ def check_scores(x, name: str) -> np.ndarray:
     if 0 in arr.shape:
         raise ValueError(f"`{name}` must not be empty, got shape {arr.shape}")
     return arr
+
+
+def _is_float(dtype) -> bool:
+    """Whether ``dtype`` is one of numpy's floats or an extension float (ml_dtypes' bfloat16) that casts to float64."""
+    return dtype.kind == "f" or (dtype.kind == "V" and dtype.fields is None and np.can_cast(dtype, np.float64))
 
 
 def fill_entries(s, allowed) -> np.ndarray:
@@ -159,6 +177,8 @@ class HeadInput:
         Key ``j`` allowed for query ``i`` iff ``j <= i + K - Q`` (queries are the last positions).
     skip : ndarray of bool (Q,)
         Rows that ``causal`` leaves with fewer than 2 keys (none without ``causal``).
+    padding_mask : bool
+        ``mask`` was 2-d for 4-d scores: read as the ``(batch, keys)`` padding mask.
     """
 
     source: str
@@ -168,6 +188,7 @@ class HeadInput:
     mask_fill: str
     causal_pattern: np.ndarray
     skip: np.ndarray
+    padding_mask: bool = False
 
     @property
     def lead(self) -> tuple:
@@ -183,6 +204,8 @@ class HeadInput:
         probs = zeros = None
         fills = 0
         if self.source == "probs":
+            if self.mask is None:
+                _refuse_unstated_mask(s, None if not self.causal else self.causal_pattern, self.causal_pattern, idx)
             probs, s, zeros = _prepare_probs(s, allowed, idx)
         else:
             _check_logit_row_values(s, allowed, idx)
@@ -202,7 +225,9 @@ class HeadInput:
         skip = self.skip if allowed is None else (self.skip | (allowed.sum(axis=1) < 2))
         if skip.all():
             raise ValueError(f"`mask` leaves no query row of head {idx} with 2 or more keys"
-                             + (" (after the mask fills)" if fills else ""))
+                             + (" (after the mask fills)" if fills else "")
+                             + ("; a 2-d mask is read as the (batch, keys) padding mask, a (queries, keys) one is "
+                                "mask[None, None]" if self.padding_mask else ""))
         return Head(s, allowed, skip, probs, fills, zeros)
 
 
@@ -227,7 +252,7 @@ def check_head_input(logits=None, probs=None, *, mask=None, causal=False, mask_f
     check_choice(mask_fill, "mask_fill", MASK_FILLS)
     if source == "probs" and mask_fill != "refuse":
         raise ValueError(f"`mask_fill` applies to logits; probabilities hold 0 on masked keys, got mask_fill={mask_fill!r}")
-    m = _check_mask(mask, arr.shape)
+    m = check_mask(mask, arr.shape)
     if source == "logits" and looks_like_probabilities(arr):
         warnings.warn("`logits`: every row is non-negative and sums to 1, as attention probabilities do; "
                       "pass them as head_stats(probs=...)", UserWarning, stacklevel=3)
@@ -238,15 +263,61 @@ def check_head_input(logits=None, probs=None, *, mask=None, causal=False, mask_f
         skip = pattern.sum(axis=1) < 2
         if skip.all():
             raise ValueError(f"`{source}`: with causal=True no query of shape {arr.shape} has 2 or more keys")
-    return HeadInput(source, arr, m, causal, mask_fill, pattern, skip)
+    padding_mask = mask is not None and arr.ndim == 4 and np.ndim(mask) == 2
+    return HeadInput(source, arr, m, causal, mask_fill, pattern, skip, padding_mask)
 
 
-def _check_mask(mask, shape) -> np.ndarray | None:
+def _mask_values(m) -> np.ndarray:
+    """A mask of any of the framework encodings as booleans (True = key allowed); see :func:`check_mask`."""
+    if m.dtype == bool:
+        return m
+    if m.dtype.kind in "iu":
+        if not np.all((m == 0) | (m == 1)):
+            v = m[(m != 0) & (m != 1)].flat[0]
+            raise ValueError(f"`mask`: an integer mask holds 1 where a key is allowed and 0 where it is masked (as a "
+                             f"tokenizer's attention_mask), got {v}")
+        return m == 1
+    if _is_float(m.dtype):
+        f = np.asarray(m, dtype=np.float64)
+        allowed = f == 0.0
+        bad = ~allowed & ~(f <= ADDITIVE_FILL_MAX)  # NaN too
+        if bad.any():
+            where = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise ValueError(
+                f"`mask`: a float mask is additive, 0 where a key is allowed and a fill (-inf, the dtype's minimum, "
+                f"<= {ADDITIVE_FILL_MAX:g}) where it is masked, got {f[where]:g} at {where}; a 0/1 mask is "
+                "mask.astype(bool)")
+        return allowed
+    raise TypeError(f"`mask` must be a boolean array (True = key allowed), a 0/1 integer array or an additive float "
+                    f"mask, got dtype {m.dtype}")
+
+
+def check_mask(mask, shape) -> np.ndarray | None:
+    """``mask`` as booleans broadcast to the scores' ``shape``, its axes read from its own shape.
+
+    For scores ``(batch, heads, queries, keys)`` (4-d, as frameworks shape them) a 2-d mask is the
+    per-sequence padding mask ``(batch, keys)`` a tokenizer returns (read as ``(batch, 1, 1, keys)``)
+    and a 4-d mask (``(batch, 1, queries, keys)``, ``(1, 1, queries, keys)``, ...) broadcasts by
+    numpy's rules; any other shape is refused (a ``(queries, keys)`` mask for every head is
+    ``mask[None, None]``).  Scores of any other number of axes take any mask that broadcasts.
+    Values: booleans (True = allowed), integers 0/1 (1 = allowed), or an additive float mask
+    (0 = allowed; ``-inf``, the dtype's minimum or anything at or below :data:`ADDITIVE_FILL_MAX` =
+    masked), as transformers builds it.
+    """
     if mask is None:
         return None
     m = mask if isinstance(mask, np.ndarray) else np.asarray(mask)
-    if m.dtype != bool:
-        raise TypeError(f"`mask` must be a boolean array (True = key allowed), got dtype {m.dtype}")
+    if len(shape) == 4 and m.ndim == 2:
+        if m.shape != (shape[0], shape[3]):
+            raise ValueError(
+                f"`mask` of shape {m.shape} for scores (batch, heads, queries, keys) of shape {shape}: a 2-d mask is "
+                f"the (batch, keys) padding mask, shape {(shape[0], shape[3])}; a (queries, keys) mask for every "
+                "head is mask[None, None]")
+        m = m[:, None, None, :]
+    elif len(shape) == 4 and m.ndim != 4:
+        raise ValueError(f"`mask` of shape {m.shape} for scores (batch, heads, queries, keys) of shape {shape}: pass the "
+                         "(batch, keys) padding mask or a 4-d mask such as (batch, 1, queries, keys)")
+    m = _mask_values(m)
     try:
         return np.broadcast_to(m, shape)
     except ValueError:
@@ -291,6 +362,29 @@ def _check_logit_row_values(s, allowed, idx):
     if bad.any():
         where = tuple(int(i) for i in np.argwhere(bad)[0])
         raise ValueError(f"`logits` must not be NaN or +inf where the mask allows a key: {s[where]} at {idx + where}")
+
+
+def _refuse_unstated_mask(p, allowed, causal_pattern, idx):
+    """Refuse probabilities whose exact zeros form a mask that was not stated (no ``mask``).
+
+    Without ``causal``, every key above the diagonal exactly 0 is what a causal model's
+    ``output_attentions`` returns; a key exactly 0 for every one of two or more queries that may
+    see it is a padding key.  Counted as keys, they would inflate ``n`` and make ``sigma`` a bound.
+    """
+    zero = p == 0.0
+    hidden = ~causal_pattern
+    if allowed is None and hidden.any() and zero[hidden].all():
+        raise ValueError(f"`probs`: in head {idx} every key a causal mask hides is exactly 0 ({int(hidden.sum())} entries "
+                         "above the diagonal), as a causal model's attention probabilities are; pass causal=True (or "
+                         "mask= with the keys each query sees)")
+    ok = np.ones(p.shape, dtype=bool) if allowed is None else allowed
+    seen = ok.sum(axis=0)
+    padding = (seen >= 2) & ((zero & ok).sum(axis=0) == seen)
+    if padding.any():
+        j = int(np.flatnonzero(padding)[0])
+        raise ValueError(f"`probs`: in head {idx} key {j} has probability exactly 0 for every query that may see it, as "
+                         f"a padding key has ({int(padding.sum())} such keys); pass mask= (True = key allowed, e.g. the "
+                         "(batch, keys) attention_mask; an all-True mask counts them as keys)")
 
 
 def _prepare_probs(p, allowed, idx):

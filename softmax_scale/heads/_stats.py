@@ -70,9 +70,10 @@ changes ``E[H]`` at ``n = 512`` by 5e-5, 5e-4, 2e-3 nats at ``alpha = 1, 2, 4``
 (4096 points: 4e-6, 4e-5, 1e-4), well below the spread of ``E[H]`` between
 two such pools (~0.015 nats at ``alpha = 2``: the extreme tail decides it).  The
 expectations over it are exact weighted sums.  The geometric ``alpha_star`` resamples the whole pool.
-Rows whose scores are all equal
-(``sigma_r = 0``, an exactly uniform softmax whose prediction ``log n_r`` is
-exact for any distribution) contribute nothing to the pool.
+Rows whose scores are all equal up to rounding (``sigma_r`` at most
+:data:`FLAT_ULPS` ulps of the row's largest ``|s_rj|``, taken as 0: an exactly
+uniform softmax whose prediction ``log n_r`` is exact for any distribution)
+contribute nothing to the pool.
 
 **alpha_star.**  The mean-field objective averaged over the rows,
 ``mean_r a (1 - R(a)/n_r)`` with ``R(a) = M(2a)/M(a)^2`` (``M`` the empirical
@@ -105,6 +106,9 @@ from ._result import HeadStats
 __all__ = ["HeadStats", "head_pools", "head_stats"]
 
 _ALPHA_OBJECTIVES = ("mean_field", "geometric")
+#: A row is constant (``sigma`` 0) when its ``sigma`` is at most this many ulps of its largest ``|score|``:
+#: the rounding of the mean leaves ~2 ulps in a row of equal values (0.1 three times: 1.4e-17).
+FLAT_ULPS = 8.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -149,7 +153,9 @@ def _measure(s, allowed, skip, probs=None):
         mean = s.mean(axis=1)
         dev = s - mean[:, None]
     sigma = np.sqrt(np.einsum("ij,ij->i", dev, dev) / n)
-    flat = sigma <= 0.0  # constant rows: sigma 0, uniform softmax
+    top_abs = np.abs(s).max(axis=1) if allowed is None else np.where(allowed, np.abs(s), 0.0).max(axis=1)
+    flat = sigma <= FLAT_ULPS * np.finfo(np.float64).eps * top_abs  # constant up to rounding: a uniform softmax
+    sigma = np.where(flat, 0.0, sigma)
     rows = {
         "n": n,
         "sigma": sigma,
@@ -208,9 +214,16 @@ def head_stats(
         is taken as the log of the row's smallest positive probability, which is
         above the truth, so ``sigma`` is then a *lower bound*: see
         ``sigma_lower_bound`` and ``underflow`` in the result.
-    mask : array_like of bool, optional
-        ``True`` where a key is allowed; broadcast to the shape of the scores
-        (e.g. ``(batch, 1, n_queries, n_keys)`` for all heads).  Rows it leaves with
+    mask : array_like, optional
+        The keys each query sees, its axes stated by its shape: for scores ``(batch,
+        heads, n_queries, n_keys)`` a 2-d mask is the ``(batch, n_keys)`` padding mask
+        a tokenizer returns (each sequence's keys, for every head and query), a 4-d
+        mask broadcasts by numpy's rules (``(batch, 1, n_queries, n_keys)``; a
+        ``(n_queries, n_keys)`` mask for every head is ``mask[None, None]``), any other
+        shape is refused; scores of another number of axes take any mask that
+        broadcasts.  Booleans (True = allowed), 0/1 integers (1 = allowed) or an
+        additive float mask (0 = allowed; ``-inf``, the dtype's minimum or at most
+        -1e4 = masked), as transformers builds them.  Rows it leaves with
         fewer than 2 keys (the scale of one score is undefined: padding queries,
         the first query of a causal mask) are skipped; ``queries`` counts the rows kept.
     causal : bool
@@ -254,8 +267,10 @@ def head_stats(
         Neither or both of ``logits`` and ``probs``; NaN or ``+inf`` logits where
         allowed; entries that look like a mask fill (``logits``, with
         ``mask_fill="refuse"``); probabilities outside ``[0, 1]`` or rows not
-        summing to 1 (``probs``); fewer than 2 keys; a mask that does not broadcast
-        or leaves no row of a head with 2 keys (``mask``).
+        summing to 1 (``probs``), or whose exact zeros form a mask not passed (every key
+        above the diagonal: pass ``causal=True``; a padding key: pass ``mask=``); fewer
+        than 2 keys; a mask of a shape that does not state its axes, of values that are
+        not a mask, or that leaves no row of a head with 2 keys (``mask``).
 
     Warns
     -----

@@ -423,7 +423,7 @@ def head_sigmas(params, config: TrainConfig, *, length: int | None = None, windo
         rows = np.tile(np.tril(np.ones((n, n), dtype=bool)), (b.inputs.shape[0], 1))
         keep = np.ones(rows.shape[0], dtype=bool)
         keep[::n] = False
-        s, mask = s[:, :, keep], rows[keep]
+        s, mask = s[:, :, keep], rows[keep][None, None]
     return head_stats(s, mask=mask, predict=False).sigma
 
 

@@ -72,13 +72,13 @@ def factor_grid(L, longest):
 def query_rows(s, lo, hi, windows):
     """Scores ``[layers, windows, heads, T, T]`` -> the rows of queries ``lo .. hi-1`` of every window, with their mask.
 
-    Returns ``(logits [layers, heads, windows * (hi - lo), hi], mask [windows * (hi - lo), hi])``;
+    Returns ``(logits [layers, heads, windows * (hi - lo), hi], mask [1, 1, windows * (hi - lo), hi])``;
     ``lo >= 1`` (query 0 sees one key).
     """
     part = s[:, :, :, lo:hi, :hi].transpose(0, 2, 1, 3, 4)
     logits = part.reshape(part.shape[0], part.shape[1], windows * (hi - lo), hi)
     rows = np.arange(lo, hi)[:, None] >= np.arange(hi)[None, :]
-    return logits, np.tile(rows, (windows, 1))
+    return logits, np.tile(rows, (windows, 1))[None, None]
 
 
 def probe_heads(params, config: TrainConfig, windows: int, sample_size: int = 1024) -> dict:

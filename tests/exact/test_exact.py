@@ -76,11 +76,48 @@ def test_small_dimension_cosine_is_resolved(d):
 
 
 def test_quad_error_estimate_is_small_and_bounds_the_refinement_change():
-    r = exact_stats(np.array([0.5, 2.0, 8.0]), 4096)
-    fine = exact_stats(np.array([0.5, 2.0, 8.0]), 4096, refine=4.0, error_estimate=False)
-    assert 0 <= r.quad_error < 1e-6
+    r = exact_stats(np.array([0.5, 2.0, 8.0]), 4096, error_estimate=True)
+    fine = exact_stats(np.array([0.5, 2.0, 8.0]), 4096, refine=4.0)
+    assert 0 <= r.quad_error < 1e-12
     for name in STATS:
         assert np.all(np.abs(getattr(r, name) - getattr(fine, name)) <= max(r.quad_error, 1e-12))
+
+
+_SAMPLE = np.random.default_rng(0).standard_normal(300)
+
+
+@pytest.mark.parametrize(("dist", "d", "alpha", "n"), [("normal", None, 2.0, 100), ("normal", None, 8.0, 4096),
+                                                       (_SAMPLE, None, 2.0, 100), ("cosine", 128, 25.0, 512)],
+                         ids=["normal-2", "normal-8", "sample", "cosine128"])
+def test_quad_error_is_the_error_of_the_grid_it_is_reported_for(dist, d, alpha, n):
+    """On grids coarse enough to be wrong by 1e-9 to 1e-2, the estimate is within a factor 3 of the true error."""
+    ref = exact_stats(alpha, n, dist, d=d, refine=4.0)
+    for refine in (0.2, 0.3, 0.4, 0.5):
+        r = exact_stats(alpha, n, dist, d=d, refine=refine, error_estimate=True)
+        true = max(abs(getattr(r, s) - getattr(ref, s)) for s in STATS)
+        assert true > 5e-11
+        assert true / 3 <= r.quad_error <= 3 * true, (refine, true, r.quad_error)
+    # at the default step: the error of 1e-14 is reported as such (a half-step grid said 9e-11 and 1e-7)
+    assert exact_stats(alpha, n, dist, d=d, error_estimate=True).quad_error < 1e-13
+
+
+def test_the_default_evaluation_costs_one_grid(monkeypatch):
+    from softmax_scale.exact import evaluate
+
+    calls = []
+    one = evaluate._one
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return one(*args, **kwargs)
+
+    monkeypatch.setattr(evaluate, "_one", counted)
+    r = exact_stats(np.array([1.0, 2.0]), 100)
+    assert len(calls) == 2  # one grid per scale
+    assert 0 <= r.quad_error < 1e-13  # the residual of E[sum p] = 1, free
+    exact_stats(np.array([1.0, 2.0]), 100, error_estimate=True)
+    assert len(calls) == 6
+    assert all(c[3] == 1.0 for c in calls)  # the estimate's grid has the same step
 
 
 @pytest.mark.parametrize("n", [2, 3, 17, 1000, 10**6, 10**12])

@@ -189,3 +189,66 @@ def test_copy_differences_against_another_reference(quick_run):
     assert ("standard", "none", ref) not in d["scales"]
     with pytest.raises(ValueError, match="`reference`"):
         copy_differences(table, "accuracy", reference="no_such_scale")
+
+
+# ---------------------------------------------------------------------------------------------
+# the resume check: every setting that changes a row, and the committed files under their configuration
+
+
+def _changed(exp, cfg, field):
+    """``cfg`` with ``field`` set to another valid value (the full form's, or one made for the purpose)."""
+    import dataclasses
+
+    other = getattr(exp.full_config, field)
+    if other == getattr(cfg, field):
+        value = getattr(cfg, field)
+        if field in ("test_scales", "rules") and not value:
+            other = ("qwen_logn",) if field == "test_scales" else (SHARE_RULE,)
+        else:
+            other = value + 1 if isinstance(value, int) else (value[:-1] if len(value) > 1 else value + (value[0],))
+    return dataclasses.replace(cfg, **{field: other})
+
+
+@pytest.mark.parametrize("name", ["copy", "passkey", "size"])
+def test_every_setting_that_changes_a_row_refuses_the_resume(name, tmp_path):
+    import dataclasses
+
+    from softmax_scale._util.store import ResultStore
+
+    exp = EXPERIMENTS[name]
+    cfg = exp.quick_config
+
+    def store(c):
+        return ResultStore(tmp_path / "r.csv", exp.header(c, exp.tasks(c), "test"), exp.columns, key=exp.key,
+                           match=exp.match)
+
+    store(cfg).append([exp.row(exp.tasks(cfg)[0], "ok", "curve", value=0)])
+    fields = [f.name for f in dataclasses.fields(cfg) if f.name not in exp.not_row_settings]
+    assert {"probe_windows", "share_windows", "entropy_windows", "curve_every", "ropes", "test_scales", "rules",
+            "count"} <= set(fields)
+    for field in fields:
+        with pytest.raises(ValueError, match=r"`out`: .* was written with (settings|tests|config) = "):
+            store(_changed(exp, cfg, field))
+    store(dataclasses.replace(cfg, seeds=cfg.seeds + 1))  # more seeds extend the file
+
+
+@pytest.mark.parametrize("name", ["copy", "passkey", "size", "first"])
+def test_the_committed_results_are_resumed_by_the_committed_configuration(name, tmp_path):
+    """The figures' one-key files match their configuration and hold every task: a rerun runs nothing."""
+    import dataclasses
+    import pathlib
+    import shutil
+
+    from softmax_scale._util.store import ResultStore
+
+    exp = EXPERIMENTS[name]
+    cfg = exp.config(False)
+    if name != "first":  # the one-key sweeps ran with --seeds 3
+        cfg = dataclasses.replace(cfg, seeds=3)
+    src = pathlib.Path(__file__).parents[2] / "figures" / f"one_key_{name}.csv"
+    path = tmp_path / src.name
+    shutil.copy(src, path)
+    tasks = exp.tasks(cfg)
+    s = ResultStore(path, exp.header(cfg, tasks, "test"), exp.columns, key=exp.key, match=exp.match)
+    assert all(exp.is_done(s, t) for t in tasks)
+    assert path.read_bytes() == src.read_bytes()

@@ -46,7 +46,7 @@ def test_matches_naive_rows_with_causal_and_user_masks():
     mask = rng.random((40, 40)) < 0.7
     mask[:, :3] = True
     r_c = ss.head_stats(x, causal=True, predict=False)
-    r_m = ss.head_stats(x, mask=mask, predict=False)
+    r_m = ss.head_stats(x, mask=mask[None, None], predict=False)  # (queries, keys) for every head
     tril = np.tril(np.ones((40, 40), dtype=bool))
     for idx in np.ndindex(2, 3):
         for r, allowed in ((r_c, tril), (r_m, mask)):
@@ -190,6 +190,7 @@ GOOD = np.random.default_rng(8).standard_normal((2, 8, 8))
         ({"logits": GOOD, "mask": np.ones((3, 8), dtype=bool)}, "mask"),
         ({"logits": GOOD, "mask": np.eye(8, dtype=bool)}, "mask"),
         ({"logits": GOOD, "mask": np.zeros((8, 8), dtype=bool)}, "mask"),
+        ({"logits": GOOD, "mask": np.ones((8, 8))}, "mask"),  # a float mask is additive: 1.0 is neither 0 nor a fill
         ({"logits": GOOD[:, :1, :1], "causal": True}, "logits"),
         ({"logits": GOOD, "sample_size": 3}, "sample_size"),
         ({"logits": GOOD, "alpha_objective": "expected"}, "alpha_objective"),
@@ -204,7 +205,7 @@ def test_bad_input_raises_value_error_naming_the_parameter(kwargs, name):
     "kwargs, name",
     [
         ({"logits": "abc"}, "logits"),
-        ({"logits": GOOD, "mask": np.ones((8, 8))}, "mask"),
+        ({"logits": GOOD, "mask": np.ones((8, 8), dtype=complex)}, "mask"),
         ({"logits": GOOD, "causal": "yes"}, "causal"),
         ({"logits": GOOD, "predict": None}, "predict"),
     ],
@@ -410,8 +411,8 @@ def test_probabilities_give_exact_entropy_and_the_sigma_of_log_p():
     p = np.where(allowed, np.exp(x - x.max(-1, keepdims=True)), 0.0)
     with np.errstate(invalid="ignore"):
         p = p / p.sum(-1, keepdims=True)  # 0/0 = NaN in the padding rows, as softmax over -inf gives
-    rp = ss.head_stats(probs=p, mask=allowed, predict=False)
-    rl = ss.head_stats(x, mask=allowed, predict=False)
+    rp = ss.head_stats(probs=p, mask=allowed[None, None], predict=False)
+    rl = ss.head_stats(x, mask=allowed[None, None], predict=False)
     assert np.all(rp.queries == 59)  # 64 - 4 padding queries - the first real one (a single key)
     np.testing.assert_allclose(rp.entropy, rl.entropy, rtol=1e-12)
     np.testing.assert_allclose(rp.sigma, rl.sigma, rtol=1e-12)
@@ -551,3 +552,23 @@ def test_head_pools_refuse_what_head_stats_refuses_in_the_same_words(kwargs):
     with pytest.raises(want.type) as got:
         heads.head_pools(**kwargs)
     assert str(got.value) == str(want.value)
+
+
+def test_rows_constant_up_to_rounding_are_flat_and_keep_the_pool_standardised():
+    """Three 0.1s have a float sigma of 1.4e-17: a uniform softmax, not z-scores of -1 in the pool."""
+    rng = np.random.default_rng(30)
+    live = rng.standard_normal((6, 3))
+    consts = [0.1, 1.0 / 3.0, -0.7, 1e5 + 0.1, 3e-8]
+    x = np.concatenate([live, np.array(consts)[:, None] * np.ones((len(consts), 3))])
+    assert np.std(x[6]) > 0.0  # the rounding the rule must absorb
+    r = ss.head_stats(x[None], predict=False)
+    (pool,) = heads.head_pools(x[None], sample_size=10**4)
+    ref = np.concatenate([(row - row.mean()) / row.std() for row in live])
+    np.testing.assert_allclose(np.sort(pool.x), np.sort(ref), rtol=0, atol=1e-12)
+    assert abs(pool.mean) < 1e-12 and abs(pool.var - 1.0) < 1e-12
+    sig = np.concatenate([live.std(axis=1), np.zeros(len(consts))])
+    np.testing.assert_allclose(r.sigma[0], sig.mean(), rtol=1e-13)
+    # a real spread of a million ulps is kept
+    tiny = np.full(9, 0.1) + 1e6 * np.finfo(float).eps * 0.1 * rng.standard_normal(9)
+    _, pool2 = heads._measure(tiny[None], None, np.zeros(1, dtype=bool))
+    assert pool2.size == 9

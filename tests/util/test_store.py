@@ -120,3 +120,138 @@ def test_a_file_without_header_lines_is_refused_saying_so(tmp_path):
     with pytest.raises(ValueError, match="no header lines"):
         _store(p)
     assert _store(p, overwrite=True).done == {}
+
+
+def _resume(p, blocks):
+    """What a sweep does on resume: drop partial blocks, then run each block not done (here: write its rows)."""
+    s = _store(p)
+    s.drop_partial(lambda k: 2)
+    ran = [b for b in blocks if not s.has((b, 0), 2)]
+    for b in ran:
+        s.append([(b, 0, 1, 0.5), (b, 0, 2, 0.125)])
+    return ran
+
+
+def test_a_last_line_cut_mid_cell_is_not_counted_and_its_block_is_rerun(tmp_path):
+    """A torn last line with every cell but no newline: counted as done, dropped as torn, never rerun (before)."""
+    p = tmp_path / "r.csv"
+    s = _store(p)
+    s.append([("a", 0, 1, 0.5), ("a", 0, 2, 0.125)])
+    s.append([("b", 0, 1, 0.5), ("b", 0, 2, 0.125)])
+    text = p.read_text()
+    p.write_text(text[: text.rindex("0.125") + 3])  # "b,0,2,0.1": four cells, no newline
+    assert not _store(p).has(("b", 0), 2)
+    assert _resume(p, ["a", "b"]) == ["b"]
+    t = read_table(p, COLS, text=("task",), ints=("seed", "x"))
+    assert list(t.rows["task"]) == ["a", "a", "b", "b"]
+    assert t.rows["y"].tolist() == [0.5, 0.125, 0.5, 0.125]
+    assert _resume(p, ["a", "b"]) == []
+
+
+def test_a_writer_killed_mid_line_loses_only_its_block(tmp_path):
+    """A real process killed while its last row is half written: the resume reruns that block, nothing else."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+
+    p = tmp_path / "r.csv"
+    code = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {os.getcwd()!r})
+        from softmax_scale._util.store import ResultStore
+        s = ResultStore({str(p)!r}, {{"command": "test", "version": 1}}, {COLS!r}, key=("task", "seed"), match=("version",))
+        s.append([("a", 0, 1, 0.5), ("a", 0, 2, 0.125)])
+        with open({str(p)!r}, "a") as f:  # the rows of block b, the second cut short where the kill lands
+            f.write("b,0,1,0.5\\nb,0,2,0.1")
+            f.flush()
+        print("written", flush=True)
+        time.sleep(60)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "written"
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+    assert proc.returncode == -signal.SIGKILL
+    assert not p.read_text().endswith("\n")
+    assert _resume(p, ["a", "b", "c"]) == ["b", "c"]
+    t = read_table(p, COLS, text=("task",), ints=("seed", "x"))
+    assert list(t.rows["task"]) == ["a", "a", "b", "b", "c", "c"]
+    assert p.read_text().endswith("0.125\n")
+
+
+def test_an_append_after_a_torn_tail_starts_its_own_line(tmp_path):
+    p = tmp_path / "r.csv"
+    _store(p).append([("a", 0, 1, 0.5)])
+    with open(p, "a") as f:
+        f.write("b,0,1,0.2")
+    s = _store(p)  # no drop_partial: the append itself must not continue the torn line
+    s.append([("c", 0, 1, 0.25)])
+    t = read_table(p, COLS, text=("task",))
+    assert list(t.rows["task"]) == ["a", "c"]
+    assert _store(p).done == {("a", "0"): 1, ("c", "0"): 1}
+
+
+def _git(repo, *args):
+    import subprocess
+
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args], check=True,
+                   capture_output=True)
+
+
+@pytest.fixture
+def package_repo(tmp_path, monkeypatch):
+    """A git repository holding a package of two subpackages, the store reading its state."""
+    import shutil
+
+    from softmax_scale._util import store
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = tmp_path / "repo"
+    for rel in ("pkg/__init__.py", "pkg/_util/store.py", "pkg/heads/_rules.py"):
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text("x = 1\n")
+    (repo / ".gitignore").write_text("__pycache__/\n")
+    (repo / "README").write_text("outside the package\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "one")
+    monkeypatch.setattr(store, "PACKAGE_DIR", str(repo / "pkg"))
+    return repo
+
+
+def test_source_revision_sees_every_file_of_the_package(package_repo):
+    from softmax_scale._util.store import source_revision
+
+    repo = package_repo
+    clean = source_revision()
+    assert len(clean) == 40 and "+" not in clean
+    (repo / "README").write_text("edited, but not the package\n")
+    (repo / "pkg/__pycache__").mkdir()
+    (repo / "pkg/__pycache__/x.pyc").write_bytes(b"\0")  # ignored
+    assert source_revision() == clean
+    (repo / "pkg/heads/_rules.py").write_text("x = 2\n")  # a module outside _util/
+    assert source_revision() == clean + "+changes"
+    _git(repo, "checkout", "--", "pkg/heads/_rules.py")
+    (repo / "pkg/heads/_new.py").write_text("y = 1\n")  # untracked
+    assert source_revision() == clean + "+changes"
+    _git(repo, "add", "pkg/heads/_new.py")  # staged
+    assert source_revision() == clean + "+changes"
+
+
+def test_a_result_file_written_with_an_edited_module_says_changes(package_repo, tmp_path, capsys):
+    """``softmax-scale run`` with a module of the package edited: the file's code line ends in ``+changes``."""
+    from softmax_scale.cli import main
+
+    (package_repo / "pkg/heads/_rules.py").write_text("x = 2\n")
+    out = tmp_path / "out"
+    assert main(["run", "alpha_table", "--quick", "--no-figure", "--no-progress", "--out", str(out)]) == 0
+    capsys.readouterr()
+    header = read_table(out / "alpha_star_quick.csv", text=("scores",)).header
+    assert header["code"].startswith("softmax_scale at ")
+    assert header["code"].endswith("+changes")
