@@ -1,10 +1,9 @@
 """Published softmax scales: the registry of :class:`Scheme` objects, the one pinning rule, and RoPE variants (:mod:`.rope`).
 
 :mod:`._scheme` says what a scheme is, :mod:`._registry` holds and evaluates them, and the catalogue
-:mod:`._published` registers the published ones on import.
+:mod:`._published` lists the published ones, which the registry registers first.
 """
 
-from . import _published  # noqa: F401  (registers the published schemes)
 from ._registry import (
     COSINE_SCHEMES,
     CRITICAL,

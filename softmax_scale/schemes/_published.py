@@ -1,7 +1,7 @@
-"""The catalogue of published scales: one :class:`~._registry.Scheme` each, with its formula, checks and pinning rule.
+"""The catalogue of published scales: one :class:`~._scheme.Scheme` each, with its formula, checks and pinning rule.
 
-Registered, in this order (``q.k`` scales first, then cosines), when :mod:`softmax_scale.schemes`
-is imported; the machinery that evaluates them is :mod:`._registry`.
+:data:`PUBLISHED` lists them in the order they are listed (``q.k`` scales first, then cosines);
+:mod:`._registry` registers them in that order and evaluates them.
 
 Choices made where the public code is ambiguous (each also in the scheme's
 :attr:`Scheme.note`):
@@ -26,9 +26,18 @@ import math
 import numpy as np
 
 from .._util.validation import check_int, check_positive_float
-from ._registry import CRITICAL, ENTROPY_INVARIANT, QWEN_LOGN, SSMAX, STANDARD, YARN, Scheme, Style, _register_published
+from ._scheme import Scheme, Style
 
-__all__: list = []
+__all__ = ["CRITICAL", "ENTROPY_INVARIANT", "PUBLISHED", "QWEN_LOGN", "SSMAX", "STANDARD", "YARN"]
+
+#: The registry's names of the schemes other modules refer to.
+STANDARD = "standard"
+ENTROPY_INVARIANT = "entropy_invariant"
+QWEN_LOGN = "qwen_logn"
+YARN = "yarn"
+SSMAX = "ssmax"
+CRITICAL = "critical"
+
 
 def _factor(value, name, *, optional=True):
     """An extension factor ``s >= 1`` (``None`` when ``optional``: the dynamic form)."""
@@ -188,13 +197,13 @@ def _pin_ssmax(L):
 _ENTROPY = frozenset({"entropy_curves", "entropy_figures"})
 
 #: The published scales, in the order they are listed (q.k first, then cosines).
-_PUBLISHED = (
+PUBLISHED = (
     Scheme(STANDARD, "qk", "1/sqrt(d)", _standard, {}, "Vaswani et al. 2017, arXiv 1706.03762",
            train_names={STANDARD: None}, default_in=_ENTROPY,
            style=Style("tab:blue", "-", 1.8, decoder_color="C0")),
     Scheme("chiang_cholak", "qk", "log(n)/sqrt(d)", _chiang_cholak, {}, "Chiang & Cholak, arXiv 2202.12172",
            "logits multiplied by log n on top of the usual 1/sqrt(d)", default_in=_ENTROPY,
-           style=Style("tab:orange", "-", 1.8)),
+           style=Style("tab:orange", "-", 1.8, train_color="C9")),
     Scheme(ENTROPY_INVARIANT, "qk", "log_L(n)/sqrt(d) = log(n)/(log(L) sqrt(d)); or kappa log(n)/d",
            _entropy_invariant, {"train_length": 512, "kappa": None, "min_n": None},
            "Su, kexue.fm/archives/8823 and 9034",
@@ -234,7 +243,7 @@ _PUBLISHED = (
            "s learned per head; a multiplication, not the no-op shift exp(x - s log n)",
            check=_check_positive("s"), pin=_pin_ssmax, pin_rule="s = 1/ln L", train_names={SSMAX: None},
            learned="s", default_in=_ENTROPY,
-           style=Style("magenta", (0, (6, 2, 1, 2)), 1.3, decoder_color="C5", train_color="C2")),
+           style=Style("magenta", (0, (6, 2, 1, 2)), 1.3, decoder_color="C5", train_color="C8")),
     Scheme("gradient_optimal", "qk", "alpha*(n)/sqrt(d), alpha* the mean-field maximiser for normal scores",
            _gradient_optimal, {"value": None}, "Su, kexue.fm/archives/9812",
            "about 0.84 sqrt(log n); value=2.5 gives the note's fixed compromise 2.5/sqrt(d)",
@@ -258,4 +267,3 @@ _PUBLISHED = (
            _cosine_gradient_optimal, {}, "Su, kexue.fm/archives/9812", "about 3.5 log n at d = 128"),
 )
 
-_register_published(_PUBLISHED)

@@ -18,7 +18,7 @@ A cosine scale multiplies the cosine itself: ``alpha = m`` on cosine
 scores and ``alpha = m / sqrt(d)`` on normal scores (``cos ~ z / sqrt(d)``).
 
 The published scales themselves (their formulas, checks and pinning rules) are the catalogue,
-:mod:`._published`, which registers them when the package is imported.
+:mod:`._published`; they are registered first, in its order, and cannot be removed.
 
 A contributor adds a scale by writing one :class:`Scheme` and passing it to
 :func:`register_scheme`: its formula, defaults, checks, pinning rule, training names,
@@ -37,6 +37,7 @@ from types import MappingProxyType
 import numpy as np
 
 from .._util.validation import check_choice, check_int, check_n_array
+from ._published import CRITICAL, ENTROPY_INVARIANT, PUBLISHED, QWEN_LOGN, SSMAX, STANDARD, YARN
 from ._scheme import DEFAULT_LISTS, Scheme, Style
 
 __all__ = [
@@ -69,14 +70,6 @@ __all__ = [
 ]
 
 SCORE_MODELS = ("normal", "cosine")
-
-#: The registry's names of the schemes other modules refer to.
-STANDARD = "standard"
-ENTROPY_INVARIANT = "entropy_invariant"
-QWEN_LOGN = "qwen_logn"
-YARN = "yarn"
-SSMAX = "ssmax"
-CRITICAL = "critical"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -180,17 +173,6 @@ def register_scheme(scheme: Scheme) -> Scheme:
     return scheme
 
 
-#: The keys of the published schemes (registered by :mod:`._published`): they cannot be removed.
-_PUBLISHED_KEYS: set = set()
-
-
-def _register_published(schemes) -> None:
-    """Register the catalogue's schemes, in its order, as schemes :func:`unregister_scheme` keeps."""
-    for scheme in schemes:
-        register_scheme(scheme)
-        _PUBLISHED_KEYS.add(scheme.key)
-
-
 def unregister_scheme(key: str) -> Scheme:
     """Remove a scheme added by :func:`register_scheme` (the published ones stay).
 
@@ -229,6 +211,13 @@ def registered(scheme: Scheme):
         yield scheme
     finally:
         unregister_scheme(scheme.key)
+
+
+#: The keys of the published schemes (:data:`~._published.PUBLISHED`): registered first, never removed.
+_PUBLISHED_KEYS = frozenset(s.key for s in PUBLISHED)
+for _s in PUBLISHED:
+    register_scheme(_s)
+del _s
 
 
 def list_schemes() -> list[Scheme]:
