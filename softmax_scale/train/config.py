@@ -15,7 +15,7 @@ from typing import ClassVar
 
 from .._util.validation import check_choice, check_int, check_positive_float
 from ..schemes.rope import ROPES
-from .scales import TRAIN_SCALES
+from .scales import TRAIN_SCALES, learned_parameter
 
 __all__ = ["FFNS", "QUICK", "TRAINING_OBJECTIVES", "TrainConfig"]
 
@@ -193,7 +193,7 @@ class TrainConfig:
         from .data import VOCAB
 
         D, F = self.d_model, self.d_ff
-        per_layer = 4 * D * D + self._ffn_matrices * D * F + 2 * D + (self.heads if self.scheme == "ssmax" else 0)
+        per_layer = 4 * D * D + self._ffn_matrices * D * F + 2 * D + (self.heads if learned_parameter(self.scheme) else 0)
         return VOCAB * D + self.layers * per_layer + D
 
     def step_flops(self) -> float:
