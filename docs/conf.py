@@ -32,12 +32,16 @@ import softmax_scale  # noqa: E402
 GENERATED = DOCS / "api" / "generated"
 NOTEBOOKS = DOCS / "notebooks"
 LANDING = DOCS / "_generated"
-#: The question the landing page asks ``softmax-scale advise`` (its answer is written at build time).
-LANDING_QUESTION = ("advise", "--d", "128", "--train-length", "4096", "--n", "32768", "--rope", "yarn")
+#: The command the landing page shows (its one ``softmax-scale advise`` line); its output is written at build time.
+LANDING_QUESTION = tuple(re.search(r"^softmax-scale (advise .*)$", (DOCS / "index.md").read_text(encoding="utf-8"),
+                                   flags=re.M).group(1).split())
 #: MathJax 3 as the ``sphinx-mathjax-offline`` package ships it, and the parts of it the site copies:
 #: the TeX-to-HTML component, the TeX packages it loads on use, its fonts, menu and accessibility parts.
-MATHJAX = Path(importlib.metadata.distribution("sphinx-mathjax-offline").locate_file(
-    "sphinx-mathjax-offline/static/mathjax"))
+try:
+    MATHJAX = Path(importlib.metadata.distribution("sphinx-mathjax-offline").locate_file(
+        "sphinx-mathjax-offline/static/mathjax"))
+except importlib.metadata.PackageNotFoundError as exc:
+    raise ImportError("the site's MathJax comes in sphinx-mathjax-offline: pip install -e '.[docs]'") from exc
 MATHJAX_PARTS = ("tex-chtml.js", "input", "output/chtml.js", "output/chtml", "ui", "a11y", "sre")
 #: The packages whose ``__all__`` the API reference documents (modules in an ``__all__`` get a page too).
 API_PACKAGES = ("softmax_scale", "softmax_scale.advice", "softmax_scale.models", "softmax_scale.train")
