@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from .._util.validation import check_choice, check_int, check_positive_float
+from ..schemes import ENTROPY_INVARIANT
 from ..schemes.rope import ROPES
 from .scales import TRAIN_SCALES, learned_parameter
 
@@ -233,8 +234,8 @@ class TrainConfig:
         """Short name of the trained scale: ``standard``, ``entropy_invariant@512``, ``alpha=1.5``, ..."""
         if self.scheme == "alpha":
             return f"alpha={self.alpha:.4g}"
-        if self.scheme == "entropy_invariant":
-            return f"entropy_invariant@{self.pin}"
+        if self.scheme == ENTROPY_INVARIANT:
+            return f"{ENTROPY_INVARIANT}@{self.pin}"
         return self.scheme
 
     def tokens_per_step(self) -> int:

@@ -32,6 +32,7 @@ import numpy as np
 
 from .._util.rng import seed_sequence
 from .._util.validation import check_choice, check_int, check_positive_float
+from ..schemes import ENTROPY_INVARIANT
 from .backend import jax, jnp, optax
 from .model import attention, ffn
 from .scales import learned_init, learned_parameter, model_factors
@@ -104,7 +105,7 @@ class FirstModel:
 
     def label(self) -> str:
         """The trained scale's name in result files: ``standard``, ``chiang_cholak``, ``entropy_invariant@11``, ``ssmax``."""
-        return f"{self.scheme}@{self.pin}" if self.scheme == "entropy_invariant" else self.scheme
+        return f"{self.scheme}@{self.pin}" if self.scheme == ENTROPY_INVARIANT else self.scheme
 
     def describe(self) -> dict:
         """Every field, as plain values (the scale included)."""
