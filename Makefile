@@ -47,4 +47,4 @@ docs: $(BIN)/.installed
 	$(BIN)/python -m sphinx -b html -W --keep-going docs docs/_build/html
 
 clean:
-	rm -rf $(VENV) build *.egg-info docs/_build docs/api/generated docs/notebooks
+	rm -rf $(VENV) build *.egg-info docs/_build docs/api/generated docs/notebooks docs/_generated

@@ -1,16 +1,22 @@
 """Sphinx configuration: the PyData theme, numpydoc, autosummary over ``__all__``, the notebooks as committed.
 
-Two things are written at build time and not committed: the API pages, from the packages' ``__all__``
+Three things are written at build time and not committed: the API pages, from the packages' ``__all__``
 (``api/generated/``), so a name added to or removed from ``__all__`` gets or loses its page with no
-edit here; and a copy of the committed notebooks (``notebooks/``), since Sphinx reads only files
-under this folder. The pages link to the repository's files as a code host shows them
+edit here; a copy of the committed notebooks (``notebooks/``), since Sphinx reads only files
+under this folder; and the landing page's answer (``_generated/advise.txt``), what
+``softmax-scale advise`` prints for its question.  MathJax comes from the ``sphinx-mathjax-offline``
+package (the ``docs`` extra) and is copied into the built site (:func:`copy_mathjax`): no page loads
+anything from another host. The pages link to the repository's files as a code host shows them
 (``../notebooks/01_second_moments.ipynb``); :func:`site_links` points those links at the site's pages.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import importlib.metadata
 import inspect
+import io
 import os
 import re
 import shutil
@@ -25,6 +31,18 @@ import softmax_scale  # noqa: E402
 
 GENERATED = DOCS / "api" / "generated"
 NOTEBOOKS = DOCS / "notebooks"
+LANDING = DOCS / "_generated"
+#: The command the landing page shows (its one ``softmax-scale advise`` line); its output is written at build time.
+LANDING_QUESTION = tuple(re.search(r"^softmax-scale (advise .*)$", (DOCS / "index.md").read_text(encoding="utf-8"),
+                                   flags=re.M).group(1).split())
+#: MathJax 3 as the ``sphinx-mathjax-offline`` package ships it, and the parts of it the site copies:
+#: the TeX-to-HTML component, the TeX packages it loads on use, its fonts, menu and accessibility parts.
+try:
+    MATHJAX = Path(importlib.metadata.distribution("sphinx-mathjax-offline").locate_file(
+        "sphinx-mathjax-offline/static/mathjax"))
+except importlib.metadata.PackageNotFoundError as exc:
+    raise ImportError("the site's MathJax comes in sphinx-mathjax-offline: pip install -e '.[docs]'") from exc
+MATHJAX_PARTS = ("tex-chtml.js", "input", "output/chtml.js", "output/chtml", "ui", "a11y", "sre")
 #: The packages whose ``__all__`` the API reference documents (modules in an ``__all__`` get a page too).
 API_PACKAGES = ("softmax_scale", "softmax_scale.advice", "softmax_scale.engines", "softmax_scale.models",
                 "softmax_scale.train")
@@ -45,13 +63,14 @@ extensions = [
 
 source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
 root_doc = "index"
-exclude_patterns = ["_build", "**.ipynb_checkpoints"]
+exclude_patterns = ["_build", "_generated", "**.ipynb_checkpoints"]
 templates_path = ["_templates"]
 
 # The notebooks are committed executed (`make notebooks`); the site shows those outputs, never re-runs them.
 nb_execution_mode = "off"
 nb_merge_streams = True
-myst_enable_extensions = ["dollarmath", "colon_fence"]
+myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence"]
+mathjax_path = "mathjax/tex-chtml.js"
 myst_heading_anchors = 3
 
 autosummary_generate = True
@@ -68,6 +87,7 @@ html_theme = "pydata_sphinx_theme"
 html_title = "softmax_scale"
 html_theme_options = {
     "navigation_with_keys": False,
+    "header_links_before_dropdown": 5,  # the API reference among them, the rest under "More"
     "show_toc_level": 2,
     "secondary_sidebar_items": ["page-toc"],
     "footer_start": ["copyright"],
@@ -207,6 +227,23 @@ def copy_notebooks() -> list[str]:
 
 
 NOTEBOOK_NAMES = copy_notebooks()
+
+
+def write_landing() -> Path:
+    """Write what ``softmax-scale`` prints for :data:`LANDING_QUESTION` to ``_generated/advise.txt`` (when it changed)."""
+    from softmax_scale import cli
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        cli.main(list(LANDING_QUESTION))
+    LANDING.mkdir(exist_ok=True)
+    path = LANDING / "advise.txt"
+    if not path.exists() or path.read_text(encoding="utf-8") != out.getvalue():
+        path.write_text(out.getvalue(), encoding="utf-8")
+    return path
+
+
+LANDING_ANSWER = write_landing()
 _LINK = re.compile(r"(\]\()([^)\s#]+)(#[^)\s]*)?(\))")
 
 
@@ -247,7 +284,22 @@ def _on_include_read(app, relative_path, parent_docname, content):
     content[0] = site_links(content[0], (DOCS / relative_path).parent, doc_dir)
 
 
+def copy_mathjax(app, exc):
+    """Copy :data:`MATHJAX_PARTS` into the built site's ``_static/mathjax`` (where :data:`mathjax_path` points)."""
+    if exc is not None or app.builder.format != "html":
+        return
+    dest = Path(app.outdir) / "_static" / "mathjax"
+    for part in MATHJAX_PARTS:
+        src = MATHJAX / part
+        if src.is_dir():
+            shutil.copytree(src, dest / part, dirs_exist_ok=True)
+        else:
+            (dest / part).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dest / part)
+
+
 def setup(app):
-    """Register the link rewriting for pages and for the files they include."""
+    """Register the link rewriting for pages and for the files they include, and the copy of MathJax."""
     app.connect("source-read", _on_source_read)
     app.connect("include-read", _on_include_read)
+    app.connect("build-finished", copy_mathjax)

@@ -119,6 +119,24 @@ def optimal_alpha(n, dist="normal", *, d=None, objective="mean_field", **kwargs)
     Shorthand for ``optimize_alpha(...).alpha``; ``inf`` where the objective
     has no finite maximiser.  See :func:`optimize_alpha`.
 
+    Parameters
+    ----------
+    n : int or array_like
+        Number of scores, ``>= 2``.
+    dist : {"normal", "cosine"}, ScoreDistribution or array_like
+        Score distribution (an array is an empirical sample).
+    d : int, optional
+        Dimension for ``dist="cosine"``.
+    objective : {"mean_field", "expected", "typical", "geometric"}
+        See :mod:`softmax_scale.objectives`.
+    **kwargs
+        Options of the objective's optimiser (Monte Carlo ``trials``, ``rng``...).
+
+    Returns
+    -------
+    float or ndarray
+        ``alpha*``, the scale that multiplies the scores (unit-variance normal scores, or cosines).
+
     Examples
     --------
     >>> import softmax_scale as ss

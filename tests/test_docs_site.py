@@ -171,3 +171,71 @@ def test_the_readme_links_every_page():
     text = README.read_text(encoding="utf-8")
     linked = {(ROOT / t.split("#")[0]).resolve() for t in re.findall(r"\]\((docs/[^)\s]+)\)", text)}
     assert [str(p.relative_to(ROOT)) for p in PAGES if p.resolve() not in linked and p != DOCS / "index.md"] == []
+
+
+#: An attribute that loads something into a page (a script, a style sheet, an image, a frame, a font).
+_LOADS = re.compile(r"<(?:script|link|img|iframe|source)\b[^>]*?\b(?:src|href)\s*=\s*[\"']([^\"']+)[\"']", re.I)
+
+
+def _foreign_loads(html: str) -> list[str]:
+    """What a built page loads from another host (an absolute or protocol-relative address)."""
+    return [url for url in _LOADS.findall(html) if re.match(r"^(?:[a-z][a-z0-9+.-]*:)?//", url, re.I)]
+
+
+def test_the_foreign_load_check_can_fail():
+    page = ('<script src="https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-mml-chtml.js"></script>'
+            '<link rel="stylesheet" href="//fonts.example/x.css"><script src="_static/mathjax/tex-chtml.js"></script>'
+            '<a href="https://arxiv.org/abs/1706.03762">a link is not a load</a>')
+    assert _foreign_loads(page) == ["https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-mml-chtml.js", "//fonts.example/x.css"]
+
+
+@pytest.mark.slow
+def test_the_site_loads_nothing_from_another_host(site):
+    """No CDN: every script, style and font a page loads is in the built site, MathJax included."""
+    _, html = site
+    foreign, missing = {}, []
+    for page in sorted(p for p in html.rglob("*.html") if "_static" not in p.relative_to(html).parts):
+        text = page.read_text(encoding="utf-8")
+        if _foreign_loads(text):
+            foreign[str(page.relative_to(html))] = _foreign_loads(text)
+        for url in _LOADS.findall(text):
+            if not re.match(r"^[a-z][a-z0-9+.-]*:", url, re.I) and not (page.parent / url.split("?")[0].split("#")[0]).exists():
+                missing.append(f"{page.relative_to(html)}: {url}")
+    assert foreign == {}
+    assert missing == []
+    notebook = (html / "notebooks" / "01_second_moments.html").read_text(encoding="utf-8")
+    assert re.search(r"<script[^>]*src=\"\.\./_static/mathjax/tex-chtml\.js\"", notebook)
+    assert (html / "_static" / "mathjax" / "output" / "chtml" / "fonts" / "woff-v2" / "MathJax_Main-Regular.woff").exists()
+
+
+def _headings(text: str) -> list[str]:
+    return re.findall(r"^#{1,6} (.+)$", _prose(text), flags=re.M)
+
+
+def test_no_page_title_or_heading_is_raw_latex():
+    """Titles and headings feed the sidebar and the browser's tab, where TeX is not typeset."""
+    raw = [f"{p.relative_to(ROOT)}: {h}" for p in [*PAGES] for h in _headings(p.read_text(encoding="utf-8"))
+           if "$" in h or "\\" in h]
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            if cell["cell_type"] == "markdown":
+                raw += [f"{path.name}: {h}" for h in _headings("".join(cell["source"])) if "$" in h or "\\" in h]
+    assert raw == []
+
+
+@pytest.mark.slow
+def test_the_landing_page_shows_the_answer_to_its_question(site):
+    """The front page shows ``softmax-scale advise``'s output for its question, as the command prints it now."""
+    import html as html_lib
+
+    from softmax_scale import cli
+
+    _, built = site
+    command = re.search(r"^softmax-scale (advise .*)$", (DOCS / "index.md").read_text(encoding="utf-8"), flags=re.M).group(1)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main(command.split()) == 0
+    page = html_lib.unescape(re.sub(r"<[^>]+>", "", (built / "index.html").read_text(encoding="utf-8")))
+    lines = [line for line in out.getvalue().splitlines() if line.strip()]
+    assert len(lines) > 3 and lines[0] in page and lines[-1] in page
+    assert f"softmax-scale {command}" in page

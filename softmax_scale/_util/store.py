@@ -24,7 +24,7 @@ import numpy as np
 
 from .files import atomic_write_text
 
-__all__ = ["PACKAGE_DIR", "ResultStore", "Table", "format_value", "read_table", "source_revision"]
+__all__ = ["PACKAGE_DIR", "ResultStore", "Table", "as_written", "format_value", "read_table", "source_revision"]
 
 
 #: The package's folder: :func:`source_revision` reports the git state of every file under it.
@@ -61,6 +61,17 @@ def format_value(x, float_format: str = ".6g") -> str:
         return str(int(x))
     x = float(x)
     return "" if not np.isfinite(x) else format(x, float_format)
+
+
+def as_written(x, float_format: str = ".6g"):
+    """``x`` (a float or an array of floats) rounded as :func:`format_value` writes it, read back (non-finite kept).
+
+    A figure or table drawn from these is the one drawn from the result file, on any CPU whose
+    results agree to the digits ``float_format`` keeps.
+    """
+    a = np.asarray(x, dtype=np.float64)
+    out = np.array([float(format(v, float_format)) if np.isfinite(v) else v for v in a.reshape(-1)]).reshape(a.shape)
+    return out if a.ndim else float(out)
 
 
 @dataclass(frozen=True)

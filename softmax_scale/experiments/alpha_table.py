@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._util.store import source_revision
+from .._util.store import as_written, format_value, source_revision
 from ..laws import LAW_FORMS, compare_alpha_laws
 from ..optimize import optimal_alpha
 from .base import Experiment
 
-__all__ = ["EXPERIMENT", "NOTE_GRID", "OBJECTIVE_TRIALS", "QUICK_OBJECTIVE_NS", "QUICK_OBJECTIVE_TRIALS", "TABLE_ROWS",
+__all__ = ["ALPHA_FORMAT", "EXPERIMENT", "NOTE_GRID", "OBJECTIVE_TRIALS", "QUICK_OBJECTIVE_NS", "QUICK_OBJECTIVE_TRIALS", "TABLE_ROWS",
            "AlphaTable", "AlphaTableConfig", "AlphaTableExperiment", "alpha_table", "objective_tables", "score_columns",
            "table_from_columns"]
 
@@ -35,6 +35,12 @@ TABLE_ROWS = (40, 80, 160, 320, 640, 1280, 2560, 5120, 10240, 20000)
 OBJECTIVE_TRIALS = 4000
 #: The same for a smoke run (``--quick``).
 QUICK_OBJECTIVE_NS, QUICK_OBJECTIVE_TRIALS = (40, 640, 10240), 1000
+#: How result files write ``alpha*``: 10 significant digits, what the mean-field optimiser guarantees.
+#: It is polished to about 1e-12 relative, and ``tests/test_optimize.py`` holds it within 1e-11 of
+#: the closed form (Lambert W) over the grid for normal scores; the last digit written is 1e-10 to 1e-9 relative,
+#: a hundred times more than two CPUs' results differ (AVX2 against AVX-512: at most 9e-13), so every
+#: CPU writes the same file.
+ALPHA_FORMAT = ".10g"
 
 
 @dataclass(frozen=True)
@@ -113,12 +119,12 @@ class AlphaTable:
         return "\n".join(out) + "\n"
 
     def to_csv(self) -> str:
-        """Every ``n`` of the grid with every column, as CSV."""
+        """Every ``n`` of the grid with every column, as CSV (``alpha*`` to :data:`ALPHA_FORMAT`)."""
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(["n", *self.columns])
         for i, n in enumerate(self.ns):
-            w.writerow([int(n), *(repr(float(self.columns[c][i])) for c in self.columns)])
+            w.writerow([int(n), *(format_value(float(self.columns[c][i]), ALPHA_FORMAT) for c in self.columns)])
         return buf.getvalue()
 
 
@@ -138,7 +144,7 @@ def alpha_table(
     rng=0,
     tables: dict | None = None,
 ) -> AlphaTable:
-    """Mean-field ``alpha*`` for normal and cosine(d) scores over ``ns``, with every law fitted.
+    """Mean-field ``alpha*`` for normal and cosine(d) scores over ``ns`` (to :data:`ALPHA_FORMAT`), with every law fitted.
 
     Parameters
     ----------
@@ -159,7 +165,7 @@ def alpha_table(
         instead of computing them: the main job shares them with a figure.
     """
     ns = np.asarray(ns)
-    columns = {label: optimal_alpha(ns, dist, d=d) for label, dist, d in score_columns(cosine_d)}
+    columns = {label: as_written(optimal_alpha(ns, dist, d=d), ALPHA_FORMAT) for label, dist, d in score_columns(cosine_d)}
     extra = {}
     if tables is not None:
         extra = dict(tables)
@@ -258,7 +264,7 @@ class AlphaTableExperiment(Experiment):
     match = ("grid", "cosine_d")
     in_process = True
     figure_names = ("alpha_star_vs_n",)
-    float_format = ".17g"
+    float_format = ALPHA_FORMAT
 
     def config(self, quick: bool = False) -> AlphaTableConfig:
         """The whole grid, or every tenth ``n`` (``quick``)."""

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..experiments.alpha_table import NOTE_GRID
+from .._util.store import as_written
+from ..experiments.alpha_table import ALPHA_FORMAT, NOTE_GRID
 from ..laws import compare_alpha_laws
 from ..optimize import optimal_alpha
 from ._style import new_figure
@@ -35,7 +36,7 @@ def alpha_star_vs_n(ns=NOTE_GRID, cosine_d: int = 128, table=None):
     fig, axes = new_figure(2, width=11, height=4.4)
     panels = [("normal", None, "normal scores"), ("cosine", cosine_d, f"cosine scores, d = {cosine_d}")]
     for ax, (dist, d, title) in zip(axes, panels):
-        a = optimal_alpha(ns, dist, d=d) if table is None else list(table.columns.values())[d is not None]
+        a = as_written(optimal_alpha(ns, dist, d=d), ALPHA_FORMAT) if table is None else list(table.columns.values())[d is not None]
         ax.plot(ns, a, color="k", lw=2.5, alpha=0.35, label="alpha* (mean-field)")
         for form, fit in compare_alpha_laws(ns, a).items():
             coef = ", ".join(f"{k}={v:.3g}" for k, v in fit.params.items())

@@ -9,17 +9,27 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.ticker import NullFormatter
 
+from ..schemes import ENTROPY_INVARIANT, QWEN_LOGN, SCHEMES, SSMAX, STANDARD, YARN
 from ._style import new_figure
 
-#: Curves drawn: (trained label prefix, test scale, legend, colour, line style).
-_CURVES = (("standard", "trained", "standard", "C0", "-"),
-           ("standard", "qwen_logn", "standard + log n at test", "C1", "--"),
-           ("standard", "yarn", "standard + YaRN temperature at test", "C2", "--"),
-           ("standard", "toolkit_iid", "standard + toolkit i.i.d.", "C4", ":"),
-           ("standard", "toolkit_measured", "standard + toolkit measured", "C5", ":"),
-           ("standard", "toolkit_share", "standard + toolkit share", "C6", "-."),
-           ("entropy_invariant", "trained", "log_L n trained in", "C3", "-"),
-           ("ssmax", "trained", "ssmax trained in", "C8", "-"))
+
+def _color(scheme):
+    """A scheme's colour in the training runs' figures (its registry style's ``train_color``)."""
+    return SCHEMES[scheme].style.train_color
+
+
+#: The trained scales whose heads' share is drawn, each in its scheme's colour.
+_TRAINED = (STANDARD, ENTROPY_INVARIANT, SSMAX)
+#: Curves drawn: (trained label prefix, test scale, legend, colour, line style); a registry scale in its
+#: scheme's colour, the toolkit's per-head rules (not schemes) in colours of their own.
+_CURVES = ((STANDARD, "trained", "standard", _color(STANDARD), "-"),
+           (STANDARD, QWEN_LOGN, "standard + log n at test", _color(QWEN_LOGN), "--"),
+           (STANDARD, YARN, "standard + YaRN temperature at test", _color(YARN), "--"),
+           (STANDARD, "toolkit_iid", "standard + toolkit i.i.d.", "C4", ":"),
+           (STANDARD, "toolkit_measured", "standard + toolkit measured", "C5", ":"),
+           (STANDARD, "toolkit_share", "standard + toolkit share", "C6", "-."),
+           (ENTROPY_INVARIANT, "trained", "log_L n trained in", _color(ENTROPY_INVARIANT), "-"),
+           (SSMAX, "trained", "ssmax trained in", _color(SSMAX), "-"))
 
 
 def _find(rows, prefix, scale, rope):
@@ -67,10 +77,10 @@ def one_key_copy_figure(table=None, csv=None):
             v = _find(s["rows"], prefix, scale, rope)
             if v is not None:
                 _band(ax, x, 100 * v["accuracy"], 100 * v["accuracy_std"], color=color, ls=ls, label=label)
-        ctl = _find(s["control"], "standard", "trained", rope)
+        ctl = _find(s["control"], STANDARD, "trained", rope)
         if ctl is not None:
             ax.plot(x, 100 * ctl["accuracy"], color="0.6", lw=1, label="no copy (control)")
-        win = s["rows"].get(next((k for k in s["rows"] if k[0].startswith("standard") and k[2] == "window"), None))
+        win = s["rows"].get(next((k for k in s["rows"] if k[0].startswith(STANDARD) and k[2] == "window"), None))
         if win is not None:
             ax.plot(x, 100 * win["accuracy"], color="k", lw=1, ls=":", label="sliding window of L")
         ax.axvline(1.0, color="0.8", lw=0.8)
@@ -84,7 +94,7 @@ def one_key_copy_figure(table=None, csv=None):
             ax.set_axis_off()
             continue
         rope = share_ropes[j]
-        for prefix, color in (("standard", "C0"), ("entropy_invariant", "C3"), ("ssmax", "C8")):
+        for prefix, color in ((scheme, _color(scheme)) for scheme in _TRAINED):
             m = m0 & (r["rope"] == rope) & np.char.startswith(r["scheme"].astype(str), prefix)
             if not m.any():
                 continue

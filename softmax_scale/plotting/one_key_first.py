@@ -14,7 +14,7 @@ from ._style import new_figure
 #: (trained scale, test scale, colour, line style) of each curve: the trained scales' training colours,
 #: their ``log n`` (drawn like ``qwen_logn`` in the registry) in its own.
 _CURVES = ((STANDARD, "trained", SCHEMES[STANDARD].style.train_color, "-"),
-           ("chiang_cholak", "trained", "C8", "-"),
+           ("chiang_cholak", "trained", SCHEMES["chiang_cholak"].style.train_color, "-"),
            (ENTROPY_INVARIANT, "trained", SCHEMES[ENTROPY_INVARIANT].style.train_color, "-"),
            (SSMAX, "trained", SCHEMES[SSMAX].style.train_color, "-"),
            (STANDARD, QWEN_LOGN, SCHEMES[QWEN_LOGN].style.train_color, "--"),

@@ -1,4 +1,8 @@
-"""Published softmax scales: the registry of :class:`Scheme` objects, the one pinning rule, and RoPE variants (:mod:`.rope`)."""
+"""Published softmax scales: the registry of :class:`Scheme` objects, the one pinning rule, and RoPE variants (:mod:`.rope`).
+
+:mod:`._scheme` says what a scheme is, :mod:`._registry` holds and evaluates them, and the catalogue
+:mod:`._published` lists the published ones, which the registry registers first.
+"""
 
 from ._registry import (
     COSINE_SCHEMES,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 
 from .config import QUICK, TRAINING_OBJECTIVES, TrainConfig
-from .scales import TRAIN_SCALES, keys_seen, model_factors, query_factors, ssmax_init
+from .scales import TRAIN_SCALES, keys_seen, learned_init, learned_parameter, model_factors, query_factors, ssmax_init
 
 #: name -> submodule, for the names that need JAX (imported on first access).
 _LAZY = {
@@ -35,5 +35,5 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["QUICK", "TRAINING_OBJECTIVES", "TRAIN_SCALES", "TrainConfig", "keys_seen", "model_factors", "query_factors",
-           "ssmax_init", *sorted(_LAZY)]
+__all__ = ["QUICK", "TRAINING_OBJECTIVES", "TRAIN_SCALES", "TrainConfig", "keys_seen", "learned_init", "learned_parameter",
+           "model_factors", "query_factors", "ssmax_init", *sorted(_LAZY)]

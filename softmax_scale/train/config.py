@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from .._util.validation import check_choice, check_int, check_positive_float
+from ..schemes import ENTROPY_INVARIANT
 from ..schemes.rope import ROPES
-from .scales import TRAIN_SCALES
+from .scales import TRAIN_SCALES, learned_parameter
 
 __all__ = ["FFNS", "QUICK", "TRAINING_OBJECTIVES", "TrainConfig"]
 
@@ -193,7 +194,7 @@ class TrainConfig:
         from .data import VOCAB
 
         D, F = self.d_model, self.d_ff
-        per_layer = 4 * D * D + self._ffn_matrices * D * F + 2 * D + (self.heads if self.scheme == "ssmax" else 0)
+        per_layer = 4 * D * D + self._ffn_matrices * D * F + 2 * D + (self.heads if learned_parameter(self.scheme) else 0)
         return VOCAB * D + self.layers * per_layer + D
 
     def step_flops(self) -> float:
@@ -233,8 +234,8 @@ class TrainConfig:
         """Short name of the trained scale: ``standard``, ``entropy_invariant@512``, ``alpha=1.5``, ..."""
         if self.scheme == "alpha":
             return f"alpha={self.alpha:.4g}"
-        if self.scheme == "entropy_invariant":
-            return f"entropy_invariant@{self.pin}"
+        if self.scheme == ENTROPY_INVARIANT:
+            return f"{ENTROPY_INVARIANT}@{self.pin}"
         return self.scheme
 
     def tokens_per_step(self) -> int:

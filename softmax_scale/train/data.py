@@ -40,7 +40,7 @@ __all__ = [
     "heldout_bytes",
     "mask_positions",
     "most_frequent_byte",
-    "train_batch",
+    "text_batch",
     "training_bytes",
     "training_files",
 ]
@@ -175,15 +175,14 @@ def _batch(text, objective, length, count, rate, gen) -> Batch:
     return Batch(w[:, :-1], w[:, 1:], np.ones((count, length), dtype=np.float32))
 
 
-def train_batch(config, data_seed: np.random.SeedSequence, step: int) -> Batch:
-    """The batch of training step ``step`` (0-based) of a run whose data seed is ``data_seed``."""
-    gen = _generator(data_seed, check_int(step, "step", minimum=0))
-    b = _batch(training_bytes(), config.objective, config.train_length, config.batch, config.mask_rate, gen)
-    if config.copy_share or config.passkey_share:
-        from .tasks import training_mix
+def text_batch(config, data_seed: np.random.SeedSequence, step: int) -> tuple[Batch, np.random.Generator]:
+    """The training text's batch of step ``step`` (0-based) of a run whose data seed is ``data_seed``, and the step's generator.
 
-        b = training_mix(b, config, gen)
-    return b
+    The step's other draws continue that generator (the training mix of
+    :func:`softmax_scale.train.tasks.train_batch`, which gives the batch a run trains on).
+    """
+    gen = _generator(data_seed, check_int(step, "step", minimum=0))
+    return _batch(training_bytes(), config.objective, config.train_length, config.batch, config.mask_rate, gen), gen
 
 
 #: Seed of the evaluation windows and masks: the same for every model.

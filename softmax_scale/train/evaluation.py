@@ -28,7 +28,7 @@ from .backend import jax, jnp
 from .config import TrainConfig
 from .data import EVAL_SEED, eval_batch, heldout_bytes, most_frequent_byte
 from .model import forward, rope_tables
-from .scales import model_factors
+from .scales import learned_parameter, model_factors
 
 __all__ = ["EvalResult", "LengthEval", "attention_scores", "batch_scores", "bucket_sums", "check_lengths", "evaluate",
            "evaluate_batch", "head_sigmas", "position_buckets"]
@@ -140,9 +140,10 @@ def _override(config, scheme, pin_length):
         if pin_length is not None:
             raise ValueError("`pin_length` is only used with a test-time `scheme`")
         return "trained"
-    if config.scheme == "ssmax":
-        raise ValueError("`scheme`: a test-time scale replaces the trained one; a model trained with ssmax's "
-                         "learned s has none to replace")
+    learned = learned_parameter(config.scheme)
+    if learned is not None:
+        raise ValueError(f"`scheme`: a test-time scale replaces the trained one; a model trained with "
+                         f"{config.scheme}'s learned {learned} has none to replace")
     pin = config.pin if pin_length is None else check_int(pin_length, "pin_length", minimum=2)
     model_factors(config, 2, scheme=scheme, pin_length=pin)  # names an unknown scheme
     return f"{scheme}@{pin}"

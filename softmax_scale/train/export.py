@@ -36,6 +36,7 @@ import numpy as np
 from .._util.files import atomic_write
 from .config import TrainConfig
 from .data import VOCAB
+from .scales import learned_parameter
 
 __all__ = ["RMS_EPS", "byte_tokens", "export_gguf", "permute_rows"]
 
@@ -89,8 +90,9 @@ def export_gguf(params: dict, config: TrainConfig, path, *, name: str = "softmax
     if not config.causal or config.ffn != "swiglu":
         raise ValueError(f"`config`: only a causal model with ffn='swiglu' is a LLaMA, got objective={config.objective!r}, "
                          f"ffn={config.ffn!r}")
-    if config.scheme == "ssmax":
-        raise ValueError("`config`: a model trained with ssmax has a learned s per head, which LLaMA has not")
+    learned = learned_parameter(config.scheme)
+    if learned is not None:
+        raise ValueError(f"`config`: a model trained with {config.scheme} has a learned {learned} per head, which LLaMA has not")
     layers = params.get("layers") if isinstance(params, dict) else None
     if not layers or len(layers) != config.layers or any("w3" not in lay for lay in layers):
         raise ValueError("`params` must be the parameters of a SwiGLU model of `config` (layers with w1, w2, w3)")

@@ -32,9 +32,10 @@ import numpy as np
 
 from .._util.rng import seed_sequence
 from .._util.validation import check_choice, check_int, check_positive_float
+from ..schemes import ENTROPY_INVARIANT
 from .backend import jax, jnp, optax
 from .model import attention, ffn
-from .scales import model_factors, ssmax_init
+from .scales import learned_init, learned_parameter, model_factors
 from .tasks import FIRST_VOCAB, first_batch
 
 __all__ = ["FIRST_SCALES", "FirstModel", "FirstResult", "first_factors", "first_forward", "first_logits",
@@ -104,7 +105,7 @@ class FirstModel:
 
     def label(self) -> str:
         """The trained scale's name in result files: ``standard``, ``chiang_cholak``, ``entropy_invariant@11``, ``ssmax``."""
-        return f"{self.scheme}@{self.pin}" if self.scheme == "entropy_invariant" else self.scheme
+        return f"{self.scheme}@{self.pin}" if self.scheme == ENTROPY_INVARIANT else self.scheme
 
     def describe(self) -> dict:
         """Every field, as plain values (the scale included)."""
@@ -115,7 +116,7 @@ class FirstModel:
     def n_params(self) -> int:
         """Trained parameters."""
         D, F = self.d_model, self.d_ff
-        per_layer = 4 * D * D + D + D * F + F * D + D + 4 * D + (self.heads if self.scheme == "ssmax" else 0)
+        per_layer = 4 * D * D + D + D * F + F * D + D + 4 * D + (self.heads if learned_parameter(self.scheme) else 0)
         return len(FIRST_VOCAB) * D + self.layers * per_layer + D + 1
 
 
@@ -180,8 +181,8 @@ def init_first(model: FirstModel, rng=None) -> dict:
              "w1": uniform((D, F), D ** -0.5), "w2": uniform((F, D), F ** -0.5), "bf": uniform(D, F ** -0.5),
              "g1": np.ones(D, np.float32), "b1": np.zeros(D, np.float32),
              "g2": np.ones(D, np.float32), "b2": np.zeros(D, np.float32)}
-    if model.scheme == "ssmax":
-        layer["s"] = np.full(model.heads, ssmax_init(model.pin), np.float32)
+    if learned_parameter(model.scheme) is not None:
+        layer["s"] = np.full(model.heads, learned_init(model.scheme, model.pin), np.float32)
     return {"embed": embed, "layers": [{k: v.copy() for k, v in layer.items()} for _ in range(model.layers)],
             "w_out": uniform(D, D ** -0.5), "b_out": uniform((), D ** -0.5)}
 

@@ -20,6 +20,7 @@ import numpy as np
 from .._util.validation import check_int
 from ..heads import TOOLKIT_RULES, exact_entropy, rule_factors
 from ..models.buckets import bucket_queries
+from ..schemes import STANDARD
 from .config import TrainConfig
 
 __all__ = ["HeadFactors", "factor_grid", "head_factors", "position_factors", "probe_heads", "query_rows"]
@@ -127,7 +128,7 @@ def head_factors(params, config: TrainConfig, *, windows: int = 16, longest: int
     """
     from ..heads import head_stats
 
-    if config.scheme != "standard" or not config.causal:
+    if config.scheme != STANDARD or not config.causal:
         raise ValueError(f"`config`: the per-head scale is measured on causal `standard` models, got "
                          f"{config.objective} {config.scheme}")
     L = config.train_length

@@ -35,9 +35,10 @@ from .._util.progress import progress_bar
 from .._util.rng import seed_sequence
 from .backend import jax, optax
 from .config import TrainConfig
-from .data import VOCAB, train_batch
+from .data import VOCAB
 from .model import init_params, loss_and_accuracy, rope_tables
 from .scales import model_factors
+from .tasks import train_batch
 
 __all__ = ["DIVERGENCE_LOSS", "TrainResult", "initial_params", "load_checkpoint", "make_optimizer", "place", "train_model"]
 

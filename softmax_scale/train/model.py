@@ -217,7 +217,7 @@ def init_params(config, rng=None) -> dict:
     ``N(0, 1/fan_in) / (2 layers)`` (GPT-2's residual scaling); RMSNorm gains 1; SSMax's ``s``
     at :func:`~softmax_scale.train.scales.ssmax_init`.
     """
-    from .scales import ssmax_init
+    from .scales import learned_init, learned_parameter
 
     gen = np.random.default_rng(seed_sequence(rng))
     D, F, L = config.d_model, config.d_ff, config.layers
@@ -232,8 +232,8 @@ def init_params(config, rng=None) -> dict:
             "wv": normal((D, D), D ** -0.5), "wo": normal((D, D), D ** -0.5 / math.sqrt(2 * L)),
             "norm2": np.ones(D, np.float32), "w1": normal((D, F), D ** -0.5), "w2": normal((F, D), F ** -0.5 / math.sqrt(2 * L)),
         }
-        if config.scheme == "ssmax":
-            layer["s"] = np.full(config.heads, ssmax_init(config.pin), np.float32)
+        if learned_parameter(config.scheme) is not None:
+            layer["s"] = np.full(config.heads, learned_init(config.scheme, config.pin), np.float32)
         if config.ffn == "swiglu":  # drawn last: a ReLU model's draws are unchanged
             layer["w3"] = normal((D, F), D ** -0.5)
         layers.append(layer)

@@ -26,7 +26,7 @@ import numpy as np
 from .._util.validation import check_choice, check_int
 from ..schemes import QK_SCHEMES, SCHEMES, SSMAX, TRAIN_NAMES, pinned, scheme_factor, train_scheme
 
-__all__ = ["TRAIN_SCALES", "keys_seen", "model_factors", "query_factors", "ssmax_init"]
+__all__ = ["TRAIN_SCALES", "keys_seen", "learned_init", "learned_parameter", "model_factors", "query_factors", "ssmax_init"]
 
 #: The scales a model can be trained with: the registry's training names (they follow registrations).
 TRAIN_SCALES = TRAIN_NAMES
@@ -48,11 +48,20 @@ def _resolve(scheme, alpha):
     return scheme, {}
 
 
-def _learned_init(scheme, pin_length):
-    """The initial value, pinned at ``pin_length``, of the parameter the scheme learns (``None``: it learns none)."""
+def learned_parameter(scheme: str) -> str | None:
+    """The parameter a model trained with ``scheme`` learns per head (its :attr:`~softmax_scale.schemes.Scheme.learned`).
+
+    ``"s"`` for ``ssmax``; ``None`` for a scale with nothing learned (or a name outside the registry).
+    The model keeps it per head in ``params["layers"][i]["s"]``, a multiplier of its fixed factors.
+    """
     key, _ = _resolve(scheme, None)
-    learned = SCHEMES[key].learned
-    return None if learned is None else float(pinned(key, pin_length).params[learned])
+    return SCHEMES[key].learned if key in SCHEMES else None
+
+
+def learned_init(scheme: str, pin_length: int) -> float | None:
+    """The initial value of :func:`learned_parameter`, by the scheme's pinning rule at ``pin_length`` (``None``: none learned)."""
+    learned = learned_parameter(scheme)
+    return None if learned is None else float(pinned(_resolve(scheme, None)[0], pin_length).params[learned])
 
 
 def query_factors(scheme: str, length: int, d_head: int, *, causal: bool, pin_length: int,
@@ -88,7 +97,7 @@ def query_factors(scheme: str, length: int, d_head: int, *, causal: bool, pin_le
 
 def ssmax_init(pin_length: int) -> float:
     """The initial per-head ``s`` of SSMax: its pinning rule's ``s`` at ``pin_length`` (``1/ln pin_length``)."""
-    return _learned_init(SSMAX, pin_length)
+    return learned_init(SSMAX, pin_length)
 
 
 def model_factors(config, length: int, *, scheme: str | None = None, pin_length: int | None = None) -> np.ndarray:
@@ -103,7 +112,7 @@ def model_factors(config, length: int, *, scheme: str | None = None, pin_length:
     if scheme is None:
         f = query_factors(config.scheme, length, config.d_head, causal=config.causal, pin_length=config.pin,
                           alpha=config.alpha)
-        init = _learned_init(config.scheme, config.pin)
+        init = learned_init(config.scheme, config.pin)
         if init is not None:
             f = f / init
     else:

@@ -24,10 +24,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._util.validation import check_float_array, check_int
-from .data import Batch
+from .data import Batch, text_batch, training_bytes
 
 __all__ = ["FILLER", "FIRST_VOCAB", "MIX_DISTANCES", "PASSKEY_LINE", "QUESTION", "FirstBatch", "OneKeyBatch",
-           "copy_batch", "copy_control", "first_batch", "passkey_batch", "passkey_min_length", "training_mix"]
+           "copy_batch", "copy_control", "first_batch", "passkey_batch", "passkey_min_length", "train_batch",
+           "training_mix"]
 
 #: The filler of the passkey prompt (repeated), as in the landmark-attention passkey test; it holds no digit.
 FILLER = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. "
@@ -194,8 +195,6 @@ def training_mix(batch: Batch, config, gen: np.random.Generator) -> Batch:
     depth; the natural rows before them are ``batch``'s, unchanged.  Every position of a mixed
     row is trained on (the first copy and the filler are text too).
     """
-    from .data import training_bytes
-
     if config.objective != "causal":
         raise ValueError(f"`config`: a training mix needs objective='causal', got {config.objective!r}")
     B, L = batch.inputs.shape
@@ -214,6 +213,16 @@ def training_mix(batch: Batch, config, gen: np.random.Generator) -> Batch:
     targets[B - k:] = np.concatenate([r.targets for r in rows])
     weights[B - k:] = 1.0
     return Batch(inputs, targets, weights)
+
+
+def train_batch(config, data_seed: np.random.SeedSequence, step: int) -> Batch:
+    """The batch of training step ``step`` (0-based) of a run whose data seed is ``data_seed``.
+
+    The training text's (:func:`~softmax_scale.train.data.text_batch`), made into copies and passkey
+    prompts by :func:`training_mix` where the configuration asks for a mix.
+    """
+    batch, gen = text_batch(config, data_seed, step)
+    return training_mix(batch, config, gen) if config.copy_share or config.passkey_share else batch
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ def test_the_alpha_table_experiment_is_the_table(tmp_path, capsys):
     direct = alpha_table(NOTE_GRID[::10])
     for label, values in direct.columns.items():
         got = t.rows["alpha"][t.rows["scores"] == label]
-        np.testing.assert_array_equal(got, values)  # written with 17 digits: exact
+        np.testing.assert_array_equal(got, values)  # the table's alpha* is as the file writes it: exact
     np.testing.assert_array_equal(t.rows["n"][t.rows["scores"] == "normal"], NOTE_GRID[::10])
     assert exp.summaries(t) == [direct.to_markdown()]
     assert main(["table", "--quick"]) == 0  # the printed rows only, each one computed
@@ -29,6 +29,21 @@ def test_the_alpha_table_experiment_is_the_table(tmp_path, capsys):
     png = tmp_path / "alpha_star_quick_vs_n.png"
     assert f"wrote {png}" in out
     assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_committed_alpha_table_is_what_this_cpu_writes():
+    """``make figures`` leaves figures/alpha_table.csv as committed: alpha* to the digits the optimiser guarantees."""
+    from pathlib import Path
+
+    committed = (Path(__file__).resolve().parents[2] / "figures" / "alpha_table.csv").read_text(encoding="utf-8")
+    t = alpha_table(NOTE_GRID)
+    assert t.to_csv() == committed
+    cells = [c for line in committed.splitlines()[1:] for c in line.split(",")[1:]]
+    assert max(len(c.replace(".", "").lstrip("0")) for c in cells) <= 10
+    from scipy import special
+
+    exact = np.sqrt(special.lambertw(NOTE_GRID * np.sqrt(np.e) / 2).real - 0.5)  # normal scores' closed form
+    np.testing.assert_allclose(t.columns["normal"], exact, rtol=5e-10)  # every digit written is right
 
 
 def test_the_alpha_figure_from_the_table_is_the_figure_that_computes_it(tmp_path):

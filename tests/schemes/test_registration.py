@@ -221,8 +221,15 @@ def test_style_colours_fall_back_in_order():
     assert (s.decoder_color, s.train_color) == ("tab:pink", "tab:pink")
     s = sc.Style("tab:pink", decoder_color="C7")
     assert s.train_color == "C7"
-    assert sc.SCHEMES[sc.SSMAX].style.train_color == "C2"
+    assert sc.SCHEMES[sc.SSMAX].style.train_color == "C8"
     assert sc.SCHEMES[sc.SSMAX].style.decoder_color == "C5"
+
+
+def test_the_scales_a_training_figure_draws_together_have_colours_of_their_own():
+    """The one-key figures draw trained scales beside test-time ones: each its scheme's ``train_color``, none shared."""
+    together = (sc.STANDARD, "chiang_cholak", sc.ENTROPY_INVARIANT, sc.SSMAX, sc.QWEN_LOGN, sc.YARN)
+    colours = [sc.SCHEMES[k].style.train_color for k in together]
+    assert len(set(colours)) == len(colours), dict(zip(together, colours))
 
 
 def test_one_factor_rule_for_models_and_training():

@@ -102,8 +102,7 @@ def test_a_non_number_depth_is_a_type_error():
 
 def test_the_training_mix_keeps_the_natural_rows_and_makes_copies_and_prompts():
     from softmax_scale.train.config import TrainConfig
-    from softmax_scale.train.data import train_batch
-    from softmax_scale.train.tasks import MIX_DISTANCES, passkey_min_length
+    from softmax_scale.train.tasks import MIX_DISTANCES, passkey_min_length, train_batch
 
     c = TrainConfig(objective="causal", train_length=128, batch=16, copy_share=0.25, passkey_share=0.125)
     plain = c.replace(copy_share=0.0, passkey_share=0.0)

@@ -88,6 +88,17 @@ def test_format_value():
     assert float(format_value(1 / 3, ".17g")) == 1 / 3  # round trip, bit for bit
 
 
+def test_as_written_is_the_value_read_back_from_the_file():
+    from softmax_scale._util.store import as_written
+
+    x = np.array([[1 / 3, 2e-7 / 3], [np.nan, -np.inf]])
+    got = as_written(x, ".4g")
+    assert got.shape == x.shape
+    assert got[0].tolist() == [float(format_value(v, ".4g")) for v in x[0]] == [0.3333, 6.667e-08]
+    assert np.isnan(got[1, 0]) and got[1, 1] == -np.inf
+    assert as_written(2 / 3, ".2g") == 0.67 and isinstance(as_written(2 / 3), float)
+
+
 def test_source_revision_names_a_commit():
     from softmax_scale._util.store import source_revision
 
