@@ -8,7 +8,6 @@ registered with a result file is picked up without editing advise.
 import dataclasses
 import json
 import math
-import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path

@@ -103,14 +103,31 @@ def _has_evidence(exp: Experiment) -> bool:
     return type(exp).evidence is not Experiment.evidence
 
 
+#: The last folders read, keyed by what was read (each file's name, size and modification time).
+_READ: dict = {}
+
+
 def read_evidence(results: Path) -> tuple[dict, list, list]:
-    """``({name: (file name, [Evidence])}, [names without a result file], [names whose file has no comparison yet])``."""
+    """``({name: (file name, [Evidence])}, [names without a result file], [names whose file has no comparison yet])``.
+
+    A folder whose result files have not changed since it was last read is not read again.
+    """
+    paths = {name: EXPERIMENTS[name].result_path(EXPERIMENTS[name].config(), results)
+             for name in EXPERIMENTS if _has_evidence(EXPERIMENTS[name])}
+    stamp = tuple((name, id(EXPERIMENTS[name]), str(p.resolve()),
+                   (p.stat().st_size, p.stat().st_mtime_ns) if p.exists() else None) for name, p in paths.items())
+    if stamp not in _READ:
+        if len(_READ) > 8:
+            _READ.clear()
+        _READ[stamp] = _read(paths)
+    found, missing, empty = _READ[stamp]
+    return dict(found), list(missing), list(empty)
+
+
+def _read(paths: dict) -> tuple[dict, list, list]:
     found, missing, empty = {}, [], []
-    for name in EXPERIMENTS:
+    for name, path in paths.items():
         exp = EXPERIMENTS[name]
-        if not _has_evidence(exp):
-            continue
-        path = exp.result_path(exp.config(), results)
         if not path.exists():
             missing.append(name)
             continue

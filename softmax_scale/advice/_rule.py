@@ -6,6 +6,7 @@ texts joined, so the rule printed is the rule applied.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -26,6 +27,7 @@ DIRECTION = {"loss": -1.0, "accuracy": 1.0}
 PER_HEAD = (*TOOLKIT_RULES, SHARE_RULE)
 
 
+@functools.lru_cache(maxsize=64)
 def critical_t(replicates: int) -> float:
     """The one-sided critical value of the paired t at :data:`LEVEL` with ``replicates - 1`` degrees of freedom."""
     return float(stats.t.ppf(1.0 - LEVEL, replicates - 1)) if replicates >= 2 else math.inf
