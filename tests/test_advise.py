@@ -12,6 +12,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import softmax_scale as ss
@@ -276,3 +277,54 @@ def test_the_guide_shows_what_advise_prints_now():
 
 def test_the_guide_block_is_the_command_it_names():
     assert docs_block().startswith(f"```bash\nsoftmax-scale advise --d {DOCS_CALL['d']} ")
+
+
+# ---------------------------------------------------------------------------------------------
+# the question on the command line
+
+
+def _json(capsys, *argv):
+    assert cli.main(["advise", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_the_yarn_question_gets_a_factor_its_formula_its_uncertainty_and_the_scope(capsys):
+    out = _json(capsys, "--d", "128", "--train-length", "4096", "--n", "32768", "--rope", "yarn")
+    rec = next(r for r in out["recommendations"] if r["at_test"])
+    assert rec["factor"] == pytest.approx(float(ss.pinned(rec["scheme"], L).factor(N, D)), rel=1e-12)
+    assert rec["factor"] > 1 and rec["formula"] and rec["unit"] and rec["models"]
+    assert 0 < rec["effect_se"] < abs(rec["effect"])
+    assert any("head dimension" in line for line in out["scope"])
+    assert out["headline"].startswith(f"multiply the logits by {rec['factor']:.4g} at n = {N}")
+    assert Path(out["results"]).is_dir()
+
+
+def test_without_rope_scaling_no_scale_below_1_inside_l_is_recommended_at_test_time(capsys):
+    out = _json(capsys, "--d", "128", "--train-length", "4096", "--n", "32768", "--rope", "none")
+    ns = np.arange(2, L + 1)
+    for rec in (r for r in out["recommendations"] if r["at_test"]):
+        assert np.min(ss.pinned(rec["scheme"], L).factor(ns, D)) >= 1.0, rec
+
+
+def test_at_the_training_length_the_command_says_nothing_changes(capsys):
+    assert cli.main(["advise", "--d", "128", "--train-length", "4096", "--n", "4096"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("RoPE ") and "multiply the logits by 1 at n = L = 4096" in first
+
+
+@pytest.mark.parametrize(("argv", "says", "not_says"), [
+    (["--d", "128", "--train-length", "4096", "--n", "abc"], "`--n` must be an integer, got 'abc'", "usage"),
+    (["--d", "64"], "`--train-length` (the training length L) and `--n`", "`--d`"),
+    (["--d", "128", "--train-length", "4096", "--n", "32768", "--rope", "nope"], "`rope`", "usage"),
+])
+def test_the_command_names_what_is_wrong_in_one_line(capsys, argv, says, not_says):
+    assert cli.main(["advise", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and says in err and not_says not in err
+
+
+def test_the_help_says_what_each_rope_changes(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["advise", "--help"])
+    out = capsys.readouterr().out
+    assert "YaRN's frequencies only" in out and "temperature (0.1 ln s + 1)^2 is the `yarn` scale" in out

@@ -119,7 +119,7 @@ class Advice:
     @property
     def headline(self) -> str:
         """The first line printed: the factor, its formula, the expected effect and how far the evidence reaches."""
-        return headline(self)
+        return headline(self).replace("\u00a0", " ")
 
     def to_dict(self) -> dict:
         """Plain values (for ``--json``)."""
