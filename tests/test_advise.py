@@ -17,7 +17,8 @@ import pytest
 
 import softmax_scale as ss
 from softmax_scale import cli
-from softmax_scale.advice import DOCS_CALL, docs_block
+from softmax_scale.advice import DOCS_CALL, docs_block, short_answers
+from softmax_scale.advice._render import page_block
 from softmax_scale.experiments import EXPERIMENTS, RESULTS, Evidence, Experiment
 from softmax_scale.schemes import QK_SCHEMES
 
@@ -273,6 +274,19 @@ def test_the_guide_shows_what_advise_prints_now():
     text = (ROOT / "docs" / "choosing_a_scale.md").read_text(encoding="utf-8")
     start, end = "<!-- advise:start -->\n", "\n<!-- advise:end -->"
     assert text[text.index(start) + len(start):text.index(end)] == docs_block()
+
+
+def test_the_guide_and_the_readme_give_the_short_answers_advise_gives_now():
+    guide = (ROOT / "docs" / "choosing_a_scale.md").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert page_block(guide, "short-answer") == short_answers()
+    assert page_block(readme, "short-answer") == short_answers(brief=True)
+
+
+def test_the_short_answer_past_l_is_the_recommendation_of_advise():
+    a = ss.advise(d=D, train_length=L, n=N, rope="yarn")
+    rec = next(r for r in a.recommendations if r.at_test)
+    assert f"under RoPE yarn multiply the logits by {rec.factor:.4g} at n = {N} (`{rec.scheme}`" in short_answers()
 
 
 def test_the_guide_block_is_the_command_it_names():

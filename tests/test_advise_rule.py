@@ -209,7 +209,7 @@ def test_at_the_training_length_nothing_changes(tmp_path):
     assert a.headline.startswith(f"multiply the logits by 1 at n = L = {L}")
     # every pinned scale with a training length at n = L, as advise names them: 1 but llama4's first step
     off = [k for k in ss.schemes.QK_SCHEMES if ss.schemes.SCHEMES[k].pin_rule and ss.pinned(k, L).factor(L, D) != 1]
-    assert off == ["llama4"] and "all but llama4 (x1.069)" in a.headline
+    assert off == ["llama4"] and "all but llama4 x1.069" in a.headline
     assert _at_test(_advise(tmp_path, [_row("standard + qwen_logn@128 at test", multiple=1.0)], n=L + 1)).scale \
         == "qwen_logn at test"
 

@@ -29,11 +29,11 @@ from ..experiments import RESULTS
 from ..schemes import QK_SCHEMES, SCHEMES, pinned
 from ..schemes.rope import ROPES
 from ._evidence import TASKS, Comparison, comparisons, read_evidence, scope
-from ._render import DOCS_CALL, docs_block, headline, markdown, text, write_docs
+from ._render import DOCS_CALL, docs_block, headline, markdown, short_answers, text, write_docs
 from ._rule import LEVEL, RULE, Recommendation, recommend
 
 __all__ = ["DOCS_CALL", "LEVEL", "RULE", "TASKS", "Advice", "Comparison", "Recommendation",
-           "SchemeAtLength", "advise", "docs_block", "write_docs"]
+           "SchemeAtLength", "advise", "docs_block", "short_answers", "write_docs"]
 
 
 @dataclass(frozen=True)

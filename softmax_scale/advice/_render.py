@@ -14,7 +14,8 @@ from ..experiments import RESULTS
 from ..schemes.rope import ROPE_CHANGES
 from ._evidence import TASKS, times
 
-__all__ = ["DOCS_CALL", "WIDTH", "docs_block", "headline", "markdown", "outline", "text", "write_docs"]
+__all__ = ["DOCS_CALL", "WIDTH", "docs_block", "headline", "markdown", "outline", "page_block", "short_answers",
+           "text", "write_docs"]
 
 #: Columns of the text output.
 WIDTH = 100
@@ -164,12 +165,71 @@ def markdown(a) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# the guide's copy
+# the short answers and the guide's copy
 
-#: The situation the guide shows (the question of the README: d = 128, trained at 4096, run at 32768).
+#: The situation the guide and the README show (the README's question: d = 128, trained at 4096, run at 32768).
 DOCS_CALL = {"d": 128, "train_length": 4096, "n": 32768}
-_DOCS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "choosing_a_scale.md"
-_START, _END = "<!-- advise:start -->\n", "\n<!-- advise:end -->"
+_ROOT = Path(__file__).resolve().parents[2]
+_DOCS_PAGE = _ROOT / "docs" / "choosing_a_scale.md"
+_README = _ROOT / "README.md"
+
+
+def _ropes(rs) -> str:
+    names = [r.rope for r in rs]
+    return "RoPE " + (names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1])
+
+
+def _way(recs, a) -> str:
+    """One sentence per recommended scale over the RoPE variants, those keeping ``1/sqrt(d)`` last."""
+    groups: dict = {}
+    for r in recs:
+        groups.setdefault(r.scale, []).append(r)
+    parts = []
+    for scale, rs in sorted(groups.items(), key=lambda kv: kv[0] == "standard"):
+        if scale == "standard":
+            parts.append(f"under {_ropes(rs)} keep 1/sqrt(d): no scale passes the rule")
+        else:
+            parts.append(f"under {_ropes(rs)} {_line(rs[0], a)}")
+    return "; ".join(parts) + "."
+
+
+def _window(a) -> str:
+    """How far ``standard`` still is from a sliding window of ``L``: a range over RoPE variants, per model and unit."""
+    by: dict = {}
+    for c in a.baselines:
+        if c.reference == "sliding window of L" and math.isfinite(c.loss):
+            by.setdefault((c.model, c.size, c.length_unit, c.multiple), []).append(c)
+    parts = []
+    for (model, size, unit, m), cs in sorted(by.items(), key=lambda kv: kv[0][1]):
+        lo, hi = min(cs, key=lambda c: c.loss), max(cs, key=lambda c: c.loss)
+        span = f"{lo.loss:+.3f} ({lo.rope})" + (f" to {hi.loss:+.3f} ({hi.rope})" if hi is not lo else "")
+        parts.append(f"{span} nats per {unit.removesuffix('s')} in {model} ({size:,} parameters) at {times(m)}")
+    return ("The positions weigh more than the scale: the loss with 1/sqrt(d) minus a sliding window of L's is "
+            + "; ".join(parts) + ".") if parts else ""
+
+
+def short_answers(brief: bool = False) -> str:
+    """The short answers by task, each sentence generated from :func:`advise` at :data:`DOCS_CALL` and at ``n = L``.
+
+    ``brief``: a model trained with ``1/sqrt(d)`` only (the README's copy).
+    """
+    from . import advise
+
+    d, L, n = DOCS_CALL["d"], DOCS_CALL["train_length"], DOCS_CALL["n"]
+    cmd = "softmax-scale advise " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in DOCS_CALL.items())
+    out = [f"For head dimension {d}, trained at L = {L} and run at n = {n} ({times(n / L)}), as `{cmd} --task TASK` "
+           f"prints it for each RoPE variant measured (`--rope` picks one):"]
+    for task, name in TASKS.items():
+        a = advise(**DOCS_CALL, task=task)
+        b = advise(d, L, L, task=task)
+        items = [f"At n = L: {_line(next(r for r in b.recommendations if r.at_test), b)}.",
+                 f"Past L, a model trained with 1/sqrt(d): {_way([r for r in a.recommendations if r.at_test], a)}"]
+        if not brief:
+            items.append(f"Training a new model: {_way([r for r in a.recommendations if not r.at_test], a)}")
+            window = _window(a)
+            items += [window] if window else []
+        out += ["", f"**{name[0].upper()}{name[1:]}** (`--task {task}`)", ""] + [f"- {i}" for i in items]
+    return "\n".join(out).replace("\u00a0", " ")
 
 
 def docs_block() -> str:
@@ -180,14 +240,27 @@ def docs_block() -> str:
     return f"```bash\n{cmd}\n```\n\n{advise(**DOCS_CALL).markdown()}"
 
 
-def _page_block(page_text: str) -> str:
-    """The block between the ``advise`` markers of the guide's text."""
-    return page_text[page_text.index(_START) + len(_START):page_text.index(_END)]
+def _markers(name: str) -> tuple:
+    return f"<!-- {name}:start -->\n", f"\n<!-- {name}:end -->"
 
 
-def write_docs(page=_DOCS_PAGE) -> Path:
-    """Write :func:`docs_block` between the markers of the guide; the page written."""
+def page_block(page_text: str, name: str) -> str:
+    """The block between the ``name`` markers of a page's text."""
+    start, end = _markers(name)
+    return page_text[page_text.index(start) + len(start):page_text.index(end)]
+
+
+def _write(page: Path, blocks: dict) -> None:
+    text_ = page.read_text(encoding="utf-8")
+    for name, block in blocks.items():
+        start, end = _markers(name)
+        text_ = text_.replace(start + page_block(text_, name) + end, start + block + end)
+    page.write_text(text_, encoding="utf-8")
+
+
+def write_docs(page=_DOCS_PAGE, readme=_README) -> Path:
+    """Write the generated blocks: the guide's short answers and evidence block, the README's short answers."""
     page = Path(page)
-    old = page.read_text(encoding="utf-8")
-    page.write_text(old.replace(_START + _page_block(old) + _END, _START + docs_block() + _END), encoding="utf-8")
+    _write(page, {"short-answer": short_answers(), "advise": docs_block()})
+    _write(Path(readme), {"short-answer": short_answers(brief=True)})
     return page

@@ -134,7 +134,7 @@ def _pick(candidates: list, by_scale: dict) -> str:
 def _at_l(n: int, L: int, d: int) -> str:
     if n != L:
         return ""
-    off = [f"{k} (x{float(pinned(k, L).factor(L, d)):.4g})" for k in QK_SCHEMES
+    off = [f"{k} x{float(pinned(k, L).factor(L, d)):.4g}" for k in QK_SCHEMES
            if SCHEMES[k].pin_rule and float(pinned(k, L).factor(L, d)) != 1.0]
     return ("n = L: the pinned scales are 1/sqrt(d) there" + (f" (all but {', '.join(off)})" if off else "")
             + "; nothing changes at L")
