@@ -20,6 +20,7 @@ prints now.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -140,7 +141,8 @@ class Advice:
         return self.text()
 
 
-def _schemes(d: int, L: int, n: int, score_model: str, match: float) -> list:
+@functools.lru_cache(maxsize=32)
+def _schemes(d: int, L: int, n: int, score_model: str, match: float) -> tuple:
     keys = tuple(QK_SCHEMES)
     table = extrapolation_table(L, keys, d=d, score_model=score_model, match=match, factors=(1.0, n / L))
     out = []
@@ -150,7 +152,7 @@ def _schemes(d: int, L: int, n: int, score_model: str, match: float) -> list:
         out.append(SchemeAtLength(key, float(p.factor(n, d)), float(p.scale(n, d)), info.pin_rule,
                                   float(table.drift_isotropic[i, -1]), float(table.drift_signal[i, -1]),
                                   float(table.share_signal[i, 0]), float(table.share_signal[i, -1]), info.source))
-    return out
+    return tuple(out)
 
 
 def advise(d, train_length, n, *, rope=None, task="lm", results=None, head_stats=None, score_model="cosine",
@@ -210,7 +212,7 @@ def advise(d, train_length, n, *, rope=None, task="lm", results=None, head_stats
     if not folder.is_dir():
         raise ValueError(f"`results` must be a folder of result files, got {str(folder)!r}")
     label = "the committed figures/" if folder.resolve() == RESULTS.resolve() else str(folder)
-    schemes = _schemes(d, L, n, score_model, match)
+    schemes = _schemes(d, L, n, score_model, float(match))
     found, missing, empty = read_evidence(folder)
     target = n / L
     comps = comparisons(found, task, rope, target)
