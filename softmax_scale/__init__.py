@@ -31,7 +31,7 @@ from .entropy import (
 from .entropy.invariant import InvariantScale, invariant_scale
 from .entropy.signal import SignalStats, signal_stats
 from .exact import MeanFieldError, exact_stats, gap_density_at_zero, mean_field_error
-from .heads import HeadFactorTable, HeadStats, head_factors, head_stats
+from .heads import HeadFactorTable, HeadStats, head_factors, head_pools, head_stats, rule_factors, share_factors
 from .laws import LawFit, compare_alpha_laws, fit_alpha_law
 from .moments import (
     depth_second_moments,
@@ -118,6 +118,7 @@ __all__ = [
     "get_distribution",
     "gradient_objective",
     "head_factors",
+    "head_pools",
     "head_stats",
     "invariant_scale",
     "layer_norm",
@@ -135,8 +136,10 @@ __all__ = [
     "rescale_activation",
     "residual_second_moments",
     "rms_norm",
+    "rule_factors",
     "scheme_alpha",
     "selu_constants",
+    "share_factors",
     "signal_stats",
     "softmax_stats",
     "t5_score_variance",

@@ -6,7 +6,9 @@ a head has a scale ``alpha`` on unit-variance scores (``sigma sqrt(n/(n-1))`` at
 measurement) and a slope ``b`` of its entropy against ``ln n`` (least squares over the
 measurements); :func:`softmax_scale.heads.rule_factors` turns them into the factor on the head's
 scores at each target ``n`` under each of :data:`~softmax_scale.heads.TOOLKIT_RULES`, referenced
-at ``n_ref = L``.
+at ``n_ref = L``.  A factor is never below 1 inside ``L`` (a target ``n <= L`` gets 1: the head as
+trained), and :meth:`HeadFactorTable.at` gives it at every position: 1 up to ``L``, linear in
+``ln n`` between the targets past it, the last target's factor beyond them.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from .._util.validation import check_int, check_n_array
+from .._util.validation import check_choice, check_int, check_n_array
 from ..distributions import WeightedSample
 from ._result import HeadStats
 from ._rules import TOOLKIT_RULES, rule_factors
@@ -49,9 +51,9 @@ class HeadFactorTable:
         The score distribution the rules solve on: standard normal, or the head's pooled
         standardised scores (``pools`` given).
     factors : Mapping
-        ``{rule: ndarray}`` for each of :data:`~softmax_scale.heads.TOOLKIT_RULES`; NaN where the
-        rule has no answer (a target out of reach, a head frozen far past its critical scale, a
-        head without spread).
+        ``{rule: ndarray}`` for each of :data:`~softmax_scale.heads.TOOLKIT_RULES`: 1 at every target
+        ``n <= L``; past ``L`` NaN where the rule has no answer (a target out of reach, a head frozen
+        far past its critical scale, a head without spread).
     """
 
     train_length: int
@@ -61,6 +63,36 @@ class HeadFactorTable:
     slope: np.ndarray
     score_model: str
     factors: Mapping
+
+    def at(self, positions, rule="toolkit_iid") -> np.ndarray:
+        """Each head's factor at each query position (its number of keys): what to multiply its scores by.
+
+        1 up to :attr:`train_length`; past it linear in ``ln n`` between ``(L, 1)`` and the targets
+        :attr:`ns` beyond ``L``, held at the last target's factor past it.
+
+        Parameters
+        ----------
+        positions : array_like of int
+            Numbers of keys (1-indexed positions of a causal model's queries), ``>= 1``.
+        rule : str
+            One of :data:`~softmax_scale.heads.TOOLKIT_RULES`.
+
+        Returns
+        -------
+        ndarray
+            Shaped like the heads, with a last axis over ``positions``.
+        """
+        check_choice(rule, "rule", TOOLKIT_RULES)
+        pos, _ = check_n_array(positions, "positions", minimum=1)
+        far = self.ns > self.train_length
+        x = np.log(np.concatenate([[float(self.train_length)], self.ns[far]]))
+        f = np.asarray(self.factors[rule], dtype=np.float64).reshape(self.alpha.shape + (-1,))[..., far]
+        nodes = np.concatenate([np.ones(f.shape[:-1] + (1,)), f], axis=-1)
+        out = np.empty(f.shape[:-1] + (pos.size,))
+        for idx in np.ndindex(*f.shape[:-1]):
+            out[idx] = np.interp(np.log(np.maximum(pos, 1.0)), x, nodes[idx])
+        out[..., pos <= self.train_length] = 1.0
+        return out
 
 
 def _check_stats(stats) -> tuple:
@@ -157,6 +189,8 @@ def head_factors(stats, train_length, n, *, pools=None) -> HeadFactorTable:
         for rule in TOOLKIT_RULES:  # toolkit_measured cancels the drift the head shows: it takes the slope
             kw = {"slope": float(slope[idx])} if rule == "toolkit_measured" else {}
             factors[rule][idx] = rule_factors(rule, a, dist, L, ns, **kw)
+    for f in factors.values():  # never below 1 inside L: the head as trained
+        f[..., ns <= L] = 1.0
     if scalar:
         factors = {r: f[..., 0] for r, f in factors.items()}
     return HeadFactorTable(train_length=L, ns=ns, lengths=lengths, alpha=alpha, slope=slope,
