@@ -76,6 +76,9 @@ def outline(a, markdown: bool) -> list:
     rope = f"RoPE {a.rope} ({ROPE_CHANGES[a.rope]})" if a.rope is not None else "every RoPE variant measured"
     out: list = [("p", headline(a)),
                  ("p", f"d = {a.d}, L = {a.train_length}, n = {a.n} ({times(a.multiple)}), {TASKS[a.task]}, {rope}.")]
+    if a.rope is None:
+        out += [("p", "The RoPE variants change the rotation frequencies only; the scale is chosen apart:"),
+                ("ul", [f"{k}: {v}." for k, v in ROPE_CHANGES.items()])]
     out += [("h", "Scope"), ("ul", list(a.scope)), ("h", "Recommendation")]
     items = []
     for r in a.recommendations:

@@ -25,7 +25,7 @@ ROPES = ("none", "pi", "ntk", "dynamic_ntk", "yarn", "rerope")
 ROPE_CHANGES = {
     "none": "the trained frequencies at every length",
     "pi": "position interpolation: every frequency divided by s = n/L",
-    "ntk": "NTK-aware: the base raised to base s^(d/(d-2)), one s = n/L for the sequence",
+    "ntk": "NTK-aware: the base multiplied by s^(d/(d-2)), one s = n/L for the whole sequence",
     "dynamic_ntk": "the ntk base grown with the current length (Hugging Face's dynamic rope_scaling)",
     "yarn": "YaRN's frequencies only (NTK-by-parts); its temperature (0.1 ln s + 1)^2 is the `yarn` scale",
     "rerope": "the trained frequencies; keys farther than a window are seen at the window's distance",
