@@ -119,7 +119,8 @@ def outline(a, markdown: bool) -> list:
                          for c in cs]))
         base = [c for c in a.baselines if c.rope == rope_]
         if base:
-            out.append(("ul", [f"standard against \u201c{c.reference}\u201d ({c.experiment}, {c.model}, at "
+            out.append(("ul", [f"standard against \u201c{c.reference}\u201d ({c.experiment}, {c.model} "
+                               f"({c.size:,} {c.size_unit}), at "
                                f"{times(c.multiple)}): loss {_se(c, 'loss')}"
                                + (f", accuracy {_se(c, 'accuracy')}" if math.isfinite(c.accuracy) else "")
                                + f", {len(c.seeds)} {c.replicates}." for c in base]))
