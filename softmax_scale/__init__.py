@@ -31,7 +31,7 @@ from .entropy import (
 from .entropy.invariant import InvariantScale, invariant_scale
 from .entropy.signal import SignalStats, signal_stats
 from .exact import MeanFieldError, exact_stats, gap_density_at_zero, mean_field_error
-from .heads import HeadFactorTable, HeadStats, head_factors, head_pools, head_stats, rule_factors, share_factors
+from .heads import HeadFactorTable, HeadStats, head_factor_errors, head_factors, head_pools, head_stats, rule_factors, share_factors
 from .laws import LawFit, compare_alpha_laws, fit_alpha_law
 from .moments import (
     depth_second_moments,
@@ -117,6 +117,7 @@ __all__ = [
     "gap_density_at_zero",
     "get_distribution",
     "gradient_objective",
+    "head_factor_errors",
     "head_factors",
     "head_pools",
     "head_stats",

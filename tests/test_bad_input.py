@@ -387,6 +387,18 @@ CASES = {
             "pools": ["x", [1], [None], [1, 2]],
         },
     ),
+    "head_factor_errors": (
+        ss.head_factor_errors,
+        {"logits": [np.random.default_rng(n).standard_normal((1, 8, n)) for n in (32, 64)], "train_length": 64,
+         "n": 128, "resamples": 2},
+        {
+            "logits": [None, "x", [], np.zeros((2, 8, 8)), [np.zeros(8), np.zeros(8)]],
+            "train_length": INT_BAD,
+            "n": INT_BAD,
+            "resamples": INT_BAD,
+            "rng": RNG_BAD,
+        },
+    ),
     "head_pools": (
         ss.head_pools,
         {"logits": np.random.default_rng(1).standard_normal((2, 8, 32)), "sample_size": 64},

@@ -25,7 +25,7 @@ from ..distributions import WeightedSample
 from ._result import HeadStats
 from ._rules import TOOLKIT_RULES, rule_factors
 
-__all__ = ["HeadFactorTable", "head_factors"]
+__all__ = ["HeadFactorTable", "head_factor_errors", "head_factors"]
 
 
 @dataclass(frozen=True)
@@ -195,3 +195,55 @@ def head_factors(stats, train_length, n, *, pools=None) -> HeadFactorTable:
         factors = {r: f[..., 0] for r, f in factors.items()}
     return HeadFactorTable(train_length=L, ns=ns, lengths=lengths, alpha=alpha, slope=slope,
                            score_model="normal" if pools is None else "pooled", factors=MappingProxyType(factors))
+
+
+def head_factor_errors(logits, train_length, n, *, causal=False, resamples=100, rng=0) -> dict:
+    """The standard error of each head's factor (:func:`head_factors`) by a bootstrap over its queries.
+
+    Each resample draws the query rows of every measurement with replacement (the same rows for
+    every head of it), measures the heads again with :func:`softmax_scale.head_stats` and solves
+    the rules again; the error is the standard deviation of the factor over the resamples.
+
+    Parameters
+    ----------
+    logits : sequence of array_like
+        The heads' pre-softmax scores at two or more lengths inside ``L``, each
+        ``(..., n_queries, n_keys)`` with the same leading axes (what :func:`head_stats` measures).
+    train_length : int
+        ``L``.
+    n : int or array_like of int
+        Target numbers of keys, ``>= 2``.
+    causal : bool
+        Each query sees the keys up to its own position (as in :func:`head_stats`).
+    resamples : int
+        Bootstrap resamples, ``>= 2``.
+    rng : int
+        Seed of the resampling.
+
+    Returns
+    -------
+    dict
+        ``{rule: ndarray}`` shaped like :attr:`HeadFactorTable.factors`: 0 at targets ``n <= L``
+        (the factor is 1 there); NaN where a rule had no answer in some resample.
+    """
+    from ._stats import head_stats
+
+    if isinstance(logits, np.ndarray) or not isinstance(logits, Sequence) or len(logits) < 2:
+        raise ValueError("`logits` must be a sequence of two or more score arrays (one per length inside the "
+                         f"training length), got {type(logits).__name__}")
+    arrays = [np.asarray(x) for x in logits]
+    if any(a.ndim < 2 for a in arrays):
+        raise ValueError("`logits` must hold arrays of shape (..., n_queries, n_keys)")
+    resamples = check_int(resamples, "resamples", minimum=2, maximum=100_000)
+    gen = np.random.default_rng(check_int(rng, "rng", minimum=0))
+    draws = []
+    for _ in range(resamples):
+        stats = []
+        for a in arrays:
+            q, k = a.shape[-2:]
+            rows = gen.integers(0, q, q)
+            # a causal query keeps its own keys: the causal pattern's rows go with it, as a mask
+            mask = (np.arange(k)[None, :] <= np.arange(q)[:, None] + (k - q))[rows] if causal else None
+            stats.append(head_stats(np.take(a, rows, axis=-2), mask=mask, predict=False))
+        draws.append(head_factors(stats, train_length, n).factors)
+    return {r: np.std(np.stack([d[r] for d in draws]), axis=0, ddof=1) for r in TOOLKIT_RULES}

@@ -169,3 +169,35 @@ def test_the_factor_at_each_position_names_a_bad_rule(measured):
     _, stats = measured
     with pytest.raises(ValueError, match="`rule`"):
         ss.head_factors(stats, train_length=L, n=[512]).at([600], "toolkit_share")
+
+
+# ---------------------------------------------------------------------------------------------
+# the factors' standard errors, by a bootstrap over the queries
+
+
+def _heads_logits(rng, queries=24, lengths=(64, 128), scales=(0.7, 1.5)):
+    return [np.stack([a * rng.standard_normal((queries, n)) for a in scales]) for n in lengths]
+
+
+def test_the_bootstrap_error_is_0_inside_l_positive_past_it_and_seeded():
+    logits = _heads_logits(np.random.default_rng(3))
+    err = ss.head_factor_errors(logits, 128, [128, 512], resamples=6, rng=1)
+    assert set(err) == set(TOOLKIT_RULES)
+    for rule in TOOLKIT_RULES:
+        assert err[rule].shape == (2, 2)
+        np.testing.assert_array_equal(err[rule][:, 0], 0.0)
+        assert np.all(err[rule][:, 1] > 0)
+    again = ss.head_factor_errors(logits, 128, [128, 512], resamples=6, rng=1)
+    np.testing.assert_array_equal(again["toolkit_iid"], err["toolkit_iid"])
+
+
+@pytest.mark.slow
+def test_the_bootstrap_error_is_the_spread_of_the_factor_over_fresh_queries():
+    rng = np.random.default_rng(11)
+    fresh = []
+    for _ in range(40):  # the sampling distribution itself: new queries from the same heads
+        stats = [ss.head_stats(x, predict=False) for x in _heads_logits(rng)]
+        fresh.append(ss.head_factors(stats, 128, 512).factors["toolkit_iid"])
+    want = np.std(fresh, axis=0, ddof=1)
+    got = ss.head_factor_errors(_heads_logits(rng), 128, 512, resamples=60, rng=0)["toolkit_iid"]
+    assert np.all((got > want / 2) & (got < want * 2)), (got, want)
