@@ -9,6 +9,7 @@ a comparison two experiments share is one comparison.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, replace
@@ -147,6 +148,7 @@ def task_matches(task: str, asked: str) -> bool:
     return (task in LM_TASKS) == (asked == "lm")
 
 
+@functools.lru_cache(maxsize=1)
 def _aliases() -> dict:
     """The experiments' names of scales trained in, back to their scheme keys (``log_L n trained in``: entropy_invariant)."""
     from ..experiments.first import first_scale_name

@@ -51,8 +51,9 @@ def _line(r, a) -> str:
     reach = f"; the evidence reaches n/L = {r.reaches:.3g}" if math.isfinite(r.reaches) else ""
     what = f"`{r.scheme}`: {r.formula}"
     if r.scheme == "standard":
-        where = f" on {r.task} in {r.models}" if r.models else ""
-        return f"multiply the logits by 1 at n = {a.n} ({what}): no scale passes the rule{where}{reach}"
+        if not r.models:
+            return f"multiply the logits by 1 at n = {a.n} ({what}): no measured comparison speaks to this situation"
+        return f"multiply the logits by 1 at n = {a.n} ({what}): no scale passes the rule on {r.task} in {r.models}{reach}"
     return (f"multiply the logits by {_factor(r.factor)} at n = {a.n} ({what}), expected effect "
             f"{_num(r.effect, r.effect_se)} {r.unit} on {r.task} in {r.models}{reach}")
 

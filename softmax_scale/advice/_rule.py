@@ -102,9 +102,11 @@ def _score(verdicts: list) -> tuple:
 
 
 @_clause("Applied at test time to a model trained without it, a scale below 1 anywhere inside L is never "
-         "recommended; nor is one whose factor the toolkit cannot compute, nor a per-head rule without the "
-         "user's head_stats.")
+         "recommended; nor is one whose factor the toolkit cannot compute from what the user passed (a "
+         "per-head rule needs the user's head_stats; the share rule a known source key).")
 def _admissible(scheme: str, at_test: bool, L: int, d: int, has_heads: bool) -> str:
+    if scheme == SHARE_RULE:
+        return "a per-head rule on a known source key: ss.share_factors"
     if scheme in PER_HEAD and not has_heads:
         return "a per-head rule: pass head_stats"
     if at_test:
