@@ -213,10 +213,27 @@ def _window(a) -> str:
             + "; ".join(parts) + ".") if parts else ""
 
 
+def _brief(recs) -> str:
+    """The README's one sentence per task: each scale recommended at test time, its effect, how far it was measured."""
+    groups: dict = {}
+    for r in recs:
+        groups.setdefault(r.scale, []).append(r)
+    parts = []
+    for scale, rs in sorted(groups.items(), key=lambda kv: kv[0] == "standard"):
+        r = rs[0]
+        if scale == "standard":
+            parts.append(f"under {_ropes(rs)} keep 1/sqrt(d)")
+        else:
+            parts.append(f"under {_ropes(rs)} multiply the logits by {_factor(r.factor)} (`{r.scheme}`), "
+                         f"{_num(r.effect, r.effect_se)} {r.unit} in {r.models.split(' (')[0]}, measured to "
+                         f"n/L = {r.reaches:.3g}")
+    return "; ".join(parts)
+
+
 def short_answers(brief: bool = False) -> str:
     """The short answers by task, each sentence generated from :func:`advise` at :data:`DOCS_CALL` and at ``n = L``.
 
-    ``brief``: a model trained with ``1/sqrt(d)`` only (the README's copy).
+    ``brief``: one sentence per task for a model trained with ``1/sqrt(d)`` (the README's copy).
     """
     from . import advise
 
@@ -224,15 +241,22 @@ def short_answers(brief: bool = False) -> str:
     cmd = "softmax-scale advise " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in DOCS_CALL.items())
     out = [f"For head dimension {d}, trained at L = {L} and run at n = {n} ({times(n / L)}), as `{cmd} --task TASK` "
            f"prints it for each RoPE variant measured (`--rope` picks one):"]
+    if brief:
+        out[0] = out[0].replace("):", "), for a model trained with 1/sqrt(d):") + "\n"
     for task, name in TASKS.items():
         a = advise(**DOCS_CALL, task=task)
+        at_test = [r for r in a.recommendations if r.at_test]
         b = advise(d, L, L, task=task)
+        if brief:
+            same = all(r.scale == "standard" for r in b.recommendations)
+            out.append(f"- **{name[0].upper()}{name[1:]}**: {_brief(at_test)}."
+                       + (" At n = L nothing changes." if same else ""))
+            continue
         items = [f"At n = L: {_line(next(r for r in b.recommendations if r.at_test), b)}.",
-                 f"Past L, a model trained with 1/sqrt(d): {_way([r for r in a.recommendations if r.at_test], a)}"]
-        if not brief:
-            items.append(f"Training a new model: {_way([r for r in a.recommendations if not r.at_test], a)}")
-            window = _window(a)
-            items += [window] if window else []
+                 f"Past L, a model trained with 1/sqrt(d): {_way(at_test, a)}",
+                 f"Training a new model: {_way([r for r in a.recommendations if not r.at_test], a)}"]
+        window = _window(a)
+        items += [window] if window else []
         out += ["", f"**{name[0].upper()}{name[1:]}** (`--task {task}`)", ""] + [f"- {i}" for i in items]
     return "\n".join(out).replace("\u00a0", " ")
 
