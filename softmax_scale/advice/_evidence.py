@@ -288,6 +288,14 @@ def scope(found: dict, missing: list, empty: list, comps: list, *, d: int, task:
         if target > largest * 1.5:
             lines.append(f"Warning: n/L = {target:g} is past every measured multiple here (the largest "
                          f"{times(largest)}): the evidence does not reach it.")
+        else:
+            reach: dict = {}
+            for c in comps:
+                reach[c.model] = max(reach.get(c.model, 0.0), c.multiple)
+            short = [f"{m} (to {times(x)})" for m, x in sorted(reach.items()) if target > x * 1.5]
+            if short:
+                lines.append(f"Warning: n/L = {target:g} is past what was measured in {_and(short)}: "
+                             "the comparisons there are read at the largest multiple measured.")
     dims = sorted({e.head_dim for e in rows if e.head_dim})
     if dims and not dims[0] / 2 <= d <= dims[-1] * 2:
         lines.append(f"Warning: d = {d} is far from the measured models' head dimensions "
