@@ -234,3 +234,20 @@ def test_the_printed_rule_is_the_clauses_texts():
 def test_the_advice_prints_the_rule(tmp_path):
     a = _advise(tmp_path, [_row("standard + qwen_logn@128 at test")])
     assert a.rule == RULE and RULE in a.text().replace("\n", " ")
+
+
+# ---------------------------------------------------------------------------------------------
+# the scope's warnings
+
+
+def test_the_scope_warns_of_a_model_measured_short_of_n_over_l_and_of_a_far_head_dimension(tmp_path):
+    rows = [_row("standard + qwen_logn@128 at test"), _row("standard + qwen_logn@128 at test", model="toy short",
+                                                          size=2000, multiple=2.0)]
+    scope = _advise(tmp_path, rows, d=64).scope  # within 2x of the models' 32: no warning on d
+    assert [s for s in scope if s.startswith("Warning")] == [
+        "Warning: n/L = 8 is past what was measured in toy short (to 2L): the comparisons there are read at the "
+        "largest multiple measured."]
+    assert any(s.startswith("Warning: d = 1024 is far from the measured models' head dimensions (32)")
+               for s in _advise(tmp_path, rows, d=1024).scope)
+    assert any(s.startswith("Warning: n/L = 64 is past every measured multiple")
+               for s in _advise(tmp_path, rows, n=64 * L).scope)
