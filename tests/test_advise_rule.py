@@ -251,3 +251,10 @@ def test_the_scope_warns_of_a_model_measured_short_of_n_over_l_and_of_a_far_head
                for s in _advise(tmp_path, rows, d=1024).scope)
     assert any(s.startswith("Warning: n/L = 64 is past every measured multiple")
                for s in _advise(tmp_path, rows, n=64 * L).scope)
+
+
+def test_of_three_the_simplest_that_none_beats_is_taken(tmp_path):
+    # qwen_logn ties yarn, yarn ties longrope, longrope beats qwen_logn (threshold 2.92 x 0.0082 = 0.024)
+    rows = [_row("standard + qwen_logn@128 at test", -0.05), _row("standard + yarn@128 at test", -0.065),
+            _row("standard + longrope@128 at test", -0.08)]
+    assert _at_test(_advise(tmp_path, rows)).scale == "yarn at test"

@@ -124,11 +124,8 @@ def _admissible(scheme: str, at_test: bool, L: int, d: int, has_heads: bool) -> 
 def _pick(candidates: list, by_scale: dict) -> str:
     top = max(score for score, _ in candidates)
     best = sorted((s for score, s in candidates if score == top), key=lambda s: simplicity(_base(s)))
-    choice = best[0]
-    for other in best[1:]:
-        if _beats(by_scale[other], by_scale[choice]) and not _beats(by_scale[choice], by_scale[other]):
-            choice = other
-    return choice
+    free = [s for s in best if not any(_beats(by_scale[o], by_scale[s]) for o in best if o != s)]
+    return (free or best)[0]  # the simplest that no other of the same score beats beyond the uncertainty
 
 
 @_clause("At n = L nothing changes: the pinned scales are 1/sqrt(d) there (any that is not is named), and "
@@ -196,7 +193,7 @@ class Recommendation:
         The expected effect: the mean paired difference from ``standard`` and its standard error, in
         the situation that decides nearest ``n / L`` (NaN for ``standard``).
     unit : str
-        The effect's unit (``"nats per token"``, ``"accuracy"``, ...).
+        The effect's unit (``"nats per token"``, ``"in accuracy"``, ...).
     task, models : str
         The task and the models that situation measured.
     reaches : float
