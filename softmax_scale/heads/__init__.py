@@ -12,11 +12,12 @@ holds it (:data:`SHARE_RULE`).  The input checks
 are private; this package's names are the public ones.
 """
 
-from ._factors import HeadFactorTable, head_factor_errors, head_factors
+from ._factors import HeadFactorTable, factors_at, head_factor_errors, head_factors
 from ._result import HeadStats
 from ._rules import SHARE_RULE, TOOLKIT_RULES, exact_entropy, rule_factors, share_factors
 from ._share import KeyShare, key_share, predict_share
 from ._stats import head_pools, head_stats
 
-__all__ = ["SHARE_RULE", "TOOLKIT_RULES", "HeadFactorTable", "HeadStats", "KeyShare", "exact_entropy", "head_factor_errors", "head_factors",
-           "head_pools", "head_stats", "key_share", "predict_share", "rule_factors", "share_factors"]
+__all__ = ["SHARE_RULE", "TOOLKIT_RULES", "HeadFactorTable", "HeadStats", "KeyShare", "exact_entropy", "factors_at",
+           "head_factor_errors", "head_factors", "head_pools", "head_stats", "key_share", "predict_share",
+           "rule_factors", "share_factors"]

@@ -7,7 +7,7 @@ measurement) and a slope ``b`` of its entropy against ``ln n`` (least squares ov
 measurements); :func:`softmax_scale.heads.rule_factors` turns them into the factor on the head's
 scores at each target ``n`` under each of :data:`~softmax_scale.heads.TOOLKIT_RULES`, referenced
 at ``n_ref = L``.  A factor is never below 1 inside ``L`` (a target ``n <= L`` gets 1: the head as
-trained), and :meth:`HeadFactorTable.at` gives it at every position: 1 up to ``L``, linear in
+trained), and :func:`factors_at` gives it at every position: 1 up to ``L``, ``ln f`` linear in
 ``ln n`` between the targets past it, the last target's factor beyond them.
 """
 
@@ -25,7 +25,7 @@ from ..distributions import WeightedSample
 from ._result import HeadStats
 from ._rules import TOOLKIT_RULES, rule_factors
 
-__all__ = ["HeadFactorTable", "head_factor_errors", "head_factors"]
+__all__ = ["HeadFactorTable", "factors_at", "head_factor_errors", "head_factors"]
 
 
 @dataclass(frozen=True)
@@ -65,10 +65,7 @@ class HeadFactorTable:
     factors: Mapping
 
     def at(self, positions, rule="toolkit_iid") -> np.ndarray:
-        """Each head's factor at each query position (its number of keys): what to multiply its scores by.
-
-        1 up to :attr:`train_length`; past it linear in ``ln n`` between ``(L, 1)`` and the targets
-        :attr:`ns` beyond ``L``, held at the last target's factor past it.
+        """Each head's factor at each query position (its number of keys): :func:`factors_at`.
 
         Parameters
         ----------
@@ -84,15 +81,47 @@ class HeadFactorTable:
         """
         check_choice(rule, "rule", TOOLKIT_RULES)
         pos, _ = check_n_array(positions, "positions", minimum=1)
-        far = self.ns > self.train_length
-        x = np.log(np.concatenate([[float(self.train_length)], self.ns[far]]))
-        f = np.asarray(self.factors[rule], dtype=np.float64).reshape(self.alpha.shape + (-1,))[..., far]
-        nodes = np.concatenate([np.ones(f.shape[:-1] + (1,)), f], axis=-1)
-        out = np.empty(f.shape[:-1] + (pos.size,))
-        for idx in np.ndindex(*f.shape[:-1]):
-            out[idx] = np.interp(np.log(np.maximum(pos, 1.0)), x, nodes[idx])
-        out[..., pos <= self.train_length] = 1.0
-        return out
+        f = np.asarray(self.factors[rule], dtype=np.float64).reshape(self.alpha.shape + (-1,))
+        return factors_at(self.train_length, self.ns, f, pos)
+
+
+def factors_at(train_length, ns, factors, positions) -> np.ndarray:
+    """Per-head factors solved at ``ns`` spread over positions: what each query's scores are multiplied by.
+
+    1 up to ``train_length``; past it ``ln f`` linear in ``ln n`` between ``(L, 1)`` and the
+    targets beyond ``L``, held at the last target's factor past them; a head with no answer at
+    some target (NaN) is left as trained (1).  The one rule for applying per-head factors, in a
+    user's model (:meth:`HeadFactorTable.at`) and in the training harness.
+
+    Parameters
+    ----------
+    train_length : int
+        ``L``.
+    ns : array_like
+        The targets (numbers of keys), increasing.
+    factors : ndarray
+        ``[..., len(ns)]``: each head's factor at each target.
+    positions : ndarray
+        Numbers of keys (1-indexed positions).
+
+    Returns
+    -------
+    ndarray
+        ``[..., len(positions)]``, float64.
+    """
+    ns = np.asarray(ns, dtype=np.float64)
+    n = np.asarray(positions, dtype=np.float64)
+    far = ns > train_length
+    x = np.log(np.concatenate([[float(train_length)], ns[far]]))
+    f = np.asarray(factors, dtype=np.float64)[..., far]
+    out = np.ones(f.shape[:-1] + (n.size,))
+    past = n > train_length
+    for idx in np.ndindex(*f.shape[:-1]):
+        if not np.all(np.isfinite(f[idx])) or not past.any():
+            continue
+        y = np.log(np.concatenate([[1.0], f[idx]]))
+        out[idx + (past,)] = np.exp(np.interp(np.log(n[past]), x, y))
+    return out
 
 
 def _check_stats(stats) -> tuple:

@@ -148,7 +148,7 @@ def test_a_target_inside_l_gets_1_where_the_rule_alone_gives_no_factor_of_1_or_m
     assert np.all(table.factors[rule][:, 2] > 1.0)
 
 
-def test_the_factor_at_each_position_is_1_up_to_l_then_linear_in_log_n(measured):
+def test_the_factor_at_each_position_is_1_up_to_l_then_log_linear_in_log_n(measured):
     _, stats = measured
     table = ss.head_factors(stats, train_length=L, n=[512, 2048])
     f = table.factors["toolkit_iid"]
@@ -157,10 +157,9 @@ def test_the_factor_at_each_position_is_1_up_to_l_then_linear_in_log_n(measured)
     assert got.shape == (len(SCALES), len(positions))
     np.testing.assert_array_equal(got[:, :3], 1.0)
     np.testing.assert_allclose(got[:, 3], f[:, 0], rtol=1e-15)
-    mid = 1.0 + (f[:, 0] - 1.0) * math.log(positions[4] / L) / math.log(2.0)  # between (L, 1) and (2L, f)
+    mid = f[:, 0] ** (math.log(positions[4] / L) / math.log(2.0))  # ln f linear from (L, 0) to (2L, ln f)
     np.testing.assert_allclose(got[:, 4], mid, rtol=1e-12)
-    mid = f[:, 0] + (f[:, 1] - f[:, 0]) * 0.5  # 4L: halfway from 2L to 8L in ln n
-    np.testing.assert_allclose(got[:, 5], mid, rtol=1e-12)
+    np.testing.assert_allclose(got[:, 5], np.sqrt(f[:, 0] * f[:, 1]), rtol=1e-12)  # 4L: halfway from 2L to 8L
     np.testing.assert_allclose(got[:, 6], f[:, 1], rtol=1e-15)
     np.testing.assert_allclose(got[:, 7], f[:, 1], rtol=1e-15)  # held past the last target
 
