@@ -31,7 +31,18 @@ from .entropy import (
 from .entropy.invariant import InvariantScale, invariant_scale
 from .entropy.signal import SignalStats, signal_share_slope, signal_stats
 from .exact import MeanFieldError, exact_stats, gap_density_at_zero, mean_field_error
-from .heads import HeadFactorTable, HeadStats, ShareMax, head_factors, head_stats, share_max
+from .heads import (
+    HeadFactorTable,
+    HeadStats,
+    ShareMax,
+    head_factor_errors,
+    head_factors,
+    head_pools,
+    head_stats,
+    rule_factors,
+    share_factors,
+    share_max,
+)
 from .laws import LawFit, compare_alpha_laws, fit_alpha_law
 from .moments import (
     depth_second_moments,
@@ -122,7 +133,9 @@ __all__ = [
     "gap_density_at_zero",
     "get_distribution",
     "gradient_objective",
+    "head_factor_errors",
     "head_factors",
+    "head_pools",
     "head_stats",
     "invariant_scale",
     "layer_norm",
@@ -140,8 +153,10 @@ __all__ = [
     "rescale_activation",
     "residual_second_moments",
     "rms_norm",
+    "rule_factors",
     "scheme_alpha",
     "selu_constants",
+    "share_factors",
     "share_max",
     "signal_share_slope",
     "signal_stats",

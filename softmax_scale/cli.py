@@ -10,67 +10,19 @@ exits with status 2 and one line naming the parameter.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
 import numpy as np
 
 from . import __version__
+from ._util.output import emit as _emit
+from ._util.output import number as _number
+from ._util.output import plural as _plural
 from ._util.validation import check_output_dir
 from .objectives.typical import MC_OBJECTIVES, MC_TRIALS
 
 __all__ = ["main"]
-
-
-#: JSON keys whose values are counts, sizes or seeds: written as JSON integers, never ``512.0``.
-_INT_KEYS = frozenset({"n", "d", "trials", "seed", "rng", "chunks", "layer", "head", "train_length", "nfev"})
-
-
-def _jsonable(x, key=None):
-    """``x`` as plain JSON values: integers (under :data:`_INT_KEYS`) as ints, non-finite floats as None (null).
-
-    Arrays become lists; numpy scalars become Python numbers; ``key`` is the dict key ``x`` sits under.
-    """
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v, str(k)) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v, key) for v in x]
-    if isinstance(x, np.ndarray):
-        return [_jsonable(v, key) for v in x.tolist()]
-    if isinstance(x, (bool, np.bool_)):
-        return bool(x)
-    if isinstance(x, (int, np.integer)):
-        return int(x)
-    if isinstance(x, (float, np.floating)):
-        x = float(x)
-        if not np.isfinite(x):
-            return None
-        return int(x) if key in _INT_KEYS and x == int(x) else x
-    return x
-
-
-def _emit(args, obj, text: str) -> None:
-    if getattr(args, "json", False):
-        print(json.dumps(_jsonable(obj), indent=2, allow_nan=False))
-    else:
-        print(text)
-
-
-def _plural(count: int, word: str) -> str:
-    """``"1 window"``, ``"8 windows"``."""
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
-
-
-def _number(s: str) -> float:
-    """Parse 1e6, 4096, 2.5 (argparse type): ints stay exact."""
-    try:
-        return int(s)
-    except ValueError:
-        try:
-            return float(s)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {s!r}") from None
 
 
 def _cmd_alpha(args):
@@ -224,15 +176,22 @@ def _parse_param(text: str):
         raise ValueError(f"`{name}` must be a number or none, got {v!r} (in --param {text})") from None
 
 
+#: advise's three required numbers, as a missing one is named.
+_ADVISE_NEEDS = {"d": "the head dimension", "train_length": "the training length L", "n": "the length it is run at"}
+
+
 def _cmd_advise(args):
     from .advice import advise
 
-    missing = [f"--{k.replace('_', '-')}" for k in ("d", "train_length", "n") if getattr(args, k) is None]
-    if missing:
-        raise ValueError(f"{', '.join(f'`{m}`' for m in missing)} required: the head dimension, the training length "
-                         "and the length the model is run at")
+    if missing := [k for k in _ADVISE_NEEDS if getattr(args, k) is None]:
+        raise ValueError(" and ".join(f"`--{k.replace('_', '-')}` ({_ADVISE_NEEDS[k]})" for k in missing) + " required")
+    for k in _ADVISE_NEEDS:  # parsed here, not by argparse: a bad value is one line, not a usage block
+        try:
+            setattr(args, k, _number(getattr(args, k)))
+        except argparse.ArgumentTypeError:
+            raise ValueError(f"`--{k.replace('_', '-')}` must be an integer, got {getattr(args, k)!r}") from None
     a = advise(args.d, args.train_length, args.n, rope=args.rope, task=args.task, results=args.results)
-    _emit(args, a.to_dict(), a.markdown())
+    _emit(args, a.to_dict(), a.text())
 
 
 def _cmd_entropy(args):
@@ -391,6 +350,7 @@ def _cmd_engines(args):
 
 def _parser() -> argparse.ArgumentParser:
     from .schemes import ENTROPY_INVARIANT, STANDARD
+    from .schemes.rope import ROPE_CHANGES
 
     p = argparse.ArgumentParser(
         prog="softmax-scale",
@@ -455,13 +415,12 @@ def _parser() -> argparse.ArgumentParser:
                     help="scheme parameter (after --train-length), repeatable; 'none' for None")
     json_opt(sp)
 
-    sp = add("advise", _cmd_advise, "which scale for a model of head dimension d trained at L and run at n: every "
-             "published scale there, the i.i.d. theory, the measured evidence and the recommendation that follows")
-    sp.add_argument("--d", type=_number, default=None, help="head dimension")
-    sp.add_argument("--train-length", type=_number, default=None, metavar="L", help="the training length")
-    sp.add_argument("--n", type=_number, default=None, help="the length the model is run at (>= L)")
-    sp.add_argument("--rope", default=None, help="the RoPE variant past L (none, pi, ntk, dynamic_ntk, yarn, rerope; "
-                    "default: every variant measured)")
+    sp = add("advise", _cmd_advise, "the factor on the logits the evidence supports for head dimension d, trained "
+             "at L, run at n: its scope, the published scales there, the evidence", epilog=lambda: "--rope (the rotation "
+             "frequencies only; the scale is apart):\n" + "\n".join(f"  {k:<12} {v}" for k, v in ROPE_CHANGES.items()))
+    for k, v in _ADVISE_NEEDS.items():
+        sp.add_argument(f"--{k.replace('_', '-')}", default=None, metavar="L" if k == "train_length" else None, help=v)
+    sp.add_argument("--rope", default=None, help="the RoPE variant past L (below); default: every variant measured")
     sp.add_argument("--task", default="lm", help="lm (language modelling; default) or retrieval (one key to find)")
     sp.add_argument("--results", default=None, metavar="DIR",
                     help="folder of the experiments' result files (default: the committed figures/)")

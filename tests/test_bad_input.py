@@ -406,6 +406,50 @@ CASES = {
             "pools": ["x", [1], [None], [1, 2]],
         },
     ),
+    "head_factor_errors": (
+        ss.head_factor_errors,
+        {"logits": [np.random.default_rng(n).standard_normal((1, 8, n)) for n in (32, 64)], "train_length": 64,
+         "n": 128, "resamples": 2},
+        {
+            "logits": [None, "x", [], np.zeros((2, 8, 8)), [np.zeros(8), np.zeros(8)]],
+            "train_length": INT_BAD,
+            "n": INT_BAD,
+            "resamples": INT_BAD,
+            "rng": RNG_BAD,
+        },
+    ),
+    "head_pools": (
+        ss.head_pools,
+        {"logits": np.random.default_rng(1).standard_normal((2, 8, 32)), "sample_size": 64},
+        {
+            "logits": [[[NAN, 1.0]], "abc", [], np.full((4, 4), INF)],
+            "mask_fill": ["mask", "keep", "nonsense"],
+            "sample_size": INT_BAD,
+        },
+    ),
+    "rule_factors": (
+        ss.rule_factors,
+        {"rule": "toolkit_iid", "alpha": 1.5, "dist": "normal", "n_ref": 64, "ns": [128, 256]},
+        {
+            "rule": STRING_BAD,
+            "alpha": NUMBER_BAD[:5] + ["1", None, [1.0]],
+            "dist": STRING_BAD,
+            "n_ref": INT_BAD[:9] + INT_BAD[10:],  # 1e15 keys is valid: a target out of reach, NaN
+            "ns": ARRAY_BAD[:-1],  # 5.0 keys is valid: fewer than n_ref, out of reach, NaN
+            "slope": [1.0, NAN],
+        },
+    ),
+    "share_factors": (
+        ss.share_factors,
+        {"alpha": 1.5, "dist": "normal", "s0": 3.0, "n_ref": 64, "ns": [128, 256]},
+        {
+            "alpha": NUMBER_BAD[:5] + ["1", None, [1.0]],
+            "dist": STRING_BAD,
+            "s0": [NAN, INF, "x", None, True],
+            "n_ref": INT_BAD[:9] + INT_BAD[10:],  # 1e15 keys is valid: a target out of reach, NaN
+            "ns": ARRAY_BAD[:-1],  # 5.0 keys is valid: fewer than n_ref, out of reach, NaN
+        },
+    ),
     "temperature_table": (
         ss.temperature_table,
         {"ds": (128,), "ns": (256,)},
@@ -497,6 +541,8 @@ ALLOWED_NONFINITE = {
     "optimize_alpha": {"alpha", "value"},
     "head_factors": {"factors"},  # NaN where a rule has no answer (documented)
     "share_max": {"factor"},  # inf where the key is above every score (documented)
+    "rule_factors": {"*"},  # NaN where the target is out of reach (documented)
+    "share_factors": {"*"},  # NaN where the share cannot be reached (documented)
 }
 
 

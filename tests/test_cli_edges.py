@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 import softmax_scale as ss
-from softmax_scale.cli import _jsonable, _plural, main
+from softmax_scale._util.output import jsonable as _jsonable
+from softmax_scale._util.output import plural as _plural
+from softmax_scale.cli import main
 from softmax_scale.experiments.alpha_table import TABLE_ROWS
 from softmax_scale.objectives.typical import MC_TRIALS
 

@@ -80,6 +80,14 @@ class Evidence:
         The sample standard deviation of those differences over seeds (NaN with one seed).
     seeds : tuple of int
         The seeds the difference is over (paired by seed).
+    head_dim : int
+        The model's head dimension (0: not stated).
+    train_length : int
+        Its training length ``L``, in ``length_unit`` (0: not stated).
+    length_unit : str
+        What a position is: ``"bytes"``, ``"tokens"``, ``"bits"`` (``""``: not stated).
+    replicates : {"seeds", "documents"}
+        What :attr:`seeds` count: training seeds, or documents one model was run on.
     """
 
     experiment: str
@@ -95,6 +103,10 @@ class Evidence:
     difference: float
     spread: float
     seeds: tuple
+    head_dim: int = 0
+    train_length: int = 0
+    length_unit: str = ""
+    replicates: str = "seeds"
 
 
 class Experiment:

@@ -499,7 +499,8 @@ class CausalExperiment(tr.TrainingExperiment):
                         out.append(Evidence(self.name, "byte-level decoder", cfg.n_params, "parameters", rope,
                                             "next byte", float(n) / L, name,
                                             "sliding window of L" if ref_name == "window" else ref_name, metric,
-                                            float(np.mean(d)), float(tr.std(d)), seeds))
+                                            float(np.mean(d)), float(tr.std(d)), seeds, cfg.d_model // cfg.heads, L,
+                                            "bytes"))
         return out
 
 

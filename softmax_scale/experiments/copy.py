@@ -187,7 +187,8 @@ class CopyExperiment(ok.OneKeyExperiment):
                         p = ok.paired(v[f"{metric}_by_seed"][i], ref[f"{metric}_by_seed"][i])
                         if p is not None:
                             out.append(Evidence(self.name, "byte-level decoder", cfg.n_params, "parameters", rope,
-                                                "copy a segment m bytes back", float(m) / L, name, ref_name, metric, *p))
+                                                "copy a segment m bytes back", float(m) / L, name, ref_name, metric, *p,
+                                                cfg.d_model // cfg.heads, L, "bytes"))
         return out
 
 

@@ -337,16 +337,16 @@ class FirstExperiment(Experiment):
         for L, scheme, scale in _order({k[:3] for k in cells}):
             if (scheme, scale) == (_REFERENCE, "trained"):
                 continue
-            size = FirstModel(L, scheme.split("@")[0]).n_params
+            fm = FirstModel(L, scheme.split("@")[0])
             for n in _lengths(cells):
                 a, b = cells.get((L, scheme, scale, n)), cells.get((L, _REFERENCE, "trained", n))
                 seeds = tuple(sorted(set(a or {}) & set(b or {})))
                 if n <= L or not seeds:
                     continue
                 d = np.array([a[s] - b[s] for s in seeds])
-                out.append(Evidence(self.name, "FIRST encoder (Chiang & Cholak)", size, "parameters", "none",
+                out.append(Evidence(self.name, "FIRST encoder (Chiang & Cholak)", fm.n_params, "parameters", "none",
                                     "first bit", float(n) / L, first_scale_name(scheme, scale), _REFERENCE, "accuracy",
-                                    float(np.mean(d)), float(tr.std(d)), seeds))
+                                    float(np.mean(d)), float(tr.std(d)), seeds, fm.d_model // fm.heads, L, "bits"))
         return out
 
 

@@ -133,7 +133,7 @@ class MLMExperiment(tr.TrainingExperiment):
                     if seeds:
                         out.append(Evidence(self.name, "byte-level masked LM", size, "parameters", "none",
                                             "masked bytes", float(n) / L, name, REFERENCE, metric, float(np.mean(d)),
-                                            float(tr.std(d)), seeds))
+                                            float(tr.std(d)), seeds, _head_dim(cfg), L, "bytes"))
         return out
 
 
@@ -141,6 +141,14 @@ def _model(table) -> dict:
     import json
 
     return json.loads(table.header.get("config", "{}"))
+
+
+def _head_dim(cfg: dict) -> int:
+    try:
+        c = TrainConfig(**cfg)
+    except (TypeError, ValueError):
+        return 0
+    return c.d_model // c.heads
 
 
 def _parameters(cfg: dict) -> int:

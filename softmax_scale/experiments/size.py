@@ -98,7 +98,8 @@ class SizeExperiment(CopyExperiment):
             v = np.array([d[s] for s in seeds])
             out.append(Evidence(self.name, "byte-level decoder", size_parameters(table, d_model), "parameters", rope,
                                 "copy a segment m bytes back", m / base.train_length, "log_L n trained in", ok.REFERENCE,
-                                "accuracy", float(v.mean()), float(tr.std(v)), seeds))
+                                "accuracy", float(v.mean()), float(tr.std(v)), seeds, d_model // base.heads,
+                                base.train_length, "bytes"))
         return out
 
 

@@ -6,7 +6,9 @@ a head has a scale ``alpha`` on unit-variance scores (``sigma sqrt(n/(n-1))`` at
 measurement) and a slope ``b`` of its entropy against ``ln n`` (least squares over the
 measurements); :func:`softmax_scale.heads.rule_factors` turns them into the factor on the head's
 scores at each target ``n`` under each of :data:`~softmax_scale.heads.TOOLKIT_RULES`, referenced
-at ``n_ref = L``.
+at ``n_ref = L``.  A factor is never below 1 inside ``L`` (a target ``n <= L`` gets 1: the head as
+trained), and :func:`factors_at` gives it at every position: 1 up to ``L``, ``ln f`` linear in
+``ln n`` between the targets past it, the last target's factor beyond them.
 """
 
 from __future__ import annotations
@@ -18,12 +20,12 @@ from types import MappingProxyType
 
 import numpy as np
 
-from .._util.validation import check_int, check_n_array
+from .._util.validation import check_choice, check_int, check_n_array
 from ..distributions import WeightedSample
 from ._result import HeadStats
 from ._rules import TOOLKIT_RULES, rule_factors
 
-__all__ = ["HeadFactorTable", "head_factors"]
+__all__ = ["HeadFactorTable", "factors_at", "head_factor_errors", "head_factors"]
 
 
 @dataclass(frozen=True)
@@ -49,9 +51,9 @@ class HeadFactorTable:
         The score distribution the rules solve on: standard normal, or the head's pooled
         standardised scores (``pools`` given).
     factors : Mapping
-        ``{rule: ndarray}`` for each of :data:`~softmax_scale.heads.TOOLKIT_RULES`; NaN where the
-        rule has no answer (a target out of reach, a head frozen far past its critical scale, a
-        head without spread).
+        ``{rule: ndarray}`` for each of :data:`~softmax_scale.heads.TOOLKIT_RULES`: 1 at every target
+        ``n <= L``; past ``L`` NaN where the rule has no answer (a target out of reach, a head frozen
+        far past its critical scale, a head without spread).
     """
 
     train_length: int
@@ -61,6 +63,65 @@ class HeadFactorTable:
     slope: np.ndarray
     score_model: str
     factors: Mapping
+
+    def at(self, positions, rule="toolkit_iid") -> np.ndarray:
+        """Each head's factor at each query position (its number of keys): :func:`factors_at`.
+
+        Parameters
+        ----------
+        positions : array_like of int
+            Numbers of keys (1-indexed positions of a causal model's queries), ``>= 1``.
+        rule : str
+            One of :data:`~softmax_scale.heads.TOOLKIT_RULES`.
+
+        Returns
+        -------
+        ndarray
+            Shaped like the heads, with a last axis over ``positions``.
+        """
+        check_choice(rule, "rule", TOOLKIT_RULES)
+        pos, _ = check_n_array(positions, "positions", minimum=1)
+        f = np.asarray(self.factors[rule], dtype=np.float64).reshape(self.alpha.shape + (-1,))
+        return factors_at(self.train_length, self.ns, f, pos)
+
+
+def factors_at(train_length, ns, factors, positions) -> np.ndarray:
+    """Per-head factors solved at ``ns`` spread over positions: what each query's scores are multiplied by.
+
+    1 up to ``train_length``; past it ``ln f`` linear in ``ln n`` between ``(L, 1)`` and the
+    targets beyond ``L``, held at the last target's factor past them; a head with no answer at
+    some target (NaN) is left as trained (1).  The one rule for applying per-head factors, in a
+    user's model (:meth:`HeadFactorTable.at`) and in the training harness.
+
+    Parameters
+    ----------
+    train_length : int
+        ``L``.
+    ns : array_like
+        The targets (numbers of keys), increasing.
+    factors : ndarray
+        ``[..., len(ns)]``: each head's factor at each target.
+    positions : ndarray
+        Numbers of keys (1-indexed positions).
+
+    Returns
+    -------
+    ndarray
+        ``[..., len(positions)]``, float64.
+    """
+    ns = np.asarray(ns, dtype=np.float64)
+    n = np.asarray(positions, dtype=np.float64)
+    far = ns > train_length
+    x = np.log(np.concatenate([[float(train_length)], ns[far]]))
+    f = np.asarray(factors, dtype=np.float64)[..., far]
+    out = np.ones(f.shape[:-1] + (n.size,))
+    past = n > train_length
+    for idx in np.ndindex(*f.shape[:-1]):
+        if not np.all(np.isfinite(f[idx])) or not past.any():
+            continue
+        y = np.log(np.concatenate([[1.0], f[idx]]))
+        out[idx + (past,)] = np.exp(np.interp(np.log(n[past]), x, y))
+    return out
 
 
 def _check_stats(stats) -> tuple:
@@ -157,7 +218,61 @@ def head_factors(stats, train_length, n, *, pools=None) -> HeadFactorTable:
         for rule in TOOLKIT_RULES:  # toolkit_measured cancels the drift the head shows: it takes the slope
             kw = {"slope": float(slope[idx])} if rule == "toolkit_measured" else {}
             factors[rule][idx] = rule_factors(rule, a, dist, L, ns, **kw)
+    for f in factors.values():  # never below 1 inside L: the head as trained
+        f[..., ns <= L] = 1.0
     if scalar:
         factors = {r: f[..., 0] for r, f in factors.items()}
     return HeadFactorTable(train_length=L, ns=ns, lengths=lengths, alpha=alpha, slope=slope,
                            score_model="normal" if pools is None else "pooled", factors=MappingProxyType(factors))
+
+
+def head_factor_errors(logits, train_length, n, *, causal=False, resamples=100, rng=0) -> dict:
+    """The standard error of each head's factor (:func:`head_factors`) by a bootstrap over its queries.
+
+    Each resample draws the query rows of every measurement with replacement (the same rows for
+    every head of it), measures the heads again with :func:`softmax_scale.head_stats` and solves
+    the rules again; the error is the standard deviation of the factor over the resamples.
+
+    Parameters
+    ----------
+    logits : sequence of array_like
+        The heads' pre-softmax scores at two or more lengths inside ``L``, each
+        ``(..., n_queries, n_keys)`` with the same leading axes (what :func:`head_stats` measures).
+    train_length : int
+        ``L``.
+    n : int or array_like of int
+        Target numbers of keys, ``>= 2``.
+    causal : bool
+        Each query sees the keys up to its own position (as in :func:`head_stats`).
+    resamples : int
+        Bootstrap resamples, ``>= 2``.
+    rng : int
+        Seed of the resampling.
+
+    Returns
+    -------
+    dict
+        ``{rule: ndarray}`` shaped like :attr:`HeadFactorTable.factors`: 0 at targets ``n <= L``
+        (the factor is 1 there); NaN where a rule had no answer in some resample.
+    """
+    from ._stats import head_stats
+
+    if isinstance(logits, np.ndarray) or not isinstance(logits, Sequence) or len(logits) < 2:
+        raise ValueError("`logits` must be a sequence of two or more score arrays (one per length inside the "
+                         f"training length), got {type(logits).__name__}")
+    arrays = [np.asarray(x) for x in logits]
+    if any(a.ndim < 2 for a in arrays):
+        raise ValueError("`logits` must hold arrays of shape (..., n_queries, n_keys)")
+    resamples = check_int(resamples, "resamples", minimum=2, maximum=100_000)
+    gen = np.random.default_rng(check_int(rng, "rng", minimum=0))
+    draws = []
+    for _ in range(resamples):
+        stats = []
+        for a in arrays:
+            q, k = a.shape[-2:]
+            rows = gen.integers(0, q, q)
+            # a causal query keeps its own keys: the causal pattern's rows go with it, as a mask
+            mask = (np.arange(k)[None, :] <= np.arange(q)[:, None] + (k - q))[rows] if causal else None
+            stats.append(head_stats(np.take(a, rows, axis=-2), mask=mask, predict=False))
+        draws.append(head_factors(stats, train_length, n).factors)
+    return {r: np.std(np.stack([d[r] for d in draws]), axis=0, ddof=1) for r in TOOLKIT_RULES}

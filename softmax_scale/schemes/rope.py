@@ -14,11 +14,22 @@ import numpy as np
 
 from .._util.validation import check_choice, check_int
 
-__all__ = ["ROPES", "rerope_near", "rerope_window", "rope_frequencies"]
+__all__ = ["ROPES", "ROPE_CHANGES", "rerope_near", "rerope_window", "rope_frequencies"]
 
 #: RoPE variants for positions beyond the training length (see :func:`rope_frequencies`;
 #: ``rerope`` also changes the attention, see :func:`rerope_near`).
 ROPES = ("none", "pi", "ntk", "dynamic_ntk", "yarn", "rerope")
+
+#: What each of :data:`ROPES` changes past the training length, in one line: the rotation
+#: frequencies only (``rerope`` the relative positions); none of them touches the scale on ``q.k``.
+ROPE_CHANGES = {
+    "none": "the trained frequencies at every length",
+    "pi": "position interpolation: every frequency divided by s = n/L",
+    "ntk": "NTK-aware: the base multiplied by s^(d/(d-2)), one s = n/L for the whole sequence",
+    "dynamic_ntk": "the ntk base grown with the current length (Hugging Face's dynamic rope_scaling)",
+    "yarn": "YaRN's frequencies only (NTK-by-parts); its temperature (0.1 ln s + 1)^2 is the `yarn` scale",
+    "rerope": "the trained frequencies; keys farther than a window are seen at the window's distance",
+}
 
 
 def rope_frequencies(rope: str, head_dim: int, base: float, train_length: int, n: int) -> np.ndarray:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._util.validation import check_int
-from ..heads import TOOLKIT_RULES, exact_entropy, rule_factors
+from ..heads import TOOLKIT_RULES, exact_entropy, factors_at, rule_factors
 from ..models.buckets import bucket_queries
 from ..schemes import STANDARD
 from .config import TrainConfig
@@ -165,20 +165,12 @@ def head_factors(params, config: TrainConfig, *, windows: int = 16, longest: int
 def position_factors(hf: HeadFactors, rule: str, length: int) -> np.ndarray:
     """``[layers, heads, length]`` float32: the factor of ``rule`` for the query at each position (``i + 1`` keys).
 
-    1 for ``n <= L``; past ``L``, ``ln f`` linear in ``ln n`` between the grid points (from
-    ``f = 1`` at ``n = L``), held at the last grid value beyond it.
+    :func:`softmax_scale.heads.factors_at`: 1 for ``n <= L``; past ``L``, ``ln f`` linear in
+    ``ln n`` between the grid points (from ``f = 1`` at ``n = L``), held at the last grid value
+    beyond it; a head without an answer left as trained.
     """
     if rule not in hf.factors:
         raise ValueError(f"`rule` must be one of {tuple(hf.factors)}, got {rule!r}")
     length = check_int(length, "length", minimum=1)
     n = np.arange(1, length + 1, dtype=np.float64)
-    x = np.log(np.concatenate([[hf.train_length], hf.ns]))
-    f = hf.factors[rule]
-    out = np.ones(f.shape[:2] + (length,))
-    past = n > hf.train_length
-    for idx in np.ndindex(*f.shape[:2]):
-        if not np.all(np.isfinite(f[idx])):  # the exact evaluator had no answer for this head: leave it as trained
-            continue
-        y = np.log(np.concatenate([[1.0], f[idx]]))
-        out[idx][past] = np.exp(np.interp(np.log(n[past]), x, y))
-    return out.astype(np.float32)
+    return factors_at(hf.train_length, hf.ns, hf.factors[rule], n).astype(np.float32)

@@ -131,3 +131,72 @@ def test_bad_input_names_the_parameter(measured, args, kwargs, error, needle):
     call = {"train_length": 128 if args == "beyond" else L, "n": 2048, **kwargs}
     with pytest.raises(error, match=needle):
         ss.head_factors(given, **call)
+
+
+# ---------------------------------------------------------------------------------------------
+# never below 1 inside L; the factor at every position
+
+
+@pytest.mark.parametrize("rule", TOOLKIT_RULES)
+def test_a_target_inside_l_gets_1_where_the_rule_alone_gives_no_factor_of_1_or_more(measured, rule):
+    _, stats = measured
+    table = ss.head_factors(stats, train_length=L, n=[64, 128, 512])
+    kw = {"slope": float(table.slope[0])} if rule == "toolkit_measured" else {}
+    raw = rule_factors(rule, float(table.alpha[0]), "normal", L, [64, 128], **kw)
+    assert not np.any(raw >= 1.0)  # with fewer keys than L the rule asks for less than 1, or has no answer (NaN)
+    assert np.all(table.factors[rule][:, :2] == 1.0)
+    assert np.all(table.factors[rule][:, 2] > 1.0)
+
+
+def test_the_factor_at_each_position_is_1_up_to_l_then_log_linear_in_log_n(measured):
+    _, stats = measured
+    table = ss.head_factors(stats, train_length=L, n=[512, 2048])
+    f = table.factors["toolkit_iid"]
+    positions = [1, 100, L, 2 * L, int(round(math.sqrt(L * 2 * L))), 4 * L, 8 * L, 64 * L]
+    got = table.at(positions, "toolkit_iid")
+    assert got.shape == (len(SCALES), len(positions))
+    np.testing.assert_array_equal(got[:, :3], 1.0)
+    np.testing.assert_allclose(got[:, 3], f[:, 0], rtol=1e-15)
+    mid = f[:, 0] ** (math.log(positions[4] / L) / math.log(2.0))  # ln f linear from (L, 0) to (2L, ln f)
+    np.testing.assert_allclose(got[:, 4], mid, rtol=1e-12)
+    np.testing.assert_allclose(got[:, 5], np.sqrt(f[:, 0] * f[:, 1]), rtol=1e-12)  # 4L: halfway from 2L to 8L
+    np.testing.assert_allclose(got[:, 6], f[:, 1], rtol=1e-15)
+    np.testing.assert_allclose(got[:, 7], f[:, 1], rtol=1e-15)  # held past the last target
+
+
+def test_the_factor_at_each_position_names_a_bad_rule(measured):
+    _, stats = measured
+    with pytest.raises(ValueError, match="`rule`"):
+        ss.head_factors(stats, train_length=L, n=[512]).at([600], "toolkit_share")
+
+
+# ---------------------------------------------------------------------------------------------
+# the factors' standard errors, by a bootstrap over the queries
+
+
+def _heads_logits(rng, queries=24, lengths=(64, 128), scales=(0.7, 1.5)):
+    return [np.stack([a * rng.standard_normal((queries, n)) for a in scales]) for n in lengths]
+
+
+def test_the_bootstrap_error_is_0_inside_l_positive_past_it_and_seeded():
+    logits = _heads_logits(np.random.default_rng(3))
+    err = ss.head_factor_errors(logits, 128, [128, 512], resamples=6, rng=1)
+    assert set(err) == set(TOOLKIT_RULES)
+    for rule in TOOLKIT_RULES:
+        assert err[rule].shape == (2, 2)
+        np.testing.assert_array_equal(err[rule][:, 0], 0.0)
+        assert np.all(err[rule][:, 1] > 0)
+    again = ss.head_factor_errors(logits, 128, [128, 512], resamples=6, rng=1)
+    np.testing.assert_array_equal(again["toolkit_iid"], err["toolkit_iid"])
+
+
+@pytest.mark.slow
+def test_the_bootstrap_error_is_the_spread_of_the_factor_over_fresh_queries():
+    rng = np.random.default_rng(11)
+    fresh = []
+    for _ in range(40):  # the sampling distribution itself: new queries from the same heads
+        stats = [ss.head_stats(x, predict=False) for x in _heads_logits(rng)]
+        fresh.append(ss.head_factors(stats, 128, 512).factors["toolkit_iid"])
+    want = np.std(fresh, axis=0, ddof=1)
+    got = ss.head_factor_errors(_heads_logits(rng), 128, 512, resamples=60, rng=0)["toolkit_iid"]
+    assert np.all((got > want / 2) & (got < want * 2)), (got, want)

@@ -1,0 +1,225 @@
+"""Which scale for a model of head dimension ``d`` trained at ``L`` and run at ``n``: :func:`advise`.
+
+Three parts, each from the toolkit's own sources, none written by hand:
+
+- **the published scales** at ``(d, L, n)``: every ``q.k`` scheme of the registry
+  (:mod:`softmax_scale.schemes`) pinned at ``L`` by the one pinning rule, its factor over
+  ``1/sqrt(d)`` and the scale itself, and what the i.i.d. theory says about it (the entropy drift
+  from ``L`` to ``n`` and the share of one matching key, :func:`softmax_scale.extrapolation_table`);
+- **the measured evidence** (:mod:`._evidence`): the experiments' comparisons of a scale against
+  ``standard`` in the same model under the same RoPE variant, for the task asked, at the measured
+  multiple of ``L`` nearest ``n / L``, and the scope they cover in the user's terms;
+- **a recommendation** that follows from that evidence by :data:`RULE` (:mod:`._rule`): a factor
+  on the logits at ``n``, the formula that gives it at every position, the expected effect and
+  its standard error.
+
+``softmax-scale advise`` prints it (:mod:`._render`); ``python -m softmax_scale.advice --docs``
+writes it into the guide (``docs/choosing_a_scale.md``), whose copy a test compares with what it
+prints now.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .._util.validation import check_choice, check_int
+from ..entropy import extrapolation_table
+from ..experiments import RESULTS
+from ..schemes import QK_SCHEMES, SCHEMES, pinned
+from ..schemes.rope import ROPES
+from ._evidence import TASKS, Comparison, comparisons, read_evidence, scope
+from ._render import DOCS_CALL, docs_block, headline, markdown, short_answers, text, write_docs
+from ._rule import LEVEL, RULE, Recommendation, recommend
+
+__all__ = ["DOCS_CALL", "LEVEL", "RULE", "TASKS", "Advice", "Comparison", "Recommendation",
+           "SchemeAtLength", "advise", "docs_block", "short_answers", "write_docs"]
+
+
+@dataclass(frozen=True)
+class SchemeAtLength:
+    """One published ``q.k`` scheme at ``(d, L, n)``, pinned at ``L``, with the i.i.d. theory's view of it.
+
+    Attributes
+    ----------
+    scheme : str
+    factor : float
+        Its multiplier over ``1/sqrt(d)`` at ``n`` keys.
+    scale : float
+        The multiplier on ``q.k`` itself at ``n``.
+    pin_rule : str
+        What pinning at ``L`` sets (``""``: the scheme has no training length).
+    drift_isotropic, drift_signal : float
+        ``E[H](n) - E[H](L)`` in nats, for i.i.d. scores and with one matching key.
+    share_at_l, share : float
+        The matching key's attention share ``E[p_0]`` at ``L`` and at ``n``.
+    source : str
+    """
+
+    scheme: str
+    factor: float
+    scale: float
+    pin_rule: str
+    drift_isotropic: float
+    drift_signal: float
+    share_at_l: float
+    share: float
+    source: str
+
+
+@dataclass(frozen=True)
+class Advice:
+    """What :func:`advise` returns: the recommendation, the scope, the scales at ``(d, L, n)``, the evidence.
+
+    Attributes
+    ----------
+    d, train_length, n : int
+    rope : str or None
+        The RoPE variant asked about (None: every variant measured).
+    task : str
+        A key of :data:`TASKS`.
+    results : str
+        The folder the result files were read from (a path).
+    score_model : str
+        The i.i.d. theory's score model; ``match`` the matching key's cosine.
+    match : float
+    schemes : tuple of SchemeAtLength
+    comparisons : tuple of Comparison
+        Each measured scale against ``standard``: what the recommendation follows.
+    baselines : tuple of Comparison
+        ``standard`` itself against the experiments' other references (a sliding window of ``L``,
+        the trained RoPE frequencies): how far the best of the scales still is from them.
+    recommendations : tuple of Recommendation
+    scope : tuple of str
+        What the evidence rests on, in the user's terms, and what it has not tested.
+    rule : str
+        :data:`RULE`.
+    """
+
+    d: int
+    train_length: int
+    n: int
+    rope: str | None
+    task: str
+    results: str
+    score_model: str
+    match: float
+    schemes: tuple
+    comparisons: tuple
+    baselines: tuple
+    recommendations: tuple
+    scope: tuple
+    rule: str = RULE
+
+    @property
+    def multiple(self) -> float:
+        """``n / L``."""
+        return self.n / self.train_length
+
+    @property
+    def headline(self) -> str:
+        """The first line printed: the factor, its formula, the expected effect and how far the evidence reaches."""
+        return headline(self).replace("\u00a0", " ")
+
+    def to_dict(self) -> dict:
+        """Plain values (for ``--json``)."""
+        out = asdict(self)
+        out["multiple"] = self.multiple
+        out["headline"] = self.headline
+        return out
+
+    def markdown(self) -> str:
+        """The advice as Markdown (the guide's copy): headline, scope, recommendation, scales, evidence."""
+        return markdown(self)
+
+    def text(self) -> str:
+        """The advice as plain text wrapped at 100 columns, tables aligned (what the command prints)."""
+        return text(self)
+
+    def __str__(self):
+        return self.text()
+
+
+@functools.lru_cache(maxsize=32)
+def _schemes(d: int, L: int, n: int, score_model: str, match: float) -> tuple:
+    keys = tuple(QK_SCHEMES)
+    table = extrapolation_table(L, keys, d=d, score_model=score_model, match=match, factors=(1.0, n / L))
+    out = []
+    for i, key in enumerate(keys):
+        p = pinned(key, L)
+        info = SCHEMES[key]
+        out.append(SchemeAtLength(key, float(p.factor(n, d)), float(p.scale(n, d)), info.pin_rule,
+                                  float(table.drift_isotropic[i, -1]), float(table.drift_signal[i, -1]),
+                                  float(table.share_signal[i, 0]), float(table.share_signal[i, -1]), info.source))
+    return tuple(out)
+
+
+def advise(d, train_length, n, *, rope=None, task="lm", results=None, head_stats=None, score_model="cosine",
+           match=1.0) -> Advice:
+    """Which scale in front of ``q.k`` for a model of head dimension ``d`` trained at ``L`` and run at ``n`` keys.
+
+    Parameters
+    ----------
+    d : int
+        Head dimension, ``>= 2``.
+    train_length : int
+        ``L``, the training length, ``>= 2``.
+    n : int
+        The length it is run at, ``>= L``.
+    rope : str, optional
+        The RoPE variant past ``L`` (:data:`softmax_scale.schemes.rope.ROPE_CHANGES`: what each changes in the rotation
+        frequencies; none touches the scale); None: every variant the evidence measured, each with
+        its own recommendation.
+    task : {"lm", "retrieval"}
+        Language modelling, or retrieving one key (:data:`TASKS`).
+    results : str or PathLike, optional
+        The folder of the experiments' result files (default: the committed ``figures/``).
+    head_stats : sequence of HeadStats, optional
+        :func:`softmax_scale.head_stats` of the model's heads at two or more lengths inside ``L``:
+        lets a per-head rule be recommended, with its factor for each head
+        (:func:`softmax_scale.head_factors`).
+    score_model : {"cosine", "normal"}
+        The i.i.d. theory's score model, as in :func:`softmax_scale.extrapolation_table`.
+    match : float
+        The matching key's cosine with the query in the theory's signal-plus-noise columns.
+
+    Returns
+    -------
+    Advice
+        ``print(advice)`` shows it; :attr:`Advice.headline` is its first line;
+        :meth:`Advice.to_dict` gives plain values.
+
+    Examples
+    --------
+    >>> import softmax_scale as ss
+    >>> a = ss.advise(d=128, train_length=4096, n=32768, rope="yarn")
+    >>> [s.scheme for s in a.schemes][:3]
+    ['standard', 'chiang_cholak', 'entropy_invariant']
+    >>> r = next(r for r in a.recommendations if r.at_test)
+    >>> r.scheme, round(r.factor, 4)
+    ('qwen_logn', 1.25)
+    """
+    d = check_int(d, "d", minimum=2)
+    L = check_int(train_length, "train_length", minimum=2)
+    n = check_int(n, "n", minimum=2)
+    if n < L:
+        raise ValueError(f"`n` must be at least the training length {L} (advise is about running past it), got {n}")
+    if rope is not None:
+        check_choice(rope, "rope", ROPES)
+    check_choice(task, "task", TASKS)
+    folder = RESULTS if results is None else Path(results)
+    if not folder.is_dir():
+        raise ValueError(f"`results` must be a folder of result files, got {str(folder)!r}")
+    label = "the committed figures/" if folder.resolve() == RESULTS.resolve() else str(folder)
+    schemes = _schemes(d, L, n, score_model, float(match))
+    found, missing, empty = read_evidence(folder)
+    target = n / L
+    comps = comparisons(found, task, rope, target)
+    baselines = comparisons(found, task, rope, target, baselines=True)
+    ropes = [rope] if rope is not None else sorted({c.rope for c in comps})
+    recs = [recommend(comps, r, at, d=d, L=L, n=n, target=target, heads=head_stats) for r in ropes for at in (True, False)]
+    lines = scope(found, missing, empty, comps, d=d, task=task, rope=rope, target=target, results_label=label)
+    return Advice(d=d, train_length=L, n=n, rope=rope, task=task, results=str(folder.resolve()),
+                  score_model=score_model, match=float(match), schemes=tuple(schemes), comparisons=tuple(comps),
+                  baselines=tuple(baselines), recommendations=tuple(recs), scope=tuple(lines))
