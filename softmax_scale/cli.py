@@ -183,14 +183,16 @@ _ADVISE_NEEDS = {"d": "the head dimension", "train_length": "the training length
 def _cmd_advise(args):
     from .advice import advise
 
-    if missing := [k for k in _ADVISE_NEEDS if getattr(args, k) is None]:
+    needs = _ADVISE_NEEDS if args.config is None else {"n": _ADVISE_NEEDS["n"]}
+    if missing := [k for k in needs if getattr(args, k) is None]:
         raise ValueError(" and ".join(f"`--{k.replace('_', '-')}` ({_ADVISE_NEEDS[k]})" for k in missing) + " required")
-    for k in _ADVISE_NEEDS:  # parsed here, not by argparse: a bad value is one line, not a usage block
+    for k in (k for k in _ADVISE_NEEDS if getattr(args, k) is not None):  # parsed here: a bad value is one line
         try:
             setattr(args, k, _number(getattr(args, k)))
         except argparse.ArgumentTypeError:
             raise ValueError(f"`--{k.replace('_', '-')}` must be an integer, got {getattr(args, k)!r}") from None
-    a = advise(args.d, args.train_length, args.n, rope=args.rope, task=args.task, results=args.results)
+    a = advise(args.d, args.train_length, args.n, config=args.config, rope=args.rope, task=args.task,
+               results=args.results)
     _emit(args, a.to_dict(), a.text())
 
 
@@ -420,6 +422,8 @@ def _parser() -> argparse.ArgumentParser:
              "frequencies only; the scale is apart):\n" + "\n".join(f"  {k:<12} {v}" for k, v in ROPE_CHANGES.items()))
     for k, v in _ADVISE_NEEDS.items():
         sp.add_argument(f"--{k.replace('_', '-')}", default=None, metavar="L" if k == "train_length" else None, help=v)
+    sp.add_argument("--config", default=None, metavar="FILE", help="a model's config.json or GGUF file: its head "
+                    "dimension, L and RoPE variant where --d, --train-length, --rope are not given")
     sp.add_argument("--rope", default=None, help="the RoPE variant past L (below); default: every variant measured")
     sp.add_argument("--task", default="lm", help="lm (language modelling; default) or retrieval (one key to find)")
     sp.add_argument("--results", default=None, metavar="DIR",

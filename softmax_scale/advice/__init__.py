@@ -29,6 +29,7 @@ from ..entropy import extrapolation_table
 from ..experiments import RESULTS
 from ..schemes import QK_SCHEMES, SCHEMES, pinned
 from ..schemes.rope import ROPES
+from ._config import config_lines
 from ._evidence import TASKS, Comparison, comparisons, read_evidence, scope
 from ._render import DOCS_CALL, docs_block, headline, markdown, short_answers, text, write_docs
 from ._rule import LEVEL, RULE, Recommendation, recommend
@@ -155,18 +156,23 @@ def _schemes(d: int, L: int, n: int, score_model: str, match: float) -> tuple:
     return tuple(out)
 
 
-def advise(d, train_length, n, *, rope=None, task="lm", results=None, head_stats=None, score_model="cosine",
-           match=1.0) -> Advice:
+def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="lm", results=None, head_stats=None,
+           score_model="cosine", match=1.0) -> Advice:
     """Which scale in front of ``q.k`` for a model of head dimension ``d`` trained at ``L`` and run at ``n`` keys.
 
     Parameters
     ----------
     d : int
-        Head dimension, ``>= 2``.
+        Head dimension, ``>= 2`` (read from ``config`` when it is given and ``d`` is not).
     train_length : int
-        ``L``, the training length, ``>= 2``.
+        ``L``, the training length, ``>= 2`` (likewise).
     n : int
         The length it is run at, ``>= L``.
+    config : str, PathLike, Mapping or ModelScaling, optional
+        A model's HF ``config.json`` or GGUF file (:func:`softmax_scale.engines.read_config`): its head
+        dimension, training length and RoPE variant fill ``d``, ``train_length`` and ``rope`` where those
+        are not given, and the scope starts with what the config asks for and what each inference engine
+        applies at ``L`` and ``n`` (:func:`softmax_scale.engines.engine_scales`).
     rope : str, optional
         The RoPE variant past ``L`` (:data:`softmax_scale.schemes.rope.ROPE_CHANGES`: what each changes in the rotation
         frequencies; none touches the scale); None: every variant the evidence measured, each with
@@ -200,6 +206,20 @@ def advise(d, train_length, n, *, rope=None, task="lm", results=None, head_stats
     >>> r.scheme, round(r.factor, 4)
     ('qwen_logn', 1.25)
     """
+    model = None
+    if config is not None:
+        from ..engines import read_config
+
+        model = read_config(config)
+        d = model.head_dim if d is None else d
+        if train_length is None:
+            if model.train_length is None:
+                raise ValueError(f"`config` {model.source} gives no training length: pass `train_length`")
+            train_length = model.train_length
+        rope = model.rope_variant if rope is None else rope
+    for name, value in (("d", d), ("train_length", train_length), ("n", n)):
+        if value is None:
+            raise TypeError(f"advise() needs `{name}` (or a `config` that gives it)")
     d = check_int(d, "d", minimum=2)
     L = check_int(train_length, "train_length", minimum=2)
     n = check_int(n, "n", minimum=2)
@@ -220,6 +240,8 @@ def advise(d, train_length, n, *, rope=None, task="lm", results=None, head_stats
     ropes = [rope] if rope is not None else sorted({c.rope for c in comps})
     recs = [recommend(comps, r, at, d=d, L=L, n=n, target=target, heads=head_stats) for r in ropes for at in (True, False)]
     lines = scope(found, missing, empty, comps, d=d, task=task, rope=rope, target=target, results_label=label)
+    if model is not None:
+        lines = config_lines(model, L, n) + tuple(lines)
     return Advice(d=d, train_length=L, n=n, rope=rope, task=task, results=str(folder.resolve()),
                   score_model=score_model, match=float(match), schemes=tuple(schemes), comparisons=tuple(comps),
                   baselines=tuple(baselines), recommendations=tuple(recs), scope=tuple(lines))
