@@ -327,11 +327,12 @@ class LlamaDecoder:
 
     # ---- forward ----------------------------------------------------------------------------
     def _forward(self, ids, *, start=0, stop=None, cache=None, factors=None, inv_freq=None, query_block=256,
-                 progress=False, stats=True, rerope=None, kernel="numpy") -> _Pass:
+                 progress=False, stats=True, rerope=None, kernel="numpy", keep=None) -> _Pass:
         """Positions ``start .. stop-1`` of ``ids`` through every layer (:func:`block`), given ``cache`` holding ``0..start-1``.
 
         ``query_block`` rows per attention block; ``stats`` gathers the attention statistics;
-        ``rerope`` ReRoPE's window (a whole pass from position 0); ``kernel`` the attention's implementation.
+        ``rerope`` ReRoPE's window (a whole pass from position 0); ``kernel`` the attention's implementation;
+        ``keep`` the positions whose queries each :class:`LayerOut` keeps (all where ``None``).
         """
         c = self.config
         w = self.weights
@@ -360,7 +361,7 @@ class LlamaDecoder:
             past = (cache.keys[layer], cache.values[layer]) if start else None
             x, out = block(x, **layer_weights(w, layer), config=c, cos=cos, sin=sin, qscale=qscale, past=past,
                            query_block=query_block, stats=stats, rerope=far, kernel=kernel)
-            outs.append(out)
+            outs.append(out if keep is None else out._replace(q=out.q[:, np.asarray(keep) - start]))
         return _Pass(rms_norm(x, w["output_norm.weight"], c.rms_eps), outs)
 
     def _nll(self, x, ids, start, n):
