@@ -28,24 +28,27 @@ class Readout:
     ----------
     positions : ndarray of int64
         The scored query positions ``t`` (each predicts ``ids[t + 1]``).
+    probe : ndarray of int64
+        The positions whose queries are kept (among ``positions``).
     argmax : ndarray of int64
         The greedy next token at each.
     nll : ndarray
         ``-log p(ids[t + 1] | ids[:t + 1])`` at each, float64.
     queries : tuple
-        Per layer the scaled, rotated queries ``[heads, len(positions), head_dim]``.
+        Per layer the scaled, rotated queries ``[heads, len(probe), head_dim]``.
     cache : KVCache
         The rotated keys and values of positions ``0 .. stop-1``.
     """
 
     positions: np.ndarray
+    probe: np.ndarray
     argmax: np.ndarray
     nll: np.ndarray
     queries: tuple
     cache: KVCache
 
     def scores(self, layer: int) -> tuple:
-        """Logits ``[heads, len(positions), stop]`` (float64) of ``layer``'s heads and the causal mask ``[len(positions), stop]``.
+        """Logits ``[heads, len(probe), stop]`` (float64) of ``layer``'s heads and the causal mask ``[len(probe), stop]``.
 
         A head reads the keys of its group (grouped-query attention); key ``j`` is allowed to the
         query at ``t`` where ``j <= t``.
@@ -54,11 +57,11 @@ class Readout:
         k = self.cache.keys[layer]
         group = q.shape[0] // k.shape[0]
         s = np.stack([q[h].astype(np.float64) @ k[h // group].T.astype(np.float64) for h in range(q.shape[0])])
-        return s, np.arange(k.shape[1])[None, :] <= self.positions[:, None]
+        return s, np.arange(k.shape[1])[None, :] <= self.probe[:, None]
 
 
-def read_out(model, ids, positions, *, start=0, stop=None, cache=None, factors=None, inv_freq=None, query_block=256,
-             kernel="numpy") -> Readout:
+def read_out(model, ids, positions, *, probe=None, start=0, stop=None, cache=None, factors=None, inv_freq=None,
+             query_block=256, kernel="numpy") -> Readout:
     """One pass over positions ``start .. stop-1`` of ``ids``, read at ``positions``.
 
     Parameters
@@ -67,6 +70,8 @@ def read_out(model, ids, positions, *, start=0, stop=None, cache=None, factors=N
     ids : 1-D int array
     positions : array_like of int
         Scored positions in ``[start, stop)``, each below ``len(ids) - 1`` (possibly none).
+    probe : array_like of int, optional
+        Positions whose queries are kept, among ``positions`` (default: all of them).
     start : int
         First position computed; ``cache`` holds ``0 .. start-1``.
     stop : int, optional
@@ -94,8 +99,11 @@ def read_out(model, ids, positions, *, start=0, stop=None, cache=None, factors=N
     if pos.size and (pos.min() < start or pos.max() >= min(stop, len(ids) - 1)):
         raise ValueError(f"`positions` must lie in [{start}, {min(stop, len(ids) - 1)}) (each has a target), got "
                          f"{pos.min()}..{pos.max()}")
+    keep = pos if probe is None else np.asarray(probe, dtype=np.int64).reshape(-1)
+    if not np.isin(keep, pos).all():
+        raise ValueError("`probe` must hold scored positions (among `positions`)")
     p = model._forward(ids, start=start, stop=stop, cache=cache, factors=factors, inv_freq=inv_freq,
-                       query_block=query_block, stats=False, kernel=kernel, keep=pos)
+                       query_block=query_block, stats=False, kernel=kernel, keep=keep)
     out_w = model.weights["output.weight"]
     argmax = np.empty(pos.size, dtype=np.int64)
     nll = np.empty(pos.size)
@@ -107,4 +115,4 @@ def read_out(model, ids, positions, *, start=0, stop=None, cache=None, factors=N
         argmax[r0:r0 + rows.size] = np.argmax(lg, axis=1)
         nll[r0:r0 + rows.size] = lse - lg[np.arange(rows.size), ids[rows + 1]]
     cache_out = KVCache(tuple(o.k for o in p.layers), tuple(o.v for o in p.layers))
-    return Readout(pos, argmax, nll, tuple(o.q for o in p.layers), cache_out)
+    return Readout(pos, keep, argmax, nll, tuple(o.q for o in p.layers), cache_out)
