@@ -70,8 +70,11 @@ SAMPLE_SIZE = 2048
 
 
 def memory_needed(config, n: int, query_block: int) -> int:
-    """Bytes a read-out of ``n`` tokens holds at its peak: two copies of every layer's keys and values, the
-    activations of the computed positions and one block of attention rows, float32."""
+    """Bytes a read-out of ``n`` tokens holds at its peak, about.
+
+    Two copies of every layer's keys and values (the prefix's and the continuation's), the
+    activations of the computed positions and one block of attention rows, float32.
+    """
     c = config
     kv = 2 * 2 * c.n_layers * c.n_kv_heads * n * c.head_dim
     act = n * (4 * c.d_model + 3 * c.d_ff + 2 * c.n_heads * c.head_dim)
@@ -241,7 +244,7 @@ class RealRun:
         from ..heads import predict_share
 
         r = self.heads()[h]
-        if r["x"] is None or not np.isfinite(r["gap"]) or not r["alpha"] > 0:
+        if not np.isfinite(n_test) or r["x"] is None or not np.isfinite(r["gap"]) or not r["alpha"] > 0:
             return float("nan")
         d = self.model.config.head_dim
         f = scale_factors(scale, [round(n_test), round(r["n"])], d, self.L)

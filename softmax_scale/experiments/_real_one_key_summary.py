@@ -36,11 +36,14 @@ def share_markdown(table) -> str:
              "|---|---:|---|---|" + "---:|" * len(heads)]
     for task, n, rope, scale in dict.fromkeys(zip(r["task"][sh], r["length"][sh], r["rope"][sh], r["scale"][sh])):
         m = sh & (r["task"] == task) & (r["length"] == n) & (r["rope"] == rope) & (r["scale"] == scale)
+        if not np.isfinite(r["share"][m]).any():
+            continue  # no source key (the control)
         cells = []
         for la, he in heads:
             mh = m & (r["layer"] == la) & (r["head"] == he)
             pred = r["share_predicted"][mh]
             p = f"{np.nanmean(pred):.3f}" if np.isfinite(pred).any() else "nan"
-            cells.append(f"{np.nanmean(r['share'][mh]):.3f} / {p}")
+            v = r["share"][mh]
+            cells.append(f"{np.nanmean(v):.3f} / {p}" if np.isfinite(v).any() else f"nan / {p}")
         lines.append(f"| {task} | {n} | {rope} | {scale} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
