@@ -82,14 +82,14 @@ def memory_needed(config, n: int, query_block: int) -> int:
     return 4 * (kv + act + att)
 
 
-def check_lengths(model, lengths, minimum: int, query_block: int) -> tuple:
-    """``lengths`` as ints, each at least ``minimum`` and within the machine's memory; before any pass."""
-    out = tuple(check_int(n, "lengths", minimum=minimum) for n in lengths)
+def check_lengths(model, lengths, minimum: int, query_block: int, name: str) -> tuple:
+    """``lengths`` (the parameter ``name``) as ints, each at least ``minimum`` and within the machine's memory."""
+    out = tuple(check_int(n, name, minimum=minimum) for n in lengths)
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     for n in out:
         need = memory_needed(model.config, n, query_block)
         if need > total:
-            raise ValueError(f"`lengths`: {n} tokens need about {need / 2**30:.1f} GiB, more than the machine's "
+            raise ValueError(f"`{name}`: {n} tokens need about {need / 2**30:.1f} GiB, more than the machine's "
                              f"{total / 2**30:.1f} GiB")
     return out
 

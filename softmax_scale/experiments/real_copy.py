@@ -117,7 +117,6 @@ class RealCopyExperiment(rk.RealOneKeyExperiment):
         inside = [check_int(m, "inside", minimum=2, maximum=L // 2) for m in config.inside]
         if L // 2 not in inside:
             raise ValueError(f"`inside` must hold L / 2 = {L // 2} (the copies at L set the reference)")
-        rk.check_lengths(model, [2 * m for m in past], 2, config.query_block)
         docs = self._docs(config)
         longest = max(past + inside)
         self._tokens = {}
@@ -127,6 +126,7 @@ class RealCopyExperiment(rk.RealOneKeyExperiment):
             if ids.size < longest:
                 raise ValueError(f"`past`: {d!r} has {ids.size} tokens, fewer than m = {longest}")
             self._tokens[d] = (ids[:longest], hashlib.sha256(text.encode()).hexdigest()[:16])
+        rk.check_lengths(model, [2 * m for m in past], 2, config.query_block, "past")
         out = [("heads", L, "selection", rk.TRAINED_ROPE, rk.REFERENCE)]
         ropes = list(dict.fromkeys(r for r, _ in config.cells))
         for m in past:

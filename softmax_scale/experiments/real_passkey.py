@@ -149,12 +149,13 @@ class RealPasskeyExperiment(rk.RealOneKeyExperiment):
         for d in config.depths:
             if not 0.0 <= float(d) <= 1.0:
                 raise ValueError(f"`depths` must be in [0, 1] (a fraction of the filler), got {d!r}")
-        past = [(rk.check_lengths(model, [n], L + 1, config.query_block)[0], int(k)) for n, k in config.past]
+        past = [(rk.check_lengths(model, [n], L + 1, config.query_block, "past")[0], int(k)) for n, k in config.past]
         inside = [(check_int(n, "inside", minimum=1, maximum=L), int(k)) for n, k in config.inside]
         minimum = passkey_min_tokens(model)
-        for n, _ in past + inside:
-            if n < minimum:
-                raise ValueError(f"`lengths`: {n} tokens is below the prompt's minimum of {minimum} tokens")
+        for name, cells in (("past", past), ("inside", inside)):
+            for n, _ in cells:
+                if n < minimum:
+                    raise ValueError(f"`{name}`: {n} tokens is below the prompt's minimum of {minimum} tokens")
         if check_int(config.reference_keys, "reference_keys", minimum=1) > max([k for n, k in inside if n == L],
                                                                                   default=0):
             raise ValueError(f"`reference_keys` must not exceed the keys of `inside` at L = {L}")
