@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 
 from softmax_scale import models
-from softmax_scale.experiments import EXPERIMENTS
+from softmax_scale.experiments import EXPERIMENTS, real_copy, real_passkey
 from softmax_scale.experiments import _real_one_key as rk
-from softmax_scale.experiments import real_copy, real_passkey
 
 
 @pytest.fixture(scope="module")
