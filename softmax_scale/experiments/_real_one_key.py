@@ -225,14 +225,16 @@ class RealRun:
         del lg
         order = np.argsort(np.where(np.isfinite(sel.share), sel.share, -1.0), axis=None, kind="stable")[::-1]
         heads = [tuple(int(i) for i in np.unravel_index(j, sel.share.shape)) for j in order[:HEADS]]
-        lg, mask, src = pooled(exp.references(cfg, self.L), heads)
-        ref = {"heads": heads, "tag": self.tag}
-        for h in heads:
-            ks = _shares(lg[h][None], mask, src)
-            pool = ks.pools[0]
-            ref[h] = {"share": float(ks.share[0]), "gap": float(ks.gap[0]), "alpha": float(ks.alpha[0]),
-                      "n": float(ks.n[0]), "queries": int(ks.queries[0]), "alpha_bins": ks.alpha_bins[0],
-                      "gap_bins": ks.gap_bins[0], "x": None if pool is None else pool.x,
+        lg, mask, src = pooled(exp.references(cfg, self.L))
+        ks = _shares(lg, mask, src)
+        del lg
+        measured = [tuple(int(i) for i in h) for h in np.ndindex(*ks.share.shape)]
+        ref = {"heads": heads, "measured": measured, "tag": self.tag}
+        for j, h in enumerate(measured):
+            pool = ks.pools[j]
+            ref[h] = {"share": float(ks.share[h]), "gap": float(ks.gap[h]), "alpha": float(ks.alpha[h]),
+                      "n": float(ks.n[h]), "queries": int(ks.queries[h]), "alpha_bins": ks.alpha_bins[h],
+                      "gap_bins": ks.gap_bins[h], "x": None if pool is None else pool.x,
                       "w": None if pool is None else pool.w}
         _save_reference(self.reference_path, ref)
         self.reference = ref
@@ -255,8 +257,9 @@ class RealRun:
 def _save_reference(path, ref):
     if path is None:
         return
-    arrays = {"tag": np.array(ref["tag"]), "heads": np.array(ref["heads"], dtype=np.int64)}
-    for i, h in enumerate(ref["heads"]):
+    arrays = {"tag": np.array(ref["tag"]), "heads": np.array(ref["heads"], dtype=np.int64),
+              "measured": np.array(ref["measured"], dtype=np.int64)}
+    for i, h in enumerate(ref["measured"]):
         for k, v in ref[h].items():
             arrays[f"{i}_{k}"] = np.array(np.nan if v is None else v)
     from .._util.files import atomic_write
@@ -270,8 +273,9 @@ def _load_reference(path, tag):
     with np.load(path) as z:
         if str(z["tag"]) != tag:
             return None
-        ref = {"heads": [tuple(int(x) for x in h) for h in z["heads"]], "tag": tag}
-        for i, h in enumerate(ref["heads"]):
+        ref = {"heads": [tuple(int(x) for x in h) for h in z["heads"]],
+               "measured": [tuple(int(x) for x in h) for h in z["measured"]], "tag": tag}
+        for i, h in enumerate(ref["measured"]):
             d = {k: z[f"{i}_{k}"] for k in ("share", "gap", "alpha", "n", "queries", "alpha_bins", "gap_bins", "x", "w")}
             ref[h] = {k: (float(v) if v.ndim == 0 and k not in ("x", "w") else v) for k, v in d.items()}
             ref[h]["queries"] = int(ref[h]["queries"])
@@ -405,8 +409,8 @@ class RealOneKeyExperiment(Experiment):
             "train_length": run.L,
             **self.extra_header(run),
             "heads": f"the {HEADS} heads with the largest share on the source keys over "
-                     f"{', '.join('/'.join(str(x) for x in c) for c in sel)}; reference (gap groups, scale, pooled "
-                     f"scores, {SAMPLE_SIZE} points) from {', '.join('/'.join(str(x) for x in c) for c in refs)}",
+                     f"{', '.join('/'.join(str(x) for x in c) for c in sel)}; reference of every head (gap groups, scale, "
+                     f"pooled scores, {SAMPLE_SIZE} points) from {', '.join('/'.join(str(x) for x in c) for c in refs)}",
             "scoring": "teacher-forced greedy choice (argmax) and loss at each scored token; float32 activations, "
                        "float64 shares",
             "code": f"softmax_scale at {source_revision()}",
