@@ -29,9 +29,9 @@ from .entropy import (
     phase_diagram,
 )
 from .entropy.invariant import InvariantScale, invariant_scale
-from .entropy.signal import SignalStats, signal_stats
+from .entropy.signal import SignalStats, signal_share_slope, signal_stats
 from .exact import MeanFieldError, exact_stats, gap_density_at_zero, mean_field_error
-from .heads import HeadFactorTable, HeadStats, head_factors, head_stats
+from .heads import HeadFactorTable, HeadStats, ShareMax, head_factors, head_stats, share_max
 from .laws import LawFit, compare_alpha_laws, fit_alpha_law
 from .moments import (
     depth_second_moments,
@@ -99,6 +99,7 @@ __all__ = [
     "PinnedScheme",
     "Scheme",
     "ScoreDistribution",
+    "ShareMax",
     "SignalStats",
     "SoftmaxStats",
     "TemperatureTable",
@@ -137,6 +138,8 @@ __all__ = [
     "rms_norm",
     "scheme_alpha",
     "selu_constants",
+    "share_max",
+    "signal_share_slope",
     "signal_stats",
     "softmax_stats",
     "t5_score_variance",

@@ -395,6 +395,26 @@ CASES = {
             "ns": [[], [1], [-1], [NAN], "x", None],
         },
     ),
+    "signal_share_slope": (
+        ss.signal_share_slope,
+        {"alpha": 1.0, "ns": [64, 256], "s0": 0.5},
+        {
+            "alpha": [NAN, INF, -1.0, "1", None],
+            "ns": ARRAY_BAD[:6],
+            "s0": [NAN, INF, -INF, "1", None],
+            "dist": STRING_BAD,
+        },
+    ),
+    "share_max": (
+        ss.share_max,
+        {"alpha": 1.0, "dist": [0.0, 1.0, 2.0], "s0": 3.0, "ns": [8]},  # above every score: no scan
+        {
+            "alpha": [NAN, INF, -1.0, "1", None, [1.0, 2.0]],
+            "s0": [NAN, INF, "1", None, [[1.0]]],
+            "ns": ARRAY_BAD[:6],
+            "dist": STRING_BAD,
+        },
+    ),
 }
 
 # Public names that take no input (or are types, constants, modules): nothing to validate.
@@ -457,6 +477,7 @@ ALLOWED_NONFINITE = {
     "optimal_alpha": {"*"},
     "optimize_alpha": {"alpha", "value"},
     "head_factors": {"factors"},  # NaN where a rule has no answer (documented)
+    "share_max": {"factor"},  # inf where the key is above every score (documented)
 }
 
 

@@ -11,7 +11,8 @@ from ._curves import (
     phase_diagram,
 )
 from .invariant import InvariantScale, invariant_scale
-from .signal import SignalStats, signal_stats
+from .signal import SignalStats, signal_share_slope, signal_stats
 
 __all__ = ["DEFAULT_SCHEMES", "EntropyCurve", "ExtrapolationTable", "InvariantScale", "PhaseDiagram", "SignalStats",
-           "entropy_curve", "entropy_curves", "extrapolation_table", "invariant_scale", "phase_diagram", "signal_stats"]
+           "entropy_curve", "entropy_curves", "extrapolation_table", "invariant_scale", "phase_diagram",
+           "signal_share_slope", "signal_stats"]

@@ -6,7 +6,8 @@ The signal-plus-noise model of attention: the query has one matching key (score 
 (:func:`softmax_scale.exact.signal_at`), deterministic; Monte Carlo on numpy draws is the check.
 The signal's attention share ``E[p_0]`` is reported beside the entropy.  The random keys are
 normal, cosine, or drawn from a sample of scores (a head's own pooled scores), on which the same
-quadrature sums over the sample's points.
+quadrature sums over the sample's points.  :func:`signal_share_slope` adds the derivative of
+``E[p_0]`` in ``alpha``, an exact integral over the same inner sums, for many ``n`` at once.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._util.rng import seed_sequence
-from .._util.validation import N_MAX, check_alpha_array, check_choice, check_int
+from .._util.validation import N_MAX, check_alpha_array, check_choice, check_int, check_n_array, check_positive_float
 from ..distributions import Cosine, Empirical, Normal, WeightedSample, get_distribution
 from ..exact import signal_at
+from ..exact.evaluate import moments, signal_grid
+from ..exact.inner import inner
 
-__all__ = ["METHODS", "SignalStats", "signal_stats"]
+__all__ = ["METHODS", "SignalStats", "signal_share_slope", "signal_stats"]
 
 METHODS = ("exact", "mc")
 
@@ -154,3 +157,60 @@ def signal_stats(alpha, n, s0, dist="normal", *, d=None, method="exact", trials=
                        share=o(mean[0]), share_se=o(se[0]), sum_p2=o(mean[1]), sum_p2_se=o(se[1]),
                        entropy=o(mean[2]), entropy_se=o(se[2]), grad=o(mean[3]), grad_se=o(se[3]),
                        log_z=o(mean[4]), log_z_se=o(se[4]))
+
+
+def signal_share_slope(alpha, ns, s0, dist="normal", *, d=None) -> tuple[np.ndarray, np.ndarray]:
+    """``E[p_0]`` and ``dE[p_0]/d alpha`` at one scale for every ``n`` of ``ns``, by the quadrature of :func:`signal_stats`.
+
+    With ``y0 = e^(u + alpha s0)``, ``g0 = y0 e^-y0``, ``N = n - 1`` and the inner sums
+    ``phi = E[e^-y]``, ``sm = E[s y e^-y] = -d phi / d alpha``, ``E[p_0] = ∫ g0 phi^N du`` and::
+
+        dE[p_0]/d alpha = ∫ (s0 (1 - y0) g0 phi^N - N g0 sm phi^(N-1)) du
+
+    (each draw's ``dp_0/d alpha = p_0 (s0 - sum_i p_i s_i)``).  One grid covers every ``n`` (the
+    union of :func:`signal_stats`'s grids for the smallest and largest), one pass of the inner sums
+    serves them all; at ``alpha = 0`` the values are ``1/n`` and ``(n - 1)(s0 - E[s]) / n^2``.
+
+    Parameters
+    ----------
+    alpha : float
+        Scale, ``>= 0``.
+    ns : array_like of int
+        Total numbers of keys, ``>= 2``.
+    s0 : float
+        The fixed (signal) score, in the units of ``dist``.
+    dist, d
+        As in :func:`signal_stats`.
+
+    Returns
+    -------
+    share, slope : ndarray, shape (len(ns),)
+        ``E[p_0]`` and its derivative in ``alpha``.
+    """
+    alpha = check_positive_float(alpha, "alpha", allow_zero=True)
+    nn, _ = check_n_array(ns, "ns")
+    dist_obj = get_distribution(dist, d)
+    if not isinstance(dist_obj, (Normal, Cosine, Empirical, WeightedSample)):
+        raise TypeError(f"`dist` must be 'normal', 'cosine' or a sample of scores for the signal model, got {dist_obj.label}")
+    if isinstance(s0, (bool, np.bool_)) or not isinstance(s0, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(s0):
+        raise ValueError(f"`s0` must be a finite number, got {s0!r}")
+    if isinstance(dist_obj, Cosine) and not -1.0 <= s0 <= 1.0:
+        raise ValueError(f"`s0` must be a cosine in [-1, 1] for cosine scores, got {s0!r}")
+    s0 = float(s0)
+    if alpha == 0.0:
+        return 1.0 / nn, (nn - 1.0) * (s0 - moments(dist_obj)[0]) / nn**2
+    big = nn - 1.0
+    lo, du = signal_grid(dist_obj, alpha, float(big.min()), s0)
+    hi, _ = signal_grid(dist_obj, alpha, float(big.max()), s0)
+    u_lo, u_hi = min(lo[0], hi[0]), max(lo[-1], hi[-1])
+    u = u_lo + du * np.arange(int(np.ceil((u_hi - u_lo) / du - 1e-9)) + 1)
+    inn = inner(dist_obj, alpha, u)
+    log_phi = inn.log_phi()
+    y0 = np.exp(np.minimum(u + alpha * s0, 700.0))
+    g0 = y0 * np.exp(-y0)
+    w_n = np.exp(big[:, None] * log_phi[None, :])
+    w_n1 = np.exp((big[:, None] - 1.0) * log_phi[None, :])
+    share = (w_n @ g0) * du
+    slope = (w_n @ (s0 * (1.0 - y0) * g0) - big * (w_n1 @ (g0 * inn.sm))) * du
+    return share, slope

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._util.validation import check_int, check_n_array, check_positive_float
+from .._util.validation import check_float_array, check_int, check_n_array, check_positive_float
 from ..distributions import WeightedSample
 from ._input import check_head_input
 
-__all__ = ["GAP_BINS", "KeyShare", "key_share", "predict_share"]
+__all__ = ["GAP_BINS", "KeyShare", "key_share", "predict_share", "share_groups"]
 
 #: Groups of queries (by their gap) that :class:`KeyShare` keeps for the prediction.
 GAP_BINS = 16
@@ -172,19 +172,30 @@ def predict_share(alpha, pool, gap, ns, *, growth=None) -> np.ndarray:
     """
     from ..entropy.signal import signal_stats
 
-    a = np.atleast_1d(np.asarray(alpha, dtype=np.float64))
-    g0 = np.atleast_1d(np.asarray(gap, dtype=np.float64))
-    if a.ndim != 1 or g0.shape != a.shape:
-        raise ValueError(f"`gap` must have one value per `alpha`, got shapes {g0.shape} and {a.shape}")
-    keep = np.isfinite(a) & np.isfinite(g0)
-    if not keep.any():
-        raise ValueError(f"`gap` must be finite (with `alpha`), got {gap!r}")
-    a, g0 = a[keep], g0[keep]
-    for x in a:
-        check_positive_float(float(x), "alpha")
+    a, g0 = share_groups(alpha, gap)
     nn, _ = check_n_array(ns, "ns")
     g = np.ones(nn.size) if growth is None else np.broadcast_to(np.asarray(growth, dtype=np.float64), nn.shape)
     if not np.all(np.isfinite(g)) or np.any(g <= 0):
         raise ValueError("`growth` must be finite factors > 0, one per n")
     return np.array([np.mean([signal_stats(float(ai) * float(gj), int(n), float(gi), dist=pool).share
                               for ai, gi in zip(a, g0)]) for n, gj in zip(nn, g)])
+
+
+def share_groups(alpha, gap, gap_name="gap") -> tuple[np.ndarray, np.ndarray]:
+    """The groups of queries a predicted share is the mean over: the finite ``(alpha, gap)`` pairs.
+
+    ``alpha`` and ``gap`` are one number each or one per group (:attr:`KeyShare.alpha_bins`,
+    :attr:`KeyShare.gap_bins`, NaN-padded); a pair with a NaN or infinite value is left out, and
+    at least one must remain, with every ``alpha > 0``.  Returns the two 1-D float arrays.
+    """
+    a = check_float_array(alpha, "alpha", finite=False)
+    g0 = check_float_array(gap, gap_name, finite=False)
+    if g0.shape != a.shape:
+        raise ValueError(f"`{gap_name}` must have one value per `alpha`, got shapes {g0.shape} and {a.shape}")
+    keep = np.isfinite(a) & np.isfinite(g0)
+    if not keep.any():
+        raise ValueError(f"`{gap_name}` must be finite (with `alpha`), got {gap!r}")
+    a, g0 = a[keep], g0[keep]
+    for x in a:
+        check_positive_float(float(x), "alpha")
+    return a, g0
