@@ -585,3 +585,30 @@ def test_read_out_scores_are_the_attention_logits(tiny):
         read_out(tiny, ids, [39])  # the last position has no target
     with pytest.raises(ValueError, match="stop"):
         read_out(tiny, ids, [])
+
+
+def test_per_head_factors(tiny):
+    """Factors per (layer, head, position): the same on every head is the per-position pass, bit for bit; one head's
+    own factor changes what follows it, and a continuation from the prefix reads what the whole pass reads."""
+    from softmax_scale.models.readout import read_out
+
+    L, nl, nh = TINY["L"], TINY["layers"], TINY["heads"]
+    ids = np.random.default_rng(7).integers(1, tiny.config.vocab_size, size=2 * L + 4)
+    f = llama.scale_factors("qwen_logn", np.arange(1, len(ids) + 1), TINY["head_dim"], L)
+    per = np.broadcast_to(f, (nl, nh, len(ids))).copy()
+    a = tiny.positions(ids, factors=f, query_block=8)
+    b = tiny.positions(ids, factors=per, query_block=8)
+    assert np.array_equal(a.nll, b.nll, equal_nan=True) and np.array_equal(a.entropy, b.entropy)
+    per[1, 2, L:] *= 1.7  # one head of the last layer, past L
+    c = tiny.positions(ids, factors=per, query_block=8)
+    assert np.array_equal(c.entropy[0], a.entropy[0])  # the first layer is untouched
+    assert np.array_equal(np.delete(c.entropy[1], 2, axis=0), np.delete(a.entropy[1], 2, axis=0))
+    assert not np.array_equal(c.entropy[1, 2, L:], a.entropy[1, 2, L:])
+    assert np.array_equal(c.entropy[1, 2, :L], a.entropy[1, 2, :L])
+    pos = np.array([L, 2 * L + 2])
+    pre = read_out(tiny, ids, [], stop=L, query_block=8)
+    whole = read_out(tiny, ids, pos, factors=per, query_block=8)
+    rest = read_out(tiny, ids, pos, start=L, cache=pre.cache, factors=per, query_block=8)
+    np.testing.assert_allclose(rest.nll, whole.nll, rtol=2e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="`factors` must have shape"):
+        tiny.positions(ids, factors=per[:, :1], query_block=8)
