@@ -67,6 +67,12 @@ READ_ROPES = tuple(r for r in ROPES if r != "rerope")
 HEADS = 4
 #: Points of a retrieving head's compressed pool of scores.
 SAMPLE_SIZE = 2048
+#: The toolkit's per-head rule tested on the real model: at each ``n > L`` the factor that maximises the
+#: retrieving heads' predicted share (:func:`softmax_scale.heads.share_max`), the other heads as trained.
+SHARE_MAX = "toolkit_share_max"
+TOOLKIT_SCALES = (SHARE_MAX,)
+#: Lengths (log-spaced from ``L + 1``) where the rule is solved; between them ``ln f`` is linear in ``ln n``.
+RULE_POINTS = 9
 
 
 def memory_needed(config, n: int, query_block: int) -> int:
@@ -95,11 +101,12 @@ def check_lengths(model, lengths, minimum: int, query_block: int, name: str) -> 
 
 
 def check_cells(ropes, scales, head_dim, L) -> None:
-    """RoPE variants among :data:`READ_ROPES` and scales the registry knows (:data:`REFERENCE` among them)."""
+    """RoPE variants among :data:`READ_ROPES` and scales the registry or :data:`TOOLKIT_SCALES` know (:data:`REFERENCE` among them)."""
     for r in ropes:
         check_choice(r, "ropes", READ_ROPES)
     for sc in scales:
-        scale_factors(sc, [1.0], head_dim, L)  # raises on an unknown name
+        if sc not in TOOLKIT_SCALES:
+            scale_factors(sc, [1.0], head_dim, L)  # raises on an unknown name
     if REFERENCE not in scales:
         raise ValueError(f"`scales` must include {REFERENCE!r} (the reference of every other scale)")
 
@@ -147,9 +154,16 @@ def _logits(readout, seq, heads=None):
 
 
 def _shares(logits, mask, source):
+    """:func:`~softmax_scale.heads.key_share`, each logit raised to at least its row's largest less 700.
+
+    A head scaled far up (the share maximiser's ``e^4``) puts keys more than 745 below the top,
+    which ``key_share`` takes for mask fills; their probability is 0 either way (``e^-700`` beside 1).
+    """
     from ..heads import key_share
 
-    return key_share(np.asarray(logits, dtype=np.float64), source, mask=mask, sample_size=SAMPLE_SIZE)
+    lg = np.asarray(logits, dtype=np.float64)
+    top = np.where(mask, lg, -np.inf).max(axis=-1, keepdims=True)
+    return key_share(np.maximum(lg, top - 700.0), source, mask=mask, sample_size=SAMPLE_SIZE)
 
 
 @dataclass
@@ -166,6 +180,7 @@ class RealRun:
     prefix: object = None
     reference: dict | None = None
     sequences: dict = field(default_factory=dict)
+    rules: dict = field(default_factory=dict)
 
     def sequence(self, task: str, length: int, prompt: str) -> OneKeySequence:
         """The sequence of a cell (built once)."""
@@ -178,16 +193,51 @@ class RealRun:
         """The read-out of ``seq`` under ``rope`` and ``scale``: continued from the kept prefix pass where the scale is 1 below ``L``."""
         c = self.model.config
         n = seq.ids.size
-        f = scale_factors(scale, np.arange(1, n + 1), c.head_dim, self.L)
+        f = self.factors(scale, n)
         inv = rope_frequencies(rope, c.head_dim, c.rope_base, self.L, n)
         kw = dict(probe=seq.probe, factors=f, inv_freq=inv, query_block=self.query_block)
-        if n <= self.L or seq.scored.min() < self.L or not np.all(f[:self.L] == 1.0):
+        if n <= self.L or seq.scored.min() < self.L or not np.all(f[..., :self.L] == 1.0):
             return read_out(self.model, seq.ids, seq.scored, **kw)
         if self.prefix_key != (key, rope):
             self.prefix_key, self.prefix = None, None  # free the last one first
             self.prefix = read_out(self.model, seq.ids, [], stop=self.L, inv_freq=inv, query_block=self.query_block)
             self.prefix_key = (key, rope)
         return read_out(self.model, seq.ids, seq.scored, start=self.L, cache=self.prefix.cache, **kw)
+
+    def factors(self, scale: str, n: int) -> np.ndarray:
+        """The factor of each query position ``[n]`` (a registered scale) or ``[layers, heads, n]`` (:data:`TOOLKIT_SCALES`)."""
+        c = self.model.config
+        if scale not in TOOLKIT_SCALES:
+            return scale_factors(scale, np.arange(1, n + 1), c.head_dim, self.L)
+        if (scale, n) not in self.rules:
+            self.rules[(scale, n)] = self._share_max(n)
+        return self.rules[(scale, n)]
+
+    def _share_max(self, n):
+        """:data:`SHARE_MAX` past ``L``, ``[layers, heads, n]``.
+
+        Each retrieving head's maximiser (``e^4``, the searched range's end, where the supremum is
+        at infinite factor); 1 below ``L``, on the other heads and where the evaluator cannot answer.
+        """
+        from ..distributions import WeightedSample
+        from ..heads import share_max
+
+        c = self.model.config
+        out = np.ones((c.n_layers, c.n_heads, n))
+        if n <= self.L:
+            return out
+        ref = self.heads()
+        ns = np.unique(np.geomspace(self.L + 1, n, RULE_POINTS).round().astype(np.int64))
+        keys = np.arange(self.L + 1, n + 1)  # the keys the queries at positions L .. n-1 see
+        for h in ref["heads"]:
+            r = ref[h]
+            if r["x"] is None or not r["gap"] > 0:
+                continue
+            sm = share_max(r["alpha_bins"], WeightedSample(r["x"], r["w"]), r["gap_bins"], ns)
+            f = np.where(np.isinf(sm.factor), np.exp(4.0), sm.factor)
+            f = np.where(np.isfinite(f) & (f > 0), f, 1.0)
+            out[h][self.L:] = np.exp(np.interp(np.log(keys), np.log(ns), np.log(f)))
+        return out
 
     def heads(self) -> dict:
         """The retrieving heads and their reference (read from the kept file, or measured)."""
@@ -240,7 +290,7 @@ class RealRun:
         self.reference = ref
         return ref, sel
 
-    def predicted(self, h, n_test: float, scale: str) -> float:
+    def predicted(self, h, n_test: float, scale: str, n: int) -> float:
         """:func:`~softmax_scale.heads.predict_share` of head ``h`` at ``n_test`` keys from the reference, grown by ``scale``."""
         from ..distributions import WeightedSample
         from ..heads import predict_share
@@ -248,10 +298,11 @@ class RealRun:
         r = self.heads()[h]
         if not np.isfinite(n_test) or r["x"] is None or not np.isfinite(r["gap"]) or not r["alpha"] > 0:
             return float("nan")
-        d = self.model.config.head_dim
-        f = scale_factors(scale, [round(n_test), round(r["n"])], d, self.L)
+        f = self.factors(scale, max(n, round(r["n"])))
+        f = f if f.ndim == 1 else f[h]
+        growth = f[round(n_test) - 1] / f[round(r["n"]) - 1]  # the query that sees k keys sits at position k - 1
         pool = WeightedSample(r["x"], r["w"])
-        return float(predict_share(r["alpha_bins"], pool, r["gap_bins"], [round(n_test)], growth=[f[0] / f[1]])[0])
+        return float(predict_share(r["alpha_bins"], pool, r["gap_bins"], [round(n_test)], growth=[growth])[0])
 
 
 def _save_reference(path, ref):
@@ -391,8 +442,9 @@ class RealOneKeyExperiment(Experiment):
         for h in ref["heads"]:
             ks = _shares(lg[h][None], mask, seq.source)
             n_test = float(ks.n[0])
+            pred = run.predicted(h, n_test, task.scale, seq.ids.size)
             rows.append(self.row(task, "share", layer=h[0], head=h[1], depth=seq.depth, share=float(ks.share[0]),
-                                 share_predicted=run.predicted(h, n_test, task.scale), sigma=float(ks.alpha[0]),
+                                 share_predicted=pred, sigma=float(ks.alpha[0]),
                                  gap=float(ks.gap[0]), value=n_test, count=int(ks.queries[0])))
         return rows
 

@@ -69,7 +69,8 @@ class RealCopyConfig:
 
 #: The quick form: a pretend ``L`` of 256 tokens.
 QUICK_CONFIG = RealCopyConfig(quick=True, train_length=256, past=(256,), inside=(128,), docs=1,
-                              cells=(("yarn", "standard"), ("yarn", "qwen_logn"), ("none", "standard")))
+                              cells=(("yarn", "standard"), ("yarn", "qwen_logn"), ("yarn", rk.SHARE_MAX),
+                                     ("none", "standard")))
 
 
 def copy_sequence(tokens, m: int, copied: bool = True) -> rk.OneKeySequence:

@@ -28,8 +28,8 @@ __all__ = ["CELLS", "EXPERIMENT", "QUICK_CONFIG", "RealPasskeyConfig", "RealPass
            "passkey_sequence"]
 
 #: ``(RoPE, scale)`` past ``L``, in the order they run (YaRN's frequencies first).
-CELLS = (("yarn", "standard"), ("yarn", "qwen_logn"), ("yarn", "yarn"), ("ntk", "standard"), ("ntk", "qwen_logn"),
-         ("none", "standard"))
+CELLS = (("yarn", "standard"), ("yarn", "qwen_logn"), ("yarn", "yarn"), ("yarn", rk.SHARE_MAX), ("ntk", "standard"),
+         ("ntk", "qwen_logn"), ("none", "standard"))
 DIGITS = 5
 #: Seeds the keys: key ``k`` of the grid is the same five digits at every length and depth.
 SEED = 32
@@ -73,8 +73,8 @@ class RealPasskeyConfig:
 
 #: The quick form: the pipeline with a pretend ``L`` of 256 tokens.
 QUICK_CONFIG = RealPasskeyConfig(quick=True, train_length=256, past=((512, 1),), inside=((256, 1),), depths=(0.5,),
-                                 cells=(("yarn", "standard"), ("yarn", "qwen_logn"), ("none", "standard")),
-                                 reference_keys=1)
+                                 cells=(("yarn", "standard"), ("yarn", "qwen_logn"), ("yarn", rk.SHARE_MAX),
+                                        ("none", "standard")), reference_keys=1)
 
 
 def _key(index: int, selection: bool) -> str:

@@ -106,7 +106,7 @@ def test_cells_run_yarn_past_L_first_and_group_each_prefix(smol):
     starts = [r for i, r in enumerate(runs) if i == 0 or runs[i - 1] != r]
     assert len(starts) == len(set(starts))
     assert {c[1] for c in cells} == {4096, 8192, 16384, 32768}
-    assert len([c for c in cells if c[1] == 32768 and c[3] == "yarn"]) == 6 * 3
+    assert len([c for c in cells if c[1] == 32768 and c[3] == "yarn"]) == 6 * 4  # four scales under yarn
     assert all((c[3], c[4]) == ("none", "standard") for c in cells[1:] if c[1] <= 8192)
 
 
@@ -138,6 +138,10 @@ def test_quick_cli_runs_and_a_rerun_computes_nothing(tmp_path, capsys, monkeypat
     # the retrieving heads are the largest shares on the selection sequences
     top = np.sort(r["share"][heads])[-rk.HEADS:]
     assert np.allclose(np.sort(r["share"][heads & (r["note"] == "retrieving")]), top)
+    # the share maximiser's predicted share is at least the trained scale's, head by head and sequence by sequence
+    mx, st = sh & (r["scale"] == rk.SHARE_MAX), sh & (r["scale"] == "standard") & (r["rope"] == "yarn")
+    assert mx.sum() == st.sum() == rk.HEADS
+    assert np.all(r["share_predicted"][mx] >= r["share_predicted"][st] - 1e-6)
     ev = exp.evidence(t)
     assert ev and all(e.model == "SmolLM2-135M" and e.size == 135_000_000 and e.multiple == 2.0 for e in ev)
     before = csv.read_bytes()
