@@ -9,8 +9,8 @@ is right at all five (teacher-forced, which is what greedy decoding of the five 
 to), and its loss is the digits' mean.  Every cell reads the same prompts; inside ``L`` every
 clamped scale is 1, so a prompt there is read once (trained RoPE, ``standard``).  The retrieving
 heads and their prediction are those of :mod:`._real_one_key`: chosen on prompts with other
-keys (``s`` prompts) at ``L``, the reference set by the ``k < reference_keys`` prompts at ``L``.
-It is the experiment ``real_passkey`` (:data:`EXPERIMENT`).
+keys (``s`` prompts) at ``L``, the reference set by the ``k < reference_keys`` prompts at ``L``;
+the toolkit's rule :data:`~._real_one_key.SHARE_MAX` scales those heads alone.  It is the experiment ``real_passkey`` (:data:`EXPERIMENT`).
 """
 
 from __future__ import annotations

@@ -153,3 +153,34 @@ def test_quick_cli_runs_and_a_rerun_computes_nothing(tmp_path, capsys, monkeypat
     monkeypatch.setattr(models.llama.LlamaDecoder, "_forward", no_pass)
     _run_cli(name, tmp_path, capsys)
     assert csv.read_bytes() == before and os.path.getmtime(csv) == mtime
+
+
+def test_evidence_pairs_scales_by_sequence():
+    """Differences from standard under the same RoPE and under the trained one, paired by prompt, past L only."""
+    from softmax_scale._util.store import Table
+
+    cols = rk.COLUMNS
+    rows = []
+    acc = {("yarn", "standard"): [1, 0, 1], ("yarn", "qwen_logn"): [1, 1, 1], ("none", "standard"): [0, 0, 0]}
+    loss = {("yarn", "standard"): [0.5, 2.0, 0.7], ("yarn", "qwen_logn"): [0.4, 1.0, 0.9], ("none", "standard"): [3, 3, 3]}
+    for (rope, scale), a in acc.items():
+        for i, p in enumerate(["d0.1-k0", "d0.5-k0", "d0.9-k0"]):
+            rows.append({"task": "passkey", "length": 16384, "prompt": p, "rope": rope, "scale": scale, "kind": "score",
+                         "accuracy": a[i], "loss": loss[(rope, scale)][i]})
+    rows.append({"task": "passkey", "length": 8192, "prompt": "d0.1-k0", "rope": "none", "scale": "standard",
+                 "kind": "score", "accuracy": 1, "loss": 0.1})
+    text = set(rk.TEXT)
+    data = {c: np.array([r.get(c, "" if c in text else np.nan) for r in rows], dtype=object if c in text else float)
+            for c in cols}
+    for c in rk.INTS:
+        data[c] = np.nan_to_num(data[c], nan=-1).astype(np.int64)
+    t = Table({"train_length": "8192"}, data, "x.csv")
+    ev = {(e.rope, e.scale, e.reference, e.metric): e for e in EXPERIMENTS["real_passkey"].evidence(t)}
+    assert all(e.multiple == 2.0 and e.seeds == (0, 1, 2) and e.task == "passkey retrieval" for e in ev.values())
+    e = ev[("yarn", "standard + qwen_logn at test", "standard", "loss")]
+    d = np.array([0.4 - 0.5, 1.0 - 2.0, 0.9 - 0.7])
+    assert e.difference == pytest.approx(d.mean()) and e.spread == pytest.approx(d.std(ddof=1))
+    assert ev[("yarn", "standard + qwen_logn at test", "standard", "accuracy")].difference == pytest.approx(1 / 3)
+    assert ev[("yarn", "standard", "standard, RoPE none", "accuracy")].difference == pytest.approx(2 / 3)
+    assert ("none", "standard", "standard", "loss") not in ev  # no scale against itself
+    assert len(ev) == 2 * 3  # (qwen_logn vs standard, vs RoPE none; standard vs RoPE none) x 2 metrics
