@@ -362,7 +362,7 @@ class RealOneKeyExperiment(Experiment):
 
     columns, text, ints = COLUMNS, TEXT, INTS
     key = task_columns = ("task", "length", "prompt", "rope", "scale")
-    match = ("model_sha256", "train_length", "sequences", "heads")
+    match = ("model_sha256", "train_length", "sequences", "heads", "rules")
     in_process = True
     float_format = ".6g"
 
@@ -474,6 +474,9 @@ class RealOneKeyExperiment(Experiment):
             "heads": f"the {HEADS} heads with the largest share on the source keys over "
                      f"{', '.join('/'.join(str(x) for x in c) for c in sel)}; reference of every head (gap groups, scale, "
                      f"pooled scores, {SAMPLE_SIZE} points) from {', '.join('/'.join(str(x) for x in c) for c in refs)}",
+            "rules": f"{SHARE_MAX}: past L each retrieving head's share maximiser (heads.share_max on its reference) "
+                     f"at {RULE_POINTS} log-spaced n from L + 1, ln f linear in ln n between them, e^4 where the "
+                     "supremum is at infinite factor; every other head and position as trained",
             "scoring": "teacher-forced greedy choice (argmax) and loss at each scored token; float32 activations, "
                        "float64 shares",
             "code": f"softmax_scale at {source_revision()}",
