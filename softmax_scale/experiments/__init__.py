@@ -11,6 +11,8 @@ looked up, so listing the names costs nothing.
 ``mlm``                masked LMs trained with each scale (:mod:`.mlm`)
 ``alpha``              masked LMs trained with a constant ``alpha`` (:mod:`.alpha`)
 ``causal``             decoders trained at ``L``, tested at ``8L`` and ``16L`` (:mod:`.causal`)
+``real_passkey``       SmolLM2-135M retrieving a pass key inside and past ``L`` (:mod:`.real_passkey`)
+``real_copy``          SmolLM2-135M copying ``m`` tokens back inside and past ``L`` (:mod:`.real_copy`)
 =====================  =============================================================
 """
 

@@ -195,7 +195,7 @@ def block(x, attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate,
     """One LLaMA layer over ``m`` new positions, after ``past = (keys, values)`` of the earlier ones.
 
     ``cos, sin`` ``[m, d/2]`` are the RoPE tables of the new positions, ``qscale`` ``[1, m, 1]``
-    the factor ``scale / sqrt(d)`` of each query; attention runs in blocks of ``query_block`` rows
+    the factor ``scale / sqrt(d)`` of each query (``[H, m, 1]``: one per head); attention runs in blocks of ``query_block`` rows
     with the implementation ``kernel`` (:data:`softmax_scale.models.attention.KERNELS`).
     ``rerope = (window, cos_w, sin_w)`` (``[1, d/2]`` tables of the angle at ``window``): Su's
     ReRoPE, keys beyond the window seen at relative position ``window`` (a whole pass, no ``past``).
@@ -327,11 +327,12 @@ class LlamaDecoder:
 
     # ---- forward ----------------------------------------------------------------------------
     def _forward(self, ids, *, start=0, stop=None, cache=None, factors=None, inv_freq=None, query_block=256,
-                 progress=False, stats=True, rerope=None, kernel="numpy") -> _Pass:
+                 progress=False, stats=True, rerope=None, kernel="numpy", keep=None) -> _Pass:
         """Positions ``start .. stop-1`` of ``ids`` through every layer (:func:`block`), given ``cache`` holding ``0..start-1``.
 
         ``query_block`` rows per attention block; ``stats`` gathers the attention statistics;
-        ``rerope`` ReRoPE's window (a whole pass from position 0); ``kernel`` the attention's implementation.
+        ``rerope`` ReRoPE's window (a whole pass from position 0); ``kernel`` the attention's implementation;
+        ``keep`` the positions whose queries each :class:`LayerOut` keeps (all where ``None``).
         """
         c = self.config
         w = self.weights
@@ -344,7 +345,10 @@ class LlamaDecoder:
         if inv_freq is None:
             inv_freq = rope_frequencies("none", c.head_dim, c.rope_base, c.context_length, 1)
         f = np.ones(n) if factors is None else np.asarray(factors, dtype=np.float64)
-        qscale = (f[start:n] / math.sqrt(c.head_dim)).astype(np.float32)[None, :, None]
+        if factors is not None and f.shape not in ((len(ids),), (c.n_layers, c.n_heads, len(ids))):
+            raise ValueError(f"`factors` must have shape ({len(ids)},) or ({c.n_layers}, {c.n_heads}, {len(ids)}), "
+                             f"got {f.shape}")
+        qs = (f[..., start:n] / math.sqrt(c.head_dim)).astype(np.float32)[..., None]  # [m, 1] or [layers, H, m, 1]
         cos, sin = _rope_tables(inv_freq, np.arange(start, n))
         far = None
         if rerope is not None:
@@ -358,9 +362,10 @@ class LlamaDecoder:
         outs = []
         for layer in layers:
             past = (cache.keys[layer], cache.values[layer]) if start else None
+            qscale = qs[None] if f.ndim == 1 else qs[layer]
             x, out = block(x, **layer_weights(w, layer), config=c, cos=cos, sin=sin, qscale=qscale, past=past,
                            query_block=query_block, stats=stats, rerope=far, kernel=kernel)
-            outs.append(out)
+            outs.append(out if keep is None else out._replace(q=out.q[:, np.asarray(keep) - start]))
         return _Pass(rms_norm(x, w["output_norm.weight"], c.rms_eps), outs)
 
     def _nll(self, x, ids, start, n):
@@ -393,8 +398,8 @@ class LlamaDecoder:
         stop : int, optional
             One past the last position computed (default ``len(ids)``).
         cache : KVCache, optional
-        factors : array [len(ids)], optional
-            Scale factor per query position (1 where omitted).
+        factors : array [len(ids)] or [layers, heads, len(ids)], optional
+            Scale factor per query position, or per head and position (1 where omitted).
         inv_freq : array [head_dim/2], optional
             RoPE inverse frequencies (the trained ones where omitted).
         query_block : int

@@ -532,3 +532,83 @@ def test_quick_pipeline_cli(tmp_path, capsys):
     table = res.loss_table()
     past = edges[:, 0] >= 256
     assert np.all(table[("none", "standard")][1][past] < table[("window", "standard")][1][past] + 0.05)
+
+
+def test_read_out_continuation_equals_whole_pass(tiny):
+    """Every registered scale that is 1 below L, continued from a prefix pass over L, reads what the whole pass reads."""
+    from softmax_scale.models.readout import read_out
+    from softmax_scale.schemes import QK_SCHEMES
+
+    L, d = TINY["L"], TINY["head_dim"]
+    ids = np.random.default_rng(5).integers(1, tiny.config.vocab_size, size=3 * L + 3)
+    pos = np.array([L, L + 7, 2 * L + 1, 3 * L + 1])
+    continued = 0
+    for rope in ("ntk", "yarn"):
+        inv = ropes.rope_frequencies(rope, d, TINY["base"], L, len(ids))
+        pre = read_out(tiny, ids, [], stop=L, inv_freq=inv, query_block=8)
+        assert pre.cache.length == L
+        for scheme in QK_SCHEMES:
+            f = llama.scale_factors(scheme, np.arange(1, len(ids) + 1), d, L)
+            if not np.all(f[:L] == 1.0):
+                continue
+            continued += 1
+            whole = read_out(tiny, ids, pos, factors=f, inv_freq=inv, query_block=8)
+            rest = read_out(tiny, ids, pos, start=L, cache=pre.cache, factors=f, inv_freq=inv, query_block=8)
+            np.testing.assert_allclose(rest.nll, whole.nll, rtol=2e-5, atol=1e-5)
+            assert np.array_equal(rest.argmax, whole.argmax)
+            for layer in range(TINY["layers"]):
+                (a, mask), (b, _) = rest.scores(layer), whole.scores(layer)
+                np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-4)  # float32 logits of up to ~15
+                assert mask.sum(axis=1).tolist() == (pos + 1).tolist()
+            # the loss read out is the one the decoder's own pass gives
+            st = tiny.positions(ids, factors=f, inv_freq=inv, query_block=8)
+            np.testing.assert_allclose(whole.nll, st.nll[pos], rtol=2e-5, atol=1e-5)
+    assert continued >= 2 * 4  # standard, qwen_logn, yarn, longrope under each RoPE
+
+
+def test_read_out_scores_are_the_attention_logits(tiny):
+    """A head's read-out logits, softmaxed, weight its values into what a naive attention computes from the same q, k, v."""
+    from softmax_scale.models.readout import read_out
+
+    ids = np.random.default_rng(6).integers(1, tiny.config.vocab_size, size=40)
+    pos = np.array([3, 20, 38])
+    r = read_out(tiny, ids, pos, query_block=8)
+    q, k = r.queries[1], r.cache.keys[1]
+    s, mask = r.scores(1)
+    for h in range(TINY["heads"]):
+        g = h // (TINY["heads"] // TINY["kv_heads"])
+        for i, t in enumerate(pos):
+            naive = [float(np.dot(q[h, i].astype(np.float64), k[g, j].astype(np.float64))) for j in range(t + 1)]
+            np.testing.assert_allclose(s[h, i, :t + 1], naive, rtol=1e-12)
+    assert not mask[0, 4:].any() and mask[2].all() == (pos[2] + 1 == 39)
+    with pytest.raises(ValueError, match="positions"):
+        read_out(tiny, ids, [39])  # the last position has no target
+    with pytest.raises(ValueError, match="stop"):
+        read_out(tiny, ids, [])
+
+
+def test_per_head_factors(tiny):
+    """Factors per (layer, head, position): the same on every head is the per-position pass, bit for bit; one head's
+    own factor changes what follows it, and a continuation from the prefix reads what the whole pass reads."""
+    from softmax_scale.models.readout import read_out
+
+    L, nl, nh = TINY["L"], TINY["layers"], TINY["heads"]
+    ids = np.random.default_rng(7).integers(1, tiny.config.vocab_size, size=2 * L + 4)
+    f = llama.scale_factors("qwen_logn", np.arange(1, len(ids) + 1), TINY["head_dim"], L)
+    per = np.broadcast_to(f, (nl, nh, len(ids))).copy()
+    a = tiny.positions(ids, factors=f, query_block=8)
+    b = tiny.positions(ids, factors=per, query_block=8)
+    assert np.array_equal(a.nll, b.nll, equal_nan=True) and np.array_equal(a.entropy, b.entropy)
+    per[1, 2, L:] *= 1.7  # one head of the last layer, past L
+    c = tiny.positions(ids, factors=per, query_block=8)
+    assert np.array_equal(c.entropy[0], a.entropy[0])  # the first layer is untouched
+    assert np.array_equal(np.delete(c.entropy[1], 2, axis=0), np.delete(a.entropy[1], 2, axis=0))
+    assert not np.array_equal(c.entropy[1, 2, L:], a.entropy[1, 2, L:])
+    assert np.array_equal(c.entropy[1, 2, :L], a.entropy[1, 2, :L])
+    pos = np.array([L, 2 * L + 2])
+    pre = read_out(tiny, ids, [], stop=L, query_block=8)
+    whole = read_out(tiny, ids, pos, factors=per, query_block=8)
+    rest = read_out(tiny, ids, pos, start=L, cache=pre.cache, factors=per, query_block=8)
+    np.testing.assert_allclose(rest.nll, whole.nll, rtol=2e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="`factors` must have shape"):
+        tiny.positions(ids, factors=per[:, :1], query_block=8)

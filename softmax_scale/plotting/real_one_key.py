@@ -1,0 +1,77 @@
+"""The real-decoder one-key figures (``real_passkey``, ``real_copy``), drawn from their committed CSVs.
+
+Panel (a): the accuracy per sequence length in multiples of ``L`` (lines: a (RoPE, scale) pair,
+colour the scale, line style the RoPE variant); (b) the mean loss on the scored tokens; (c) the
+retrieving heads' share on the source keys, measured (filled) against the share predicted from
+``L`` (open), one point per (cell, head), over the diagonal.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._style import new_figure
+
+__all__ = ["real_copy_figure", "real_passkey_figure"]
+
+_STYLES = {"none": "-", "ntk": "--", "yarn": ":", "pi": "-.", "dynamic_ntk": (0, (3, 1, 1, 1))}
+
+
+def _figure(name, title, metric, table, csv):
+    from ..experiments import EXPERIMENTS
+    from .train import committed_table
+
+    t = committed_table(EXPERIMENTS[name], table, csv)
+    r = t.rows
+    L = int(t.header["train_length"])
+    sc = (r["kind"] == "score") & (r["task"] != "control")
+    fig, (a, b, c) = new_figure(3, width=13.5, height=4.0)
+    scales = list(dict.fromkeys(r["scale"][sc]))
+    colours = {s: f"C{i}" for i, s in enumerate(scales)}
+    pairs = list(dict.fromkeys(zip(r["rope"][sc], r["scale"][sc])))
+    for rope, scale in pairs:
+        ns, acc, loss = [], [], []
+        for n in sorted(set(r["length"][sc])):
+            m = sc & (r["length"] == n) & (((r["rope"] == rope) & (r["scale"] == scale)) if n > L else True)
+            if m.any():
+                ns.append(n / L)
+                acc.append(np.mean(r["accuracy"][m]))
+                loss.append(np.mean(r["loss"][m]))
+        kw = dict(color=colours[scale], ls=_STYLES.get(rope, "-"), marker="o", ms=3, label=f"{rope} + {scale}")
+        a.plot(ns, acc, **kw)
+        b.plot(ns, loss, **kw)
+    for ax, lab in ((a, metric), (b, "mean loss on the scored tokens (nats)")):
+        ax.set_xscale("log", base=2)
+        ax.axvline(1.0, color="0.6", lw=0.8)
+        ax.set_xlabel("sequence length / L")
+        ax.set_ylabel(lab)
+    a.set_ylim(-0.03, 1.03)
+    a.legend(fontsize=7)
+    sh = (r["kind"] == "share") & np.isfinite(r["share"]) & np.isfinite(r["share_predicted"])
+    for rope, scale in pairs:
+        m = sh & (r["rope"] == rope) & (r["scale"] == scale)
+        far = m & (r["length"] > L)
+        c.scatter(r["share_predicted"][far], r["share"][far], s=12, color=colours[scale], marker="o")
+        near = m & (r["length"] <= L)
+        c.scatter(r["share_predicted"][near], r["share"][near], s=12, facecolors="none", edgecolors=colours[scale])
+    c.plot([0, 1], [0, 1], color="0.6", lw=0.8)
+    c.set_xlabel("share predicted from L (i.i.d. theory)")
+    c.set_ylabel("share measured (retrieving heads)")
+    c.set_title("filled: past L; open: at or below L", fontsize=8)
+    fig.suptitle(f"{title} (L = {L})", fontsize=10)
+    return fig
+
+
+def real_passkey_figure(table=None, csv=None):
+    """SmolLM2-135M retrieving a pass key: retrieval, the digits' loss, the retrieving heads' share."""
+    return _figure("real_passkey", "SmolLM2-135M: a pass key among n tokens",
+                   "pass keys retrieved (all five digits)", table, csv)
+
+
+def real_copy_figure(table=None, csv=None):
+    """SmolLM2-135M copying text: the second copy's accuracy and loss, the retrieving heads' share."""
+    return _figure("real_copy", "SmolLM2-135M: m tokens followed by themselves",
+                   "second copy's tokens by greedy choice", table, csv)
+
+
+FIGURES = [("real_passkey", real_passkey_figure, {}, {}), ("real_copy", real_copy_figure, {}, {})]

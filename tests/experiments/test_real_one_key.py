@@ -1,0 +1,186 @@
+"""The real-decoder one-key experiments (real_passkey, real_copy): prompts in tokens, bad input, the quick CLI runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+import pytest
+
+from softmax_scale import models
+from softmax_scale.experiments import EXPERIMENTS, real_copy, real_passkey
+from softmax_scale.experiments import _real_one_key as rk
+
+
+@pytest.fixture(scope="module")
+def smol():
+    return models.load("smollm2")
+
+
+@pytest.mark.parametrize("key, depth", [("00000", 0.0), ("07342", 0.1), ("99999", 0.9), ("12121", 1.0)])
+def test_passkey_digits_are_tokenised_where_the_scorer_expects(smol, key, depth):
+    """The five digits end the prompt, one token each, and the sources point at the same digits in the key's line."""
+    n = 600
+    seq = real_passkey.passkey_sequence(smol, n, depth, key)
+    assert seq.ids.size == n and seq.all_of
+    targets = seq.ids[seq.scored + 1]
+    assert seq.scored[-1] == n - 2 and seq.scored.size == 5
+    assert [smol.detokenize([t]) for t in targets] == list(key)
+    assert np.array_equal(seq.ids[seq.source], targets)  # the key's first occurrence
+    assert np.all(seq.source < seq.scored)
+    text = smol.detokenize(seq.ids)
+    assert text.endswith("What is the pass key? The pass key is " + key)
+    assert text.count(key) == 3  # twice in the line, once as the answer
+    assert smol.detokenize(seq.ids[seq.source[0] - 5:seq.source[0]]) == "The pass key is "
+    # the line sits at the depth asked for, as a fraction of the filler
+    line = "The pass key is " + key
+    at = text.index(line)
+    if depth == 0.0:
+        assert at == 0
+    assert not any(ch.isdigit() for ch in text[:at])
+
+
+def test_passkey_keys_are_fixed_per_index_and_differ_for_selection():
+    assert real_passkey._key(0, False) == real_passkey._key(0, False)
+    keys = {real_passkey._key(k, s) for k in range(4) for s in (False, True)}
+    assert len(keys) == 8 and all(len(k) == 5 and k.isdigit() for k in keys)
+
+
+def test_copy_sequence_sources_repeat_the_targets():
+    tokens = np.random.default_rng(0).integers(5, 900, size=300)
+    seq = real_copy.copy_sequence(tokens, 100)
+    assert seq.ids.size == 200 and np.array_equal(seq.ids[:100], seq.ids[100:])
+    assert seq.scored[0] == 100 and seq.scored[-1] == 198  # targets X[1..99] of the second copy
+    assert np.array_equal(seq.ids[seq.source], seq.ids[seq.probe + 1])
+    assert np.all(seq.ids[seq.source] == tokens[seq.probe + 1 - 100])
+    ctl = real_copy.copy_sequence(tokens, 100, copied=False)
+    assert np.array_equal(ctl.ids[ctl.scored + 1], seq.ids[seq.scored + 1])  # the same scored tokens
+    assert np.all(ctl.source == -1)
+    with pytest.raises(ValueError, match="`m`"):
+        real_copy.copy_sequence(tokens, 400)
+
+
+def test_memory_estimate_grows_with_length(smol):
+    a, b = (rk.memory_needed(smol.config, n, 256) for n in (16384, 32768))
+    assert 1 << 30 < a < b < 3 * a  # gigabytes at 16k, about linear in n
+    assert b < 16 << 30
+
+
+@pytest.mark.parametrize("name, change, match", [
+    ("real_passkey", {"past": ((30, 1),)}, "`past` must be an integer >= 257"),
+    ("real_passkey", {"past": ((300, 1),), "inside": ((20, 1), (256, 1))}, "`inside`: 20 tokens is below the prompt's minimum"),
+    ("real_passkey", {"past": ((10**9, 1),)}, "GiB"),
+    ("real_passkey", {"cells": (("warp", "standard"),)}, "`ropes`"),
+    ("real_passkey", {"cells": (("rerope", "standard"),)}, "`ropes`"),
+    ("real_passkey", {"cells": (("yarn", "qwen_log"),)}, "qwen_log"),
+    ("real_passkey", {"depths": (1.5,)}, "`depths`"),
+    ("real_passkey", {"reference_keys": 3}, "`reference_keys`"),
+    ("real_copy", {"past": (100,)}, "`past`"),
+    ("real_copy", {"inside": (64,)}, "L / 2"),
+    ("real_copy", {"cells": (("yarn", "nope"),)}, "nope"),
+    ("real_copy", {"past": (10**6,)}, "fewer than m"),
+])
+def test_bad_input_is_one_clear_error_before_any_pass(smol, monkeypatch, name, change, match):
+    exp = EXPERIMENTS[name]
+    cfg = dataclasses.replace(exp.config(quick=True), model=smol, **change)
+
+    def no_pass(*a, **k):
+        raise AssertionError("a pass ran before the input was checked")
+
+    monkeypatch.setattr(smol, "_forward", no_pass)
+    with pytest.raises(ValueError, match=match.replace("(", r"\(").replace("+", r"\+")):
+        exp.tasks(cfg)
+
+
+def test_cells_run_yarn_past_L_first_and_group_each_prefix(smol):
+    cfg = dataclasses.replace(real_passkey.RealPasskeyConfig(), model=smol)
+    cells = EXPERIMENTS["real_passkey"].cells(cfg, smol, 8192)
+    assert cells[0][0] == "heads"
+    assert cells[1][1:] == (16384, "d0.1-k0", "yarn", "standard")
+    past = [c for c in cells if c[1] == 16384]
+    assert {c[2] for c in past} == {f"d{d:g}-k{k}" for d in (0.1, 0.5, 0.9) for k in range(4)}
+    assert len(past) == 12 * len(real_passkey.CELLS)
+    # every (prompt, RoPE) is one run of consecutive cells: its prefix pass is computed once
+    runs = [(c[1], c[2], c[3]) for c in cells[1:]]
+    starts = [r for i, r in enumerate(runs) if i == 0 or runs[i - 1] != r]
+    assert len(starts) == len(set(starts))
+    assert {c[1] for c in cells} == {4096, 8192, 16384, 32768}
+    assert len([c for c in cells if c[1] == 32768 and c[3] == "yarn"]) == 6 * 4  # four scales under yarn
+    assert all((c[3], c[4]) == ("none", "standard") for c in cells[1:] if c[1] <= 8192)
+
+
+def _run_cli(name, out, capsys):
+    from softmax_scale import cli
+
+    assert cli.main(["run", name, "--quick", "--out", str(out), "--no-progress"]) == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["real_passkey", "real_copy"])
+def test_quick_cli_runs_and_a_rerun_computes_nothing(tmp_path, capsys, monkeypatch, name):
+    text = _run_cli(name, tmp_path, capsys)
+    csv = tmp_path / f"{name}_quick.csv"
+    assert csv.exists() and (tmp_path / f"{name}_quick.png").exists()
+    assert (tmp_path / f".{name}_quick-reference.npz").exists()
+    assert "measured / predicted" in text
+    exp = EXPERIMENTS[name]
+    t = exp.read(csv)
+    r = t.rows
+    sc = r["kind"] == "score"
+    assert np.all((r["accuracy"][sc] >= 0) & (r["accuracy"][sc] <= 1)) and np.isfinite(r["loss"][sc]).all()
+    sh = (r["kind"] == "share") & (r["task"] != "control")
+    assert np.isfinite(r["share"][sh]).all() and np.isfinite(r["share_predicted"][sh]).all()
+    assert np.all((r["share"][sh] > 0) & (r["share"][sh] < 1))
+    heads = r["kind"] == "head_L"
+    assert heads.sum() == 30 * 9 and (r["note"][heads] == "retrieving").sum() == rk.HEADS
+    # the retrieving heads are the largest shares on the selection sequences
+    top = np.sort(r["share"][heads])[-rk.HEADS:]
+    assert np.allclose(np.sort(r["share"][heads & (r["note"] == "retrieving")]), top)
+    # the share maximiser's predicted share is at least the trained scale's, head by head and sequence by sequence
+    mx, st = sh & (r["scale"] == rk.SHARE_MAX), sh & (r["scale"] == "standard") & (r["rope"] == "yarn")
+    assert mx.sum() == st.sum() == rk.HEADS
+    assert np.all(r["share_predicted"][mx] >= r["share_predicted"][st] - 1e-6)
+    ev = exp.evidence(t)
+    assert ev and all(e.model == "SmolLM2-135M" and e.size == 135_000_000 and e.multiple == 2.0 for e in ev)
+    before = csv.read_bytes()
+    mtime = os.path.getmtime(csv)
+
+    def no_pass(*a, **k):
+        raise AssertionError("a rerun computed a cell")
+
+    monkeypatch.setattr(models.llama.LlamaDecoder, "_forward", no_pass)
+    _run_cli(name, tmp_path, capsys)
+    assert csv.read_bytes() == before and os.path.getmtime(csv) == mtime
+
+
+def test_evidence_pairs_scales_by_sequence():
+    """Differences from standard under the same RoPE and under the trained one, paired by prompt, past L only."""
+    from softmax_scale._util.store import Table
+
+    cols = rk.COLUMNS
+    rows = []
+    acc = {("yarn", "standard"): [1, 0, 1], ("yarn", "qwen_logn"): [1, 1, 1], ("none", "standard"): [0, 0, 0]}
+    loss = {("yarn", "standard"): [0.5, 2.0, 0.7], ("yarn", "qwen_logn"): [0.4, 1.0, 0.9], ("none", "standard"): [3, 3, 3]}
+    for (rope, scale), a in acc.items():
+        for i, p in enumerate(["d0.1-k0", "d0.5-k0", "d0.9-k0"]):
+            rows.append({"task": "passkey", "length": 16384, "prompt": p, "rope": rope, "scale": scale, "kind": "score",
+                         "accuracy": a[i], "loss": loss[(rope, scale)][i]})
+    rows.append({"task": "passkey", "length": 8192, "prompt": "d0.1-k0", "rope": "none", "scale": "standard",
+                 "kind": "score", "accuracy": 1, "loss": 0.1})
+    text = set(rk.TEXT)
+    data = {c: np.array([r.get(c, "" if c in text else np.nan) for r in rows], dtype=object if c in text else float)
+            for c in cols}
+    for c in rk.INTS:
+        data[c] = np.nan_to_num(data[c], nan=-1).astype(np.int64)
+    t = Table({"train_length": "8192"}, data, "x.csv")
+    ev = {(e.rope, e.scale, e.reference, e.metric): e for e in EXPERIMENTS["real_passkey"].evidence(t)}
+    assert all(e.multiple == 2.0 and e.seeds == (0, 1, 2) and e.task == "passkey retrieval" for e in ev.values())
+    e = ev[("yarn", "standard + qwen_logn at test", "standard", "loss")]
+    d = np.array([0.4 - 0.5, 1.0 - 2.0, 0.9 - 0.7])
+    assert e.difference == pytest.approx(d.mean()) and e.spread == pytest.approx(d.std(ddof=1))
+    assert ev[("yarn", "standard + qwen_logn at test", "standard", "accuracy")].difference == pytest.approx(1 / 3)
+    assert ev[("yarn", "standard", "standard, RoPE none", "accuracy")].difference == pytest.approx(2 / 3)
+    assert ("none", "standard", "standard", "loss") not in ev  # no scale against itself
+    assert len(ev) == 2 * 3  # (qwen_logn vs standard, vs RoPE none; standard vs RoPE none) x 2 metrics
