@@ -38,7 +38,10 @@ RULES = {
     "convert_yarn": Rule("convert_yarn", "convert_hf_to_gguf writes `factor`, `original_max_position_embeddings`, "
                          "and `attention_factor` (or `attn_factor`) as rope.scaling.yarn_attn_factor; Ministral 3 "
                          "writes `mscale_all_dim` as rope.scaling.yarn_log_multiplier, DeepSeek-V2/V3 writes 0.1 x "
-                         "`mscale_all_dim` there, which the DEEPSEEK2 loader divides back by 0.1", _REPO,
+                         "`mscale_all_dim` there and the DEEPSEEK2 loader divides it back by 0.1, so the context "
+                         "still gets `mscale_all_dim` (the division found by the index's string search without a "
+                         "version; the llama-model.cpp read for gemma_scale predates both and reads the key as is)",
+                         _REPO,
                          "convert_hf_to_gguf.py", "0024aa7417efd50a7c2a79e049dfbbbceb0beaaf"),
     "convert_longrope": Rule("convert_longrope", "Phi-3 conversion writes rope.scaling.attn_factor = sqrt(1 + ln s / "
                              "ln L), s = max_position_embeddings / L, L = `original_max_position_embeddings` "
