@@ -36,25 +36,33 @@ RULES = {
                                _REPO, "src/models/deepseek2.cpp", "59b9e36f872df37454c1a01a5dd4ea69ede65832",
                                scheme="deepseek_yarn"),
     "convert_yarn": Rule("convert_yarn", "convert_hf_to_gguf writes `factor`, `original_max_position_embeddings`, "
-                         "and `attention_factor` (or `attn_factor`) as rope.scaling.yarn_attn_factor; DeepSeek and "
-                         "Ministral 3 write `mscale_all_dim` as rope.scaling.yarn_log_multiplier (commit not "
-                         "recorded)", _REPO, "convert_hf_to_gguf.py", ""),
+                         "and `attention_factor` (or `attn_factor`) as rope.scaling.yarn_attn_factor; Ministral 3 "
+                         "writes `mscale_all_dim` as rope.scaling.yarn_log_multiplier, DeepSeek-V2/V3 writes 0.1 x "
+                         "`mscale_all_dim` there and the DEEPSEEK2 loader divides it back by 0.1, so the context "
+                         "still gets `mscale_all_dim` (the division found by the index's string search without a "
+                         "version; the llama-model.cpp read for gemma_scale predates both and reads the key as is)",
+                         _REPO,
+                         "convert_hf_to_gguf.py", "0024aa7417efd50a7c2a79e049dfbbbceb0beaaf"),
     "convert_longrope": Rule("convert_longrope", "Phi-3 conversion writes rope.scaling.attn_factor = sqrt(1 + ln s / "
-                             "ln L) (commit not recorded)", _REPO, "convert_hf_to_gguf.py", "", scheme="longrope",
-                             squared=True),
+                             "ln L), s = max_position_embeddings / L, L = `original_max_position_embeddings` "
+                             "(`factor` and `attention_factor` are not read)", _REPO, "convert_hf_to_gguf.py",
+                             "0024aa7417efd50a7c2a79e049dfbbbceb0beaaf", scheme="longrope", squared=True),
     "gemma_scale": Rule("gemma_scale", "f_attention_scale = 1/sqrt(n_embd/n_head) for the 27B size (Gemma 2: 46 "
-                        "layers, Gemma 3: 62), else 1/sqrt(n_embd_head_k); `query_pre_attn_scalar` is not read "
-                        "(commit not recorded)", _REPO, "src/llama-model.cpp", ""),
+                        "layers, Gemma 3: 62), else 1/sqrt(n_embd_head_k); `query_pre_attn_scalar` is not read",
+                        _REPO, "src/llama-model.cpp", "00342301d01add50835550e8a916f12097d94517"),
     "llama4_temperature": Rule("llama4_temperature", "query x log(floor((pos + 1) / n_attn_temp_floor_scale) + 1) x "
                                "f_attn_temp_scale + 1 (llm_graph_input_attn_temp)", _REPO, "src/llama-graph.cpp",
                                "434f71a5b4d1ff9c9c9b59e08326f0fe3d15193a",
                                positions="pos 0-based: floor((pos + 1)/floor_scale) = floor(n/floor_scale)",
                                scheme="llama4"),
     "llama4_nope_layers": Rule("llama4_nope_layers", "the temperature on layers with (il + 1) % n_no_rope_layer_step "
-                               "== 0, the step 4: `no_rope_layers` is not converted (commit not recorded)", _REPO,
-                               "src/llama-model.cpp", ""),
-    "qwen_logn": Rule("qwen_logn", "`use_logn_attn` has no GGUF key and no graph rule (reported; not read here)", _REPO,
-                      "src/llama-model.cpp", ""),
+                               "== 0, the step 4 (llama-hparams.h's default): `no_rope_layers` is not read; a GGUF "
+                               "whose attention.sliding_window is 0 sets the step to n_layer instead (not modelled "
+                               "here)", _REPO,
+                               "src/llama-model.cpp", "00342301d01add50835550e8a916f12097d94517"),
+    "qwen_logn": Rule("qwen_logn", "`use_logn_attn` has no GGUF key: load_hparams reads only the RMS-norm epsilon for "
+                      "LLM_ARCH_QWEN (its graph file was not read)", _REPO,
+                      "src/llama-model.cpp", "00342301d01add50835550e8a916f12097d94517"),
 }
 
 #: HF model types whose conversion writes ``mscale_all_dim`` as ``rope.scaling.yarn_log_multiplier``.

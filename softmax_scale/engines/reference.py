@@ -17,9 +17,11 @@ NAME = "reference"
 
 RULES = {
     "qwen_logn": Rule("qwen_logn", "query x max(1, log_L i), i = 1..32767 the 1-based position, L = `seq_length`, "
-                      "when `use_logn_attn` (file not read here: the registry's qwen_logn entry is its transcription)",
-                      "Qwen/Qwen-7B (Hugging Face Hub remote code)", "modeling_qwen.py", "",
-                      positions="1-based i = n: logn_list[i] = log_L(i) if i > L else 1", scheme="qwen_logn"),
+                      "when `use_logn_attn`, the number of keys exceeds L and not training",
+                      "zhangningboo/Qwen-7B (a mirror of the Hub's Qwen/Qwen-7B remote code)", "modeling_qwen.py",
+                      "1ff20863b9e9c48b1550d42837331cb55ddfb4e0",
+                      positions="query row p (0-based) x logn_list[p] = log_L(p + 1) if p + 1 > L else 1: i = n = p + 1",
+                      scheme="qwen_logn"),
     "base": Rule("base", "1/sqrt(head_dim); `query_pre_attn_scalar`^-1/2 (Gemma); `attention_multiplier` (Granite); "
                  "MLA: head_dim = qk_nope_head_dim + qk_rope_head_dim (the config's own keys, read by the reader)",
                  "", "", ""),

@@ -31,16 +31,18 @@ RULES = {
     "deepseek_yarn": Rule("deepseek_yarn", "deepseek_yarn reads `mscale` and `mscale_all_dim` (as vLLM)", _REPO,
                           _ROPE + "factory.py", "eb047c169815914d16add570c2bf2c5f41a9702d", scheme="deepseek_yarn",
                           squared=True),
-    "deepseek_softmax": Rule("deepseek_softmax", "softmax scale x yarn_get_mscale(`factor`, `mscale_all_dim`)^2 "
-                             "(text found by the index's string search; commit not recorded)", _REPO,
-                             "python/sglang/srt/models/deepseek_v2.py", "", scheme="deepseek_yarn"),
+    "deepseek_softmax": Rule("deepseek_softmax", "softmax scale qk_head_dim^-1/2 x yarn_get_mscale(`factor`, "
+                             "`mscale_all_dim`)^2 when rope_scaling is set (`mscale_all_dim` unset: 0, a factor 1)",
+                             _REPO, "python/sglang/srt/models/deepseek_v2.py",
+                             "00114aef19bbb7431b9cfc5a77dce64b9c53ed95", scheme="deepseek_yarn"),
     "llama4_temperature": Rule("llama4_temperature", "query x log(floor((p + 1) / `floor_scale`) + 1) x `attn_scale` "
                                "+ 1 on layers with (layer_id + 1) % 4 == 0: `no_rope_layers` is not read", _REPO,
                                "python/sglang/srt/models/llama4.py", "871da34db32b429e59d81b726a48776edaa9baf9",
                                positions="p = positions (0-based): floor((p + 1)/floor_scale) = floor(n/floor_scale)",
                                scheme="llama4"),
-    "qwen_logn": Rule("qwen_logn", "`use_logn_attn` is not read (reported; the model file was not read here)",
-                      _REPO, "python/sglang/srt/models/qwen.py", ""),
+    "qwen_logn": Rule("qwen_logn", "`use_logn_attn` is not read: QWenAttention passes scaling = head_dim^-1/2 to "
+                      "RadixAttention and never scales the query by position",
+                      _REPO, "python/sglang/srt/models/qwen.py", "01925ca8c3ab348298b25a81a552dd08c448980a"),
 }
 
 

@@ -38,10 +38,11 @@ RULES = {
                                "+ 1 on layers with no_rope_layers[i] == 0, when `attn_temperature_tuning`",
                                *_LLAMA4, positions="p = cache_position (0-based): floor((p + 1)/floor_scale) = "
                                "floor(n/floor_scale)", scheme="llama4"),
-    "qwen_logn": Rule("qwen_logn", "no native Qwen (v1) class: `use_logn_attn` is applied only by the model's "
-                      "remote code (trust_remote_code=True), the reference's rule (no transformers file to read)",
-                      "huggingface/transformers", "", "",
-                      positions="as the reference", scheme="qwen_logn"),
+    "qwen_logn": Rule("qwen_logn", "no native Qwen (v1) class (huggingface/transformers has no src/transformers/"
+                      "models/qwen/): `use_logn_attn` is applied only by the model's remote code "
+                      "(trust_remote_code=True), the file read here, as the reference",
+                      "zhangningboo/Qwen-7B (a mirror of the Hub's Qwen/Qwen-7B remote code)", "modeling_qwen.py",
+                      "1ff20863b9e9c48b1550d42837331cb55ddfb4e0", positions="as the reference", scheme="qwen_logn"),
 }
 
 #: Model types whose attention applies DeepSeek's softmax-scale term.
