@@ -22,9 +22,6 @@ RULES = {
                       "1ff20863b9e9c48b1550d42837331cb55ddfb4e0",
                       positions="query row p (0-based) x logn_list[p] = log_L(p + 1) if p + 1 > L else 1: i = n = p + 1",
                       scheme="qwen_logn"),
-    "base": Rule("base", "1/sqrt(head_dim); `query_pre_attn_scalar`^-1/2 (Gemma); `attention_multiplier` (Granite); "
-                 "MLA: head_dim = qk_nope_head_dim + qk_rope_head_dim (the config's own keys, read by the reader)",
-                 "", "", ""),
     **{k: v for k, v in _tf.RULES.items() if k != "qwen_logn"},
 }
 
