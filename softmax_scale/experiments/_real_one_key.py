@@ -162,6 +162,7 @@ def _shares(logits, mask, source):
     from ..heads import key_share
 
     lg = np.asarray(logits, dtype=np.float64)
+    mask = np.asarray(mask)[(None,) * (lg.ndim - np.ndim(mask))]  # (queries, keys) for every head
     top = np.where(mask, lg, -np.inf).max(axis=-1, keepdims=True)
     return key_share(np.maximum(lg, top - 700.0), source, mask=mask, sample_size=SAMPLE_SIZE)
 
