@@ -441,7 +441,7 @@ class RealOneKeyExperiment(Experiment):
         cell = (task.task, task.length, task.prompt)
         if (task.rope, task.scale) == (TRAINED_ROPE, REFERENCE) and cell in run.measured:  # read by the heads cell
             argmax, nll, lg, seconds = run.measured.pop(cell)
-            mask = np.arange(seq.ids.size)[None, :] <= seq.probe[:, None]
+            mask = np.arange(seq.scored.max() + 1)[None, :] <= seq.probe[:, None]  # the keys read: 0 .. stop-1
         else:
             r = run.read(seq, task.rope, task.scale, cell)
             argmax, nll = r.argmax, r.nll
