@@ -23,7 +23,7 @@ from functools import partial
 import numpy as np
 
 from ..schemes.rope import rope_frequencies
-from .llama import KVCache, _rope_tables, layer_weights
+from .llama import KVCache, layer_weights, rope_tables
 
 __all__ = ["device_weights", "forward_jax"]
 
@@ -174,7 +174,7 @@ def forward_jax(model, ids, pos, keep, *, start, stop, cache, factors, inv_freq,
                          f"got {f.shape}")
     qs = (f[..., start:n] / math.sqrt(c.head_dim)).astype(np.float32)  # as the numpy pass rounds it
     qs = np.ascontiguousarray(np.broadcast_to(qs, (c.n_layers, c.n_heads, m)))
-    cos, sin = _rope_tables(inv_freq, np.arange(start, n))
+    cos, sin = rope_tables(inv_freq, np.arange(start, n))
     if start:
         past_k, past_v = np.stack(cache.keys), np.stack(cache.values)
     else:
