@@ -508,7 +508,7 @@ def _parser() -> argparse.ArgumentParser:
     run_opts(sp, "seeds per trained scale, for the training experiments (default: the experiment's)")
     sp.add_argument("--backend", default=None, choices=["numpy", "jax"],
                     help="the real decoders' pass (real_passkey, real_copy): numpy (default) or jax, on the JAX device "
-                         "(JAX_PLATFORMS=cuda with jax[cuda12] installed); part of the file's resume check")
+                         "(JAX_PLATFORMS=cuda with jax[cuda] installed); part of the file's resume check")
 
     sp = add("train", _cmd_train, "train small byte-level transformers with the scale trained in (`run` for mlm, alpha, causal)")
     sp.add_argument("--experiment", required=True, help="mlm (the note's table), alpha (the gradient-maximising alpha) or causal "

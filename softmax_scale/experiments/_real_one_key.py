@@ -22,7 +22,7 @@ reference alone, the scores grown by the cell's scale factor.
 
 **Backend.** ``backend = "jax"`` (``softmax-scale run real_passkey --backend jax``) reads every
 cell with the same pass compiled by XLA (``read_out(..., backend="jax")``,
-:mod:`softmax_scale.models.readout_jax`): with ``jax[cuda12]`` installed (the user's install, beside
+:mod:`softmax_scale.models.readout_jax`): with ``jax[cuda]`` installed (the user's install, beside
 the ``train`` extra), ``JAX_PLATFORMS=cuda softmax-scale run real_passkey --backend jax`` runs the
 full grid on a GPU.  Its numbers equal the numpy pass's to float32 rounding, not in the last digits,
 so the backend is part of the ``scoring`` header line that a resume must match: the rows of the

@@ -11,7 +11,7 @@ scale are computed on the host as the numpy pass computes them.  The two agree t
 rounding, not bit for bit (``tests/models/test_readout_jax.py`` states the tolerance).
 
 JAX is imported on first use, through :mod:`softmax_scale.train.backend` (the ``train`` extra; on
-an NVIDIA GPU the user installs ``jax[cuda12]`` and runs with ``JAX_PLATFORMS=cuda``).
+an NVIDIA GPU the user installs ``jax[cuda]`` and runs with ``JAX_PLATFORMS=cuda``).
 """
 
 from __future__ import annotations
