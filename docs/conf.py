@@ -87,7 +87,7 @@ html_theme = "pydata_sphinx_theme"
 html_title = "softmax_scale"
 html_theme_options = {
     "navigation_with_keys": False,
-    "header_links_before_dropdown": 5,  # the API reference among them, the rest under "More"
+    "header_links_before_dropdown": 6,  # the API reference among them, the rest under "More"
     "show_toc_level": 2,
     "secondary_sidebar_items": ["page-toc"],
     "footer_start": ["copyright"],

@@ -27,7 +27,7 @@ import pytest
 from helpers import run_python_json
 
 import softmax_scale as ss
-from softmax_scale import _kernels
+from softmax_scale import _kernels, _rng_kernels
 from softmax_scale._util import jit as _jit
 from softmax_scale._util.rng import seed_sequence
 
@@ -242,7 +242,7 @@ def test_xoshiro_matches_the_reference_arithmetic_on_python_ints():
     path is checked bit for bit against it, silently, by the NUMBA_DISABLE_JIT test above)."""
     start = [2**64 - 1, 2**63 + 12345, 2**62 + 7, 99]
     st = np.array(start, dtype=np.uint64)
-    jitted = [int(_kernels._next_u64(st)) for _ in range(50)]
+    jitted = [int(_rng_kernels._next_u64(st)) for _ in range(50)]
     s, mask = list(start), 2**64 - 1
 
     def rotl(x, k):

@@ -10,7 +10,7 @@ import pytest
 from helpers import run_python_json
 
 import softmax_scale as ss
-from softmax_scale import _kernels
+from softmax_scale import _kernels, _rng_kernels
 from softmax_scale._util.rng import seed_sequence
 from softmax_scale.distributions import get_distribution
 
@@ -198,7 +198,7 @@ def test_chunk_fill_draws_exactly_what_draw_scores_returns(dist, d):
     st = states[0].copy()
     buf = np.empty(3000)
     for lo, cnt in ((0, 700), (700, 1), (701, 2299)):
-        _kernels._fill(kind, param, sample, st, buf[lo:], cnt)
+        _rng_kernels._fill(kind, param, sample, st, buf[lo:], cnt)
     assert np.array_equal(buf, one_by_one)
     # and sample_only sums those very draws
     total = _kernels.sample_only(3000, 1, 1, states, kind, param, sample)[0]

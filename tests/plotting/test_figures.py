@@ -10,6 +10,10 @@ from softmax_scale.plotting import FigureUnavailable, all_figures
 
 FIGS = all_figures()
 
+#: Figures redrawn from a result file that is not committed yet; the quick runs that write them draw them too
+#: (tests/experiments/test_real_one_key.py, slow tier).
+PENDING = {"real_passkey", "real_copy"}
+
 
 def test_figure_names_are_unique():
     names = [f[0] for f in FIGS]
@@ -17,17 +21,23 @@ def test_figure_names_are_unique():
     assert "alpha_star_vs_n" in names
 
 
-@pytest.mark.parametrize("name, func, full, quick", FIGS, ids=[f[0] for f in FIGS])
+@pytest.mark.parametrize("name, func, full, quick", [f for f in FIGS if f[0] not in PENDING],
+                         ids=[f[0] for f in FIGS if f[0] not in PENDING])
 def test_each_figure_renders_labelled(name, func, full, quick):
-    try:
-        fig = func(**quick)
-    except FigureUnavailable as exc:  # a figure redrawn from a result file not committed yet
-        pytest.skip(str(exc))
+    fig = func(**quick)
     assert isinstance(fig, Figure)
     axes = [ax for ax in fig.axes if ax.get_visible() and ax.has_data()]
     assert axes, f"{name} has no data"
     for ax in axes:
         assert ax.get_xlabel() or ax.get_ylabel() or not ax.axison, f"{name}: unlabelled axes"
+
+
+@pytest.mark.parametrize("name, func, full, quick", [f for f in FIGS if f[0] in PENDING],
+                         ids=[f[0] for f in FIGS if f[0] in PENDING])
+def test_a_pending_figure_says_its_result_file_is_not_committed(name, func, full, quick):
+    """Once its file is committed this fails: the figure then belongs to the test above."""
+    with pytest.raises(FigureUnavailable, match="not found: it is written by `softmax-scale run"):
+        func(**quick)
 
 
 def test_make_figures_writes_pngs_and_table(tmp_path):
