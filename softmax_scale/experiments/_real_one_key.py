@@ -24,7 +24,7 @@ reference alone, the scores grown by the cell's scale factor.
 cell with the same pass compiled by XLA (``read_out(..., backend="jax")``,
 :mod:`softmax_scale.models.readout_jax`): with ``jax[cuda]`` installed (the user's install, beside
 the ``train`` extra), ``JAX_PLATFORMS=cuda softmax-scale run real_passkey --backend jax`` runs the
-full grid on a GPU.  Its numbers equal the numpy pass's to float32 rounding, not in the last digits,
+grid on a GPU.  Its numbers equal the numpy pass's to float32 rounding, not in the last digits,
 so the backend is part of the ``scoring`` header line that a resume must match: the rows of the
 two backends never mix in one file.
 """
