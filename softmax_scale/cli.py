@@ -506,7 +506,7 @@ def _parser() -> argparse.ArgumentParser:
              epilog=_experiments_epilog)
     sp.add_argument("experiment", metavar="EXPERIMENT", help="an experiment's name (listed below)")
     run_opts(sp, "seeds per trained scale, for the training experiments (default: the experiment's)")
-    sp.add_argument("--backend", default=None, choices=["numpy", "jax"],
+    sp.add_argument("--backend", default=None,
                     help="the real decoders' pass (real_passkey, real_copy): numpy (default) or jax, on the JAX device "
                          "(JAX_PLATFORMS=cuda with jax[cuda] installed); part of the file's resume check")
 

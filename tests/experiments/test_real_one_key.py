@@ -211,6 +211,8 @@ def test_backend_option_names_the_experiments_that_take_it(capsys):
 
     assert cli.main(["run", "alpha", "--quick", "--backend", "jax"]) == 2
     assert "`--backend` is an option of real_passkey, real_copy, not of alpha" in capsys.readouterr().err
+    assert cli.main(["run", "real_copy", "--quick", "--backend", "torch"]) == 2
+    assert "`backend` must be one of ['jax', 'numpy'], got 'torch'" in capsys.readouterr().err
 
 
 @pytest.mark.slow
