@@ -275,7 +275,20 @@ def _run(args, name, *, config=None, path=None, overwrite=False, command="run"):
 
 
 def _cmd_run(args):
-    _run(args, args.experiment)
+    config = None
+    if args.backend is not None:
+        import dataclasses
+
+        from .experiments import EXPERIMENTS
+
+        exp = EXPERIMENTS.get(args.experiment)
+        if exp is not None:
+            cfg = exp.config(args.quick)
+            takes = [k for k, e in EXPERIMENTS.items() if "backend" in {f.name for f in dataclasses.fields(e.config())}]
+            if args.experiment not in takes:
+                raise ValueError(f"`--backend` is an option of {', '.join(takes)}, not of {args.experiment}")
+            config = dataclasses.replace(cfg, backend=args.backend)
+    _run(args, args.experiment, config=config)
 
 
 def _cmd_extrapolate(args):
@@ -493,6 +506,9 @@ def _parser() -> argparse.ArgumentParser:
              epilog=_experiments_epilog)
     sp.add_argument("experiment", metavar="EXPERIMENT", help="an experiment's name (listed below)")
     run_opts(sp, "seeds per trained scale, for the training experiments (default: the experiment's)")
+    sp.add_argument("--backend", default=None,
+                    help="the real decoders' pass (real_passkey, real_copy): numpy (default) or jax, on the JAX device "
+                         "(JAX_PLATFORMS=cuda with jax[cuda] installed); part of the file's resume check")
 
     sp = add("train", _cmd_train, "train small byte-level transformers with the scale trained in (`run` for mlm, alpha, causal)")
     sp.add_argument("--experiment", required=True, help="mlm (the note's table), alpha (the gradient-maximising alpha) or causal "

@@ -19,6 +19,14 @@ share are the retrieving heads.  Their gap groups, scales and pooled scores are 
 ``.<stem>-reference.npz``, and measured again where it is missing); at every other cell their
 measured share stands beside the share :func:`~softmax_scale.heads.predict_share` gives from the
 reference alone, the scores grown by the cell's scale factor.
+
+**Backend.** ``backend = "jax"`` (``softmax-scale run real_passkey --backend jax``) reads every
+cell with the same pass compiled by XLA (``read_out(..., backend="jax")``,
+:mod:`softmax_scale.models.readout_jax`): with ``jax[cuda]`` installed (the user's install, beside
+the ``train`` extra), ``JAX_PLATFORMS=cuda softmax-scale run real_passkey --backend jax`` runs the
+grid on a GPU.  Its numbers equal the numpy pass's to float32 rounding, not in the last digits,
+so the backend is part of the ``scoring`` header line that a resume must match: the rows of the
+two backends never mix in one file.
 """
 
 from __future__ import annotations
@@ -36,7 +44,7 @@ import numpy as np
 from .._util.store import source_revision
 from .._util.validation import check_choice, check_int
 from ..models.llama import scale_factors
-from ..models.readout import read_out
+from ..models.readout import BACKENDS, read_out
 from ..schemes.rope import ROPES, rope_frequencies
 from .base import Evidence, Experiment, at_test_label
 
@@ -98,6 +106,12 @@ def check_lengths(model, lengths, minimum: int, query_block: int, name: str) -> 
             raise ValueError(f"`{name}`: {n} tokens need about {need / 2**30:.1f} GiB, more than the machine's "
                              f"{total / 2**30:.1f} GiB")
     return out
+
+
+def scoring_line(backend: str) -> str:
+    """The ``scoring`` header line (matched on resume): how the rows are computed, the backend among it."""
+    on = "" if backend == "numpy" else " on JAX (XLA, float32 matrix products at highest precision)"
+    return f"teacher-forced greedy choice (argmax) and loss at each scored token; float32 activations{on}, float64 shares"
 
 
 def check_cells(ropes, scales, head_dim, L) -> None:
@@ -162,6 +176,7 @@ def _shares(logits, mask, source):
     from ..heads import key_share
 
     lg = np.asarray(logits, dtype=np.float64)
+    mask = np.asarray(mask)[(None,) * (lg.ndim - np.ndim(mask))]  # (queries, keys) for every head
     top = np.where(mask, lg, -np.inf).max(axis=-1, keepdims=True)
     return key_share(np.maximum(lg, top - 700.0), source, mask=mask, sample_size=SAMPLE_SIZE)
 
@@ -176,6 +191,7 @@ class RealRun:
     config: object
     reference_path: Path | None
     query_block: int
+    backend: str = "numpy"
     prefix_key: tuple | None = None
     prefix: object = None
     reference: dict | None = None
@@ -196,12 +212,13 @@ class RealRun:
         n = seq.ids.size
         f = self.factors(scale, n)
         inv = rope_frequencies(rope, c.head_dim, c.rope_base, self.L, n)
-        kw = dict(probe=seq.probe, factors=f, inv_freq=inv, query_block=self.query_block)
+        kw = dict(probe=seq.probe, factors=f, inv_freq=inv, query_block=self.query_block, backend=self.backend)
         if n <= self.L or seq.scored.min() < self.L or not np.all(f[..., :self.L] == 1.0):
             return read_out(self.model, seq.ids, seq.scored, **kw)
         if self.prefix_key != (key, rope):
             self.prefix_key, self.prefix = None, None  # free the last one first
-            self.prefix = read_out(self.model, seq.ids, [], stop=self.L, inv_freq=inv, query_block=self.query_block)
+            self.prefix = read_out(self.model, seq.ids, [], stop=self.L, inv_freq=inv, query_block=self.query_block,
+                                   backend=self.backend)
             self.prefix_key = (key, rope)
         return read_out(self.model, seq.ids, seq.scored, start=self.L, cache=self.prefix.cache, **kw)
 
@@ -362,7 +379,7 @@ class RealOneKeyExperiment(Experiment):
 
     columns, text, ints = COLUMNS, TEXT, INTS
     key = task_columns = ("task", "length", "prompt", "rope", "scale")
-    match = ("model_sha256", "train_length", "sequences", "heads", "rules")
+    match = ("model_sha256", "train_length", "sequences", "heads", "rules", "scoring")
     in_process = True
     float_format = ".6g"
 
@@ -390,6 +407,9 @@ class RealOneKeyExperiment(Experiment):
         """The cells as tasks sharing one :class:`RealRun`; the configuration is checked before any pass."""
         from ..models.registry import check_kind, load
 
+        backend = check_choice(config.backend, "backend", BACKENDS)
+        if backend == "jax":
+            from ..train import backend as _  # noqa: F401 - without JAX: one ImportError naming the extra, before any pass
         model = config.model
         if isinstance(model, str):
             check_kind(model, "decoder", f"{self.name} runs decoders")
@@ -399,7 +419,7 @@ class RealOneKeyExperiment(Experiment):
         cells = self.cells(config, model, L)
         stem = f"{self.file_stem}{'_quick' if config.quick else ''}"
         ref = None if out is None else Path(out) / f".{stem}-reference.npz"
-        run = RealRun(self, model, L, config, ref, check_int(config.query_block, "query_block", minimum=1))
+        run = RealRun(self, model, L, config, ref, check_int(config.query_block, "query_block", minimum=1), backend)
         return [RealTask(*c, run) for c in cells]
 
     def task_cells(self, task) -> tuple:
@@ -440,7 +460,7 @@ class RealOneKeyExperiment(Experiment):
         cell = (task.task, task.length, task.prompt)
         if (task.rope, task.scale) == (TRAINED_ROPE, REFERENCE) and cell in run.measured:  # read by the heads cell
             argmax, nll, lg, seconds = run.measured.pop(cell)
-            mask = np.arange(seq.ids.size)[None, :] <= seq.probe[:, None]
+            mask = np.arange(seq.scored.max() + 1)[None, :] <= seq.probe[:, None]  # the keys read: 0 .. stop-1
         else:
             r = run.read(seq, task.rope, task.scale, cell)
             argmax, nll = r.argmax, r.nll
@@ -477,8 +497,7 @@ class RealOneKeyExperiment(Experiment):
             "rules": f"{SHARE_MAX}: past L each retrieving head's share maximiser (heads.share_max on its reference) "
                      f"at {RULE_POINTS} log-spaced n from L + 1, ln f linear in ln n between them, e^4 where the "
                      "supremum is at infinite factor; every other head and position as trained",
-            "scoring": "teacher-forced greedy choice (argmax) and loss at each scored token; float32 activations, "
-                       "float64 shares",
+            "scoring": scoring_line(run.backend),
             "code": f"softmax_scale at {source_revision()}",
             "date": datetime.date.today().isoformat(),
         }

@@ -54,6 +54,8 @@ class RealCopyConfig:
     cells : tuple of (str, str)
         ``(RoPE, scale)`` past ``L``.
     query_block : int
+    backend : str
+        ``numpy`` or ``jax``: the read-out's implementation (:data:`softmax_scale.models.readout.BACKENDS`).
     """
 
     quick: bool = False
@@ -65,6 +67,7 @@ class RealCopyConfig:
     docs: int = 3
     cells: tuple = CELLS
     query_block: int = 256
+    backend: str = "numpy"
 
 
 #: The quick form: a pretend ``L`` of 256 tokens.

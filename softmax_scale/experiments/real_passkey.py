@@ -57,6 +57,8 @@ class RealPasskeyConfig:
     reference_keys : int
         The prompts ``k < reference_keys`` at ``L`` set the prediction's reference.
     query_block : int
+    backend : str
+        ``numpy`` or ``jax``: the read-out's implementation (:data:`softmax_scale.models.readout.BACKENDS`).
     """
 
     quick: bool = False
@@ -69,6 +71,7 @@ class RealPasskeyConfig:
     cells: tuple = CELLS
     reference_keys: int = 2
     query_block: int = 256
+    backend: str = "numpy"
 
 
 #: The quick form: the pipeline with a pretend ``L`` of 256 tokens.

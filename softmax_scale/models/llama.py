@@ -49,6 +49,7 @@ __all__ = [
     "apply_rope",
     "block",
     "load_gguf",
+    "rope_tables",
     "scale_factors",
 ]
 
@@ -88,7 +89,8 @@ def apply_rope(x, cos, sin):  # [h, n, d], [n, d/2], [n, d/2] -> [h, n, d]
     return np.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)
 
 
-def _rope_tables(inv_freq, positions):  # [d/2], [n] -> [n, d/2] x 2
+def rope_tables(inv_freq, positions):  # [d/2], [n] -> [n, d/2] x 2
+    """Cosines and sines (float32) of the RoPE angles ``position x inv_freq``, computed in float64."""
     ang = np.outer(positions.astype(np.float64), inv_freq)
     return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
 
@@ -349,12 +351,12 @@ class LlamaDecoder:
             raise ValueError(f"`factors` must have shape ({len(ids)},) or ({c.n_layers}, {c.n_heads}, {len(ids)}), "
                              f"got {f.shape}")
         qs = (f[..., start:n] / math.sqrt(c.head_dim)).astype(np.float32)[..., None]  # [m, 1] or [layers, H, m, 1]
-        cos, sin = _rope_tables(inv_freq, np.arange(start, n))
+        cos, sin = rope_tables(inv_freq, np.arange(start, n))
         far = None
         if rerope is not None:
             if start or cache.length:
                 raise ValueError("`rerope`: ReRoPE keeps unrotated keys, so it runs as a whole pass (start = 0, no cache)")
-            far = (check_int(rerope, "rerope", minimum=1), *_rope_tables(inv_freq, np.array([rerope])))
+            far = (check_int(rerope, "rerope", minimum=1), *rope_tables(inv_freq, np.array([rerope])))
         x = w["token_embd.weight"][ids[start:n]]  # [m, D]
         layers = range(c.n_layers)
         if progress:

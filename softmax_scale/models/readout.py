@@ -5,7 +5,8 @@ of the earlier ones, as :meth:`~softmax_scale.models.llama.LlamaDecoder.position
 at the scored positions only, the greedy next token, its loss, and each layer's queries; with the
 keys of every position, :meth:`Readout.scores` gives each head's logits there.  The attention
 statistics are not gathered, and the queries of the other positions are dropped layer by layer,
-so a 32k-token pass holds its keys and values and little else.
+so a 32k-token pass holds its keys and values and little else.  ``backend="jax"`` runs the same pass
+compiled by XLA on a JAX device (:mod:`.readout_jax`), the numbers equal to float32 rounding.
 """
 
 from __future__ import annotations
@@ -14,10 +15,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._util.validation import check_int
+from .._util.validation import check_choice, check_int
 from .llama import KVCache
 
-__all__ = ["Readout", "read_out"]
+__all__ = ["BACKENDS", "Readout", "read_out"]
+
+#: The implementations of :func:`read_out`, the default first: this package's numpy pass, or :mod:`.readout_jax`.
+BACKENDS = ("numpy", "jax")
 
 
 @dataclass(frozen=True)
@@ -61,7 +65,7 @@ class Readout:
 
 
 def read_out(model, ids, positions, *, probe=None, start=0, stop=None, cache=None, factors=None, inv_freq=None,
-             query_block=256, kernel="numpy") -> Readout:
+             query_block=256, kernel="numpy", backend="numpy") -> Readout:
     """One pass over positions ``start .. stop-1`` of ``ids``, read at ``positions``.
 
     Parameters
@@ -83,6 +87,9 @@ def read_out(model, ids, positions, *, probe=None, start=0, stop=None, cache=Non
         RoPE inverse frequencies (the trained ones where omitted).
     query_block : int
     kernel : {"numba", "numpy"}
+        The numpy pass's attention (:data:`softmax_scale.models.attention.KERNELS`).
+    backend : {"numpy", "jax"}
+        :data:`BACKENDS`: the numpy pass, or the same pass on a JAX device (:mod:`.readout_jax`).
 
     Returns
     -------
@@ -102,6 +109,13 @@ def read_out(model, ids, positions, *, probe=None, start=0, stop=None, cache=Non
     keep = pos if probe is None else np.asarray(probe, dtype=np.int64).reshape(-1)
     if not np.isin(keep, pos).all():
         raise ValueError("`probe` must hold scored positions (among `positions`)")
+    check_choice(backend, "backend", BACKENDS)
+    if backend == "jax":
+        from .readout_jax import forward_jax
+
+        argmax, nll, queries, cache_out = forward_jax(model, ids, pos, keep, start=start, stop=stop, cache=cache,
+                                                      factors=factors, inv_freq=inv_freq, query_block=query_block)
+        return Readout(pos, keep, argmax, nll, queries, cache_out)
     p = model._forward(ids, start=start, stop=stop, cache=cache, factors=factors, inv_freq=inv_freq,
                        query_block=query_block, stats=False, kernel=kernel, keep=keep)
     out_w = model.weights["output.weight"]

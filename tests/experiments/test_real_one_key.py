@@ -184,3 +184,56 @@ def test_evidence_pairs_scales_by_sequence():
     assert ev[("yarn", "standard", "standard, RoPE none", "accuracy")].difference == pytest.approx(2 / 3)
     assert ("none", "standard", "standard", "loss") not in ev  # no scale against itself
     assert len(ev) == 2 * 3  # (qwen_logn vs standard, vs RoPE none; standard vs RoPE none) x 2 metrics
+
+
+def test_backend_is_part_of_the_resume_check(smol, monkeypatch):
+    """The backend is in the matched ``scoring`` line: a jax file never resumes with numpy rows, nor the reverse;
+    the numpy line is the one the files written before the option have."""
+    exp = EXPERIMENTS["real_passkey"]
+    assert "scoring" in exp.match
+    assert rk.scoring_line("numpy") == ("teacher-forced greedy choice (argmax) and loss at each scored token; "
+                                        "float32 activations, float64 shares")
+    assert "JAX" in rk.scoring_line("jax")
+    monkeypatch.setattr(smol, "_forward", lambda *a, **k: pytest.fail("a pass ran"))
+    lines = {}
+    for backend in ("numpy", "jax"):
+        cfg = dataclasses.replace(exp.config(quick=True), model=smol, backend=backend)
+        tasks = exp.tasks(cfg)
+        assert {t.run.backend for t in tasks} == {backend}
+        lines[backend] = exp.header(cfg, tasks, "x")["scoring"]
+    assert lines == {b: rk.scoring_line(b) for b in lines}
+    with pytest.raises(ValueError, match="`backend` must be one of"):
+        exp.tasks(dataclasses.replace(exp.config(quick=True), model=smol, backend="torch"))
+
+
+def test_backend_option_names_the_experiments_that_take_it(capsys):
+    from softmax_scale import cli
+
+    assert cli.main(["run", "alpha", "--quick", "--backend", "jax"]) == 2
+    assert "`--backend` is an option of real_passkey, real_copy, not of alpha" in capsys.readouterr().err
+    assert cli.main(["run", "real_copy", "--quick", "--backend", "torch"]) == 2
+    assert "`backend` must be one of ['jax', 'numpy'], got 'torch'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_quick_cli_runs_with_the_jax_backend(tmp_path, capsys):
+    """The quick form under ``--backend jax`` writes the numpy form's cells; its reference and rows agree to float32."""
+    from softmax_scale import cli
+
+    exp = EXPERIMENTS["real_passkey"]
+    runs = {}
+    for backend in ("numpy", "jax"):
+        out = tmp_path / backend
+        assert cli.main(["run", "real_passkey", "--quick", "--out", str(out), "--no-progress", "--no-figure",
+                         "--backend", backend]) == 0
+        capsys.readouterr()
+        runs[backend] = exp.read(out / "real_passkey_quick.csv")
+    a, b = runs["numpy"], runs["jax"]
+    assert "JAX" in b.header["scoring"] and "JAX" not in a.header["scoring"]
+    for col in ("task", "length", "prompt", "rope", "scale", "kind", "layer", "head"):
+        assert np.array_equal(a.rows[col], b.rows[col])
+    sc = a.rows["kind"] == "score"
+    np.testing.assert_allclose(b.rows["loss"][sc], a.rows["loss"][sc], rtol=1e-4, atol=1e-4)
+    assert np.array_equal(b.rows["accuracy"][sc], a.rows["accuracy"][sc])
+    sh = np.isin(a.rows["kind"], ["share", "head_L", "reference"])
+    np.testing.assert_allclose(b.rows["share"][sh], a.rows["share"][sh], rtol=1e-3, atol=1e-6)
