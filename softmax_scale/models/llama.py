@@ -49,6 +49,7 @@ __all__ = [
     "apply_rope",
     "block",
     "load_gguf",
+    "pass_inputs",
     "rope_tables",
     "scale_factors",
 ]
@@ -233,6 +234,27 @@ def block(x, attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate,
 # --------------------------------------------------------------------------------------------
 
 
+def pass_inputs(config: LlamaConfig, length: int, start: int, stop: int, cache, factors, inv_freq) -> tuple:
+    """The checked inputs of a pass over positions ``start .. stop-1`` of ``length`` ids after ``cache``.
+
+    Returns ``(cache, inv_freq, qscale)``: the cache (a new one where ``None``; it must hold ``start``
+    positions), the RoPE frequencies (the trained ones where ``None``) and each query's scale on ``q.k``,
+    ``factors[..., start:stop] / sqrt(head_dim)`` in float32, shape ``[m]`` or ``[layers, heads, m]``.
+    """
+    c = config
+    if cache is None:
+        cache = KVCache()
+    if cache.length != start:
+        raise ValueError(f"`cache` holds {cache.length} positions, `start` is {start}")
+    if inv_freq is None:
+        inv_freq = rope_frequencies("none", c.head_dim, c.rope_base, c.context_length, 1)
+    f = np.ones(length) if factors is None else np.asarray(factors, dtype=np.float64)
+    if f.shape not in ((length,), (c.n_layers, c.n_heads, length)):
+        raise ValueError(f"`factors` must have shape ({length},) or ({c.n_layers}, {c.n_heads}, {length}), "
+                         f"got {f.shape}")
+    return cache, inv_freq, (f[..., start:stop] / math.sqrt(c.head_dim)).astype(np.float32)
+
+
 class _Pass(NamedTuple):
     x: np.ndarray  # [m, D] after the final RMSNorm
     layers: list  # per layer: LayerOut
@@ -340,17 +362,8 @@ class LlamaDecoder:
         w = self.weights
         n = len(ids) if stop is None else stop
         m = n - start
-        if cache is None:
-            cache = KVCache()
-        if cache.length != start:
-            raise ValueError(f"`cache` holds {cache.length} positions, `start` is {start}")
-        if inv_freq is None:
-            inv_freq = rope_frequencies("none", c.head_dim, c.rope_base, c.context_length, 1)
-        f = np.ones(n) if factors is None else np.asarray(factors, dtype=np.float64)
-        if factors is not None and f.shape not in ((len(ids),), (c.n_layers, c.n_heads, len(ids))):
-            raise ValueError(f"`factors` must have shape ({len(ids)},) or ({c.n_layers}, {c.n_heads}, {len(ids)}), "
-                             f"got {f.shape}")
-        qs = (f[..., start:n] / math.sqrt(c.head_dim)).astype(np.float32)[..., None]  # [m, 1] or [layers, H, m, 1]
+        cache, inv_freq, qs = pass_inputs(c, len(ids), start, n, cache, factors, inv_freq)
+        qs = qs[..., None]  # [m, 1] or [layers, H, m, 1]
         cos, sin = rope_tables(inv_freq, np.arange(start, n))
         far = None
         if rerope is not None:
@@ -364,7 +377,7 @@ class LlamaDecoder:
         outs = []
         for layer in layers:
             past = (cache.keys[layer], cache.values[layer]) if start else None
-            qscale = qs[None] if f.ndim == 1 else qs[layer]
+            qscale = qs[None] if qs.ndim == 2 else qs[layer]
             x, out = block(x, **layer_weights(w, layer), config=c, cos=cos, sin=sin, qscale=qscale, past=past,
                            query_block=query_block, stats=stats, rerope=far, kernel=kernel)
             outs.append(out if keep is None else out._replace(q=out.q[:, np.asarray(keep) - start]))

@@ -16,14 +16,12 @@ an NVIDIA GPU the user installs ``jax[cuda]`` and runs with ``JAX_PLATFORMS=cuda
 
 from __future__ import annotations
 
-import math
 import weakref
 from functools import partial
 
 import numpy as np
 
-from ..schemes.rope import rope_frequencies
-from .llama import KVCache, layer_weights, rope_tables
+from .llama import KVCache, layer_weights, pass_inputs, rope_tables
 
 __all__ = ["device_weights", "forward_jax"]
 
@@ -162,17 +160,7 @@ def forward_jax(model, ids, pos, keep, *, start, stop, cache, factors, inv_freq,
 
     c = model.config
     n, m = stop, stop - start
-    if cache is None:
-        cache = KVCache()
-    if cache.length != start:
-        raise ValueError(f"`cache` holds {cache.length} positions, `start` is {start}")
-    if inv_freq is None:
-        inv_freq = rope_frequencies("none", c.head_dim, c.rope_base, c.context_length, 1)
-    f = np.ones(len(ids)) if factors is None else np.asarray(factors, dtype=np.float64)
-    if f.shape not in ((len(ids),), (c.n_layers, c.n_heads, len(ids))):
-        raise ValueError(f"`factors` must have shape ({len(ids)},) or ({c.n_layers}, {c.n_heads}, {len(ids)}), "
-                         f"got {f.shape}")
-    qs = (f[..., start:n] / math.sqrt(c.head_dim)).astype(np.float32)  # as the numpy pass rounds it
+    cache, inv_freq, qs = pass_inputs(c, len(ids), start, n, cache, factors, inv_freq)  # as the numpy pass has them
     qs = np.ascontiguousarray(np.broadcast_to(qs, (c.n_layers, c.n_heads, m)))
     cos, sin = rope_tables(inv_freq, np.arange(start, n))
     if start:
