@@ -146,7 +146,7 @@ class RealPasskeyExperiment(rk.RealOneKeyExperiment):
         return tuple(("passkey", L, f"d{d:g}-k{k}") for k in range(config.reference_keys) for d in config.depths)
 
     def cells(self, config, model, L) -> list:
-        """``heads``; past ``L`` per length, per RoPE, per prompt its scales; inside ``L`` one cell per prompt."""
+        """``heads``; past ``L`` per length, per prompt, per RoPE its scales; inside ``L`` one cell per prompt."""
         c = model.config
         rk.check_cells({r for r, _ in config.cells}, [s for _, s in config.cells] + [rk.REFERENCE], c.head_dim, L)
         for d in config.depths:
@@ -166,9 +166,9 @@ class RealPasskeyExperiment(rk.RealOneKeyExperiment):
         out = [("heads", L, "selection", rk.TRAINED_ROPE, rk.REFERENCE)]
         ropes = list(dict.fromkeys(r for r, _ in config.cells))
 
-        def block(n, keys):
-            for rope in ropes:
-                for p in prompts[:keys * len(config.depths)]:
+        def block(n, keys):  # prompt by prompt, so that a run stopped part-way holds every cell of its prompts
+            for p in prompts[:keys * len(config.depths)]:
+                for rope in ropes:
                     out.extend(("passkey", n, p, rope, s) for r, s in config.cells if r == rope)
 
         block(*past[0])
