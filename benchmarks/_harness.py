@@ -98,11 +98,26 @@ def fmt(row) -> str:
     return f"| {row['name']} | {val} {row['unit']} | {row['target']} | {ok} | {row['detail']} |"
 
 
+#: The CPU flags a run names (where the machine has them): the vector widths and number formats that change speed.
+CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16")
+
+
+def cpu_flags(path: str = "/proc/cpuinfo") -> str:
+    """Which of :data:`CPU_FLAGS` this CPU has (``"unknown"`` where ``path`` cannot be read)."""
+    try:
+        with open(path) as f:
+            line = next((x for x in f if x.startswith("flags")), "")
+    except OSError:
+        return "unknown"
+    have = set(line.partition(":")[2].split())
+    return " ".join(x for x in CPU_FLAGS if x in have) or "none of " + " ".join(CPU_FLAGS)
+
+
 def run_paragraph(command: str, reps: int, seconds: float, versions: str) -> str:
-    """What ran, on how many CPUs under what load, with which ``versions``, when, and how ratios are measured."""
+    """What ran: on how many CPUs with which :func:`cpu_flags`, the load, ``versions``, when, how ratios are measured."""
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    return (f"`{command}` on {os.cpu_count()} CPUs (load average {load:.1f} at the end), {versions}, "
-            f"{time.strftime('%Y-%m-%d %H:%M')}, {seconds:.0f} s in all.\n"
+    return (f"`{command}` on {os.cpu_count()} CPUs (flags: {cpu_flags()}; load average {load:.1f} at the end), "
+            f"{versions}, {time.strftime('%Y-%m-%d %H:%M')}, {seconds:.0f} s in all.\n"
             f"Ratios are measured within this run, the two sides interleaved, best of {reps} repeats each; "
             "absolute times are for information only (the machine is shared).")
 

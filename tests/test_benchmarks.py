@@ -111,3 +111,13 @@ def test_main_writes_a_file_only_when_all_its_topics_ran(tmp_path, monkeypatch, 
     run.main(["--out", str(tmp_path), "--rewrite"])
     rewritten = (tmp_path / "results_ab.md").read_text()
     assert rewritten == text.replace("Notes of a.", "New notes.")
+
+
+def test_run_paragraph_names_the_cpu_flags(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 fma avx512f avx512_bf16 amx_tile\n")
+    assert _harness.cpu_flags(str(info)) == "avx2 fma avx512f avx512_bf16"
+    info.write_text("flags\t\t: fpu sse2\n")
+    assert _harness.cpu_flags(str(info)).startswith("none of avx2")
+    assert _harness.cpu_flags(str(tmp_path / "missing")) == "unknown"
+    assert f"flags: {_harness.cpu_flags()};" in _harness.run_paragraph("cmd", 3, 1.0, "v")

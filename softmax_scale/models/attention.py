@@ -5,18 +5,18 @@ Two implementations of one function, :func:`attention`:
 
 - ``kernel="numba"`` (:func:`_attention_fused`): per query block and key/value
   group, the keys in tiles of :data:`KEY_BLOCK`; per tile the query-key product (BLAS), then one
-  numba kernel (:func:`_tile`) that passes once over each score row -- mask, maximum, shift,
-  exponential (the Monte Carlo kernel's vectorised ``_exp_chunk``, float64 rounded to float32),
-  the moments for ``sigma`` and the entropy sums, rescaling what the earlier tiles left when the
-  maximum moves -- then the probability-value product (BLAS) into the running output.  A tile
+  numba kernel (:func:`_tile`) that passes over each score row -- mask, maximum, shift and
+  exponential in one loop (:func:`_shift_exp32`, a float32 exponential that LLVM vectorises in 8 lanes,
+  within 1 ulp), the normaliser in float64 and, with statistics, the moments for ``sigma`` and the
+  entropy sums, rescaling what the earlier tiles left when the maximum moves -- then the
+  probability-value product (BLAS) into the running output.  A tile
   stays in cache between the three steps.  The rows of a tile are split over threads
   (:func:`_split`; the kernel releases the GIL), each row on one thread, so the numbers do not
   depend on the thread count.
 - ``kernel="numpy"`` (the default, :func:`_attention_numpy`): whole score rows, the elementwise
   steps as numpy passes on row slabs in threads; what the committed results were computed with,
-  and the reference the fused kernel is tested against.  The fused kernel is not faster on an
-  AVX2 machine (its float64 exponential costs what fusing saves: ``benchmarks/results_decoder.md``),
-  so it is not the default.
+  and the reference the fused kernel is tested against.  The fused kernel is not clearly faster
+  (``benchmarks/results_decoder.md`` measures both in one run), so it is not the default.
 
 The two agree to float32 rounding (the exponentials differ by an ulp or two, the sums are
 accumulated in another order and precision), not bit for bit.
@@ -28,7 +28,11 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import numba
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
 
 from .._kernels import _exp_chunk
 from .._util.jit import jit
@@ -134,7 +138,7 @@ def _attention_fused(q, k, v, q_pos0, *, query_block, stats, far=None, key_block
                     s_far = far[0][g * rep:(g + 1) * rep, b0:b1].reshape(R, d) @ far[1][g, key0:key0 + cut].T
                     near = rerope_near(np.tile(qi, rep), np.arange(key0, key0 + cut), far[2])
                     np.copyto(s[:, :cut], s_far, where=~near)
-                args = (s, p, o, key0, first, B, mx, acc)
+                args = (s, p, o, key0, first, B, mx, acc, stats)
                 _split(lambda r0, r1, a=args: _tile(*a, r0, r1), R)
                 np.matmul(p, v[g, key0:key0 + w], out=pv)
                 o += pv
@@ -151,6 +155,76 @@ def _attention_fused(q, k, v, q_pos0, *, query_block, stats, far=None, key_block
                 sig[hs, b0:b1] = np.sqrt(np.maximum(acc[3] / cnt - mean * mean, 0.0)).reshape(rep, B)
                 snk[hs, b0:b1] = (acc[5] / z).reshape(rep, B)
     return out, ((ent, sig, snk) if stats else None)
+
+
+if numba.config.DISABLE_JIT:
+
+    def _f32_from_bits(b):
+        return np.int32(b).view(np.float32)
+
+    def _f32_bits(f):
+        return np.float32(f).view(np.int32)
+
+else:
+
+    @intrinsic
+    def _f32_from_bits(typingctx, b):
+        """Reinterpret the bits of an int32 as a float32 (LLVM ``bitcast``: free, vectorisable)."""
+
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], ir.FloatType())
+
+        return types.float32(types.int32), codegen
+
+    @intrinsic
+    def _f32_bits(typingctx, f):
+        """Reinterpret the bits of a float32 as an int32."""
+
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], ir.IntType(32))
+
+        return types.int32(types.float32), codegen
+
+
+_F = np.float32
+_LOG2E32 = _F(1.4426950408889634)
+_LN2_HI32, _LN2_LO32 = _F(0.693359375), _F(-2.12194440e-4)  # Cephes: ln 2 in two parts, k * _LN2_HI32 exact
+_ROUND32 = _F(12582912.0)  # 1.5 * 2**23: adding it rounds to an integer, which its low bits then hold
+_ROUND32_BITS = np.int32(_ROUND32.view(np.int32))
+_P32 = tuple(_F(c) for c in (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1,
+                             5.0000001201e-1))  # Cephes expf: e^r = 1 + r + r^2 P(r), |r| <= ln2/2
+_EXP32_MIN = _F(-87.0)  # below it the exponential is under 1.7e-38 and is returned as 0
+
+
+@jit()
+def _shift_exp32(row, hi, m, out):
+    """``row[j] -= m``, then ``out[j] = exp(row[j])`` in float32 for ``j < hi`` (``row[j] <= m``); vectorised by LLVM.
+
+    Cephes' ``expf``: ``y = k ln2 + r`` by adding ``1.5 * 2**23`` (round to nearest, ``k`` read from
+    the low bits), a degree-7 polynomial, ``2**k`` from its bits; within 1 ulp of the true value on
+    ``[-87, 0]`` (``tests/models/test_attention.py``), 0 below ``-87`` (``e^-87`` beside a row's
+    largest term, 1).
+    """
+    p0, p1, p2, p3, p4, p5 = _P32
+    for j in range(hi):
+        y = row[j] - m
+        row[j] = y
+        c = max(y, _EXP32_MIN)
+        t = c * _LOG2E32 + _ROUND32
+        kf = t - _ROUND32
+        r = (c - kf * _LN2_HI32) - kf * _LN2_LO32
+        p = ((((p0 * r + p1) * r + p2) * r + p3) * r + p4) * r + p5
+        e = (p * (r * r) + r + _F(1.0)) * _f32_from_bits((_f32_bits(t) - _ROUND32_BITS + np.int32(127)) << np.int32(23))
+        out[j] = e if y >= _EXP32_MIN else _F(0.0)
+
+
+@jit(reassociate=True)
+def _tile_sum(p, hi):
+    """``sum p`` over ``j < hi`` in float64 (reassociated: vectorised)."""
+    z = 0.0
+    for j in range(hi):
+        z += np.float64(p[j])
+    return z
 
 
 @jit(reassociate=True)
@@ -172,7 +246,7 @@ def _tile_sums(y, p, hi, c):
 
 
 @jit()
-def _tile(s, p, o, key0, first, B, mx, acc, r0, r1):
+def _tile(s, p, o, key0, first, B, mx, acc, stats, r0, r1):
     """One tile of keys ``key0 .. key0 + w - 1`` for rows ``r0 .. r1-1`` of a query block's ``R = rep B``, in place.
 
     Row ``r`` is query ``first + r % B``; it sees the tile's keys ``j < hi``.  ``s`` [R, w]: the
@@ -213,16 +287,17 @@ def _tile(s, p, o, key0, first, B, mx, acc, r0, r1):
                 o[r, i] *= a
             mx[r] = m
         m = mx[r]
-        for j in range(hi):
-            row[j] -= m
         pr = p[r]
-        _exp_chunk(1.0, row, hi, pr)
+        _shift_exp32(row, hi, m, pr)
         pr[hi:] = 0.0
-        zz, tt, u1, u2 = _tile_sums(row, pr, hi, np.float64(m) - acc[4, r])
-        acc[0, r] += zz
-        acc[1, r] += tt
-        acc[2, r] += u1
-        acc[3, r] += u2
+        if stats:
+            zz, tt, u1, u2 = _tile_sums(row, pr, hi, np.float64(m) - acc[4, r])
+            acc[0, r] += zz
+            acc[1, r] += tt
+            acc[2, r] += u1
+            acc[3, r] += u2
+        else:
+            acc[0, r] += _tile_sum(pr, hi)
         if key0 == 0:
             acc[5, r] = pr[0]
 

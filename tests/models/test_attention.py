@@ -1,8 +1,8 @@
 """The decoder's attention: the fused numba kernel against the numpy passes it replaces, and its invariants.
 
 The two implementations share no arithmetic past the query-key product: the fused kernel takes
-the keys in tiles with a running maximum (each row rescaled when it moves), the Monte Carlo
-kernel's exponential and float64 sums; the numpy kernel whole rows, ``np.exp`` and float32 sums.
+the keys in tiles with a running maximum (each row rescaled when it moves), its own float32
+exponential and float64 sums; the numpy kernel whole rows, ``np.exp`` and float32 sums.
 So they agree to float32 rounding, the tolerance stated below, and never bit for bit.
 """
 
@@ -135,3 +135,26 @@ def test_same_bits_for_any_thread_count(monkeypatch, workers):
     assert np.array_equal(got[0], ref[0])
     for x, y in zip(got[1], ref[1]):
         assert np.array_equal(x, y)
+
+
+def test_float32_exponential_within_one_ulp():
+    """The fused kernel's exponential against float64 ``exp`` rounded to float32, on [-87, 0] densely and at the ends."""
+    rng = np.random.default_rng(3)
+    y = np.concatenate([np.linspace(-87.0, 0.0, 200_001), -rng.exponential(5.0, 100_000), [0.0, -1e-30, -87.0]])
+    y = y[y >= -87.0].astype(np.float32)
+    row, out = y.copy(), np.empty_like(y)
+    att._shift_exp32(row, y.size, np.float32(0.0), out)
+    true = np.exp(y.astype(np.float64))
+    ulps = np.abs(out - true) / np.spacing(true.astype(np.float32)).astype(np.float64)
+    assert ulps.max() <= 1.0
+    assert out[-3] == 1.0 and out[-2] == 1.0
+    assert np.array_equal(row, y)  # shifted by 0
+
+
+def test_float32_exponential_shifts_and_flushes_below_its_range():
+    row = np.array([3.0, 2.0, -90.0, 1e30, 7.0], dtype=np.float32)
+    out = np.full(5, -1.0, dtype=np.float32)
+    att._shift_exp32(row, 4, np.float32(3.0), out)  # the fifth entry is not touched
+    np.testing.assert_array_equal(row, np.array([0.0, -1.0, -93.0, 1e30 - 3.0, 7.0], dtype=np.float32))
+    assert out[0] == 1.0 and abs(out[1] - np.exp(-1.0)) <= np.spacing(np.float32(np.exp(-1.0)))
+    assert out[2] == 0.0 and out[4] == -1.0
