@@ -45,7 +45,7 @@ class Comparison:
     length_unit : str
         What a position is (``"bytes"``, ``"tokens"``, ...).
     replicates : str
-        What the seeds count: ``"seeds"`` or ``"documents"``.
+        What the seeds count: ``"seeds"``, ``"documents"`` or ``"prompts"``.
     rope, task : str
     multiple : float
         The test length as a multiple of ``L``.

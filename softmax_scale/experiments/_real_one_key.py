@@ -490,6 +490,7 @@ class RealOneKeyExperiment(Experiment):
             "model": os.path.basename(m.path or "?"),
             "model_sha256": m.sha256,
             "train_length": run.L,
+            "head_dim": m.config.head_dim,
             **self.extra_header(run),
             "heads": f"the {HEADS} heads with the largest share on the source keys over "
                      f"{', '.join('/'.join(str(x) for x in c) for c in sel)}; reference of every head (gap groups, scale, "
@@ -506,11 +507,13 @@ class RealOneKeyExperiment(Experiment):
         """Each (RoPE, scale) past ``L`` against ``standard`` under the same RoPE and under the trained one, paired by sequence.
 
         Accuracy and loss on the scored tokens; the "seeds" are the sequences (in the order of
-        the file); every scale but ``standard`` is applied at test time to a model trained with it.
+        the file), :attr:`replicates` says what they are; every scale but ``standard`` is applied at
+        test time to a model trained without it.
         """
         r = table.rows
         sc = r["kind"] == "score"
         L = int(table.header["train_length"])
+        head_dim = int(table.header.get("head_dim", 0))  # 0: not stated (a file written before the line was)
         prompts = {p: i for i, p in enumerate(dict.fromkeys(r["prompt"][sc]))}
         out = []
 
@@ -536,8 +539,10 @@ class RealOneKeyExperiment(Experiment):
                     out.append(Evidence(self.name, MODEL, PARAMETERS, "parameters", rope, self.evidence_task,
                                         float(n) / L, label, name, metric, float(d.mean()),
                                         float(d.std(ddof=1)) if d.size > 1 else float("nan"),
-                                        tuple(prompts[p] for p in both)))
+                                        tuple(prompts[p] for p in both), head_dim, L, "tokens", self.replicates))
         return out
 
     #: :attr:`Evidence.task` of the rows.
     evidence_task = ""
+    #: :attr:`Evidence.replicates` of the rows: what the paired sequences are.
+    replicates = "documents"

@@ -86,8 +86,8 @@ class Evidence:
         Its training length ``L``, in ``length_unit`` (0: not stated).
     length_unit : str
         What a position is: ``"bytes"``, ``"tokens"``, ``"bits"`` (``""``: not stated).
-    replicates : {"seeds", "documents"}
-        What :attr:`seeds` count: training seeds, or documents one model was run on.
+    replicates : {"seeds", "documents", "prompts"}
+        What :attr:`seeds` count: training seeds, or documents or prompts one model was run on.
     """
 
     experiment: str

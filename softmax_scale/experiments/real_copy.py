@@ -97,6 +97,7 @@ class RealCopyExperiment(rk.RealOneKeyExperiment):
     file_stem = "real_copy"
     figure_names = ("real_copy",)
     evidence_task = "copy a segment m tokens back"
+    replicates = "documents"
 
     def config(self, quick: bool = False) -> RealCopyConfig:
         """:class:`RealCopyConfig` or its quick form."""

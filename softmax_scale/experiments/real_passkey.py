@@ -132,6 +132,7 @@ class RealPasskeyExperiment(rk.RealOneKeyExperiment):
     file_stem = "real_passkey"
     figure_names = ("real_passkey",)
     evidence_task = "passkey retrieval"
+    replicates = "prompts"
 
     def config(self, quick: bool = False) -> RealPasskeyConfig:
         """:class:`RealPasskeyConfig` or its quick form."""

@@ -147,6 +147,7 @@ def test_quick_cli_runs_and_a_rerun_computes_nothing(tmp_path, capsys, monkeypat
     assert np.all(r["share_predicted"][mx] >= r["share_predicted"][st] - 1e-6)
     ev = exp.evidence(t)
     assert ev and all(e.model == "SmolLM2-135M" and e.size == 135_000_000 and e.multiple == 2.0 for e in ev)
+    assert all((e.head_dim, e.train_length, e.length_unit) == (64, 256, "tokens") for e in ev)
     before = csv.read_bytes()
     mtime = os.path.getmtime(csv)
 
@@ -177,9 +178,14 @@ def test_evidence_pairs_scales_by_sequence():
             for c in cols}
     for c in rk.INTS:
         data[c] = np.nan_to_num(data[c], nan=-1).astype(np.int64)
-    t = Table({"train_length": "8192"}, data, "x.csv")
+    t = Table({"train_length": "8192", "head_dim": "64"}, data, "x.csv")
     ev = {(e.rope, e.scale, e.reference, e.metric): e for e in EXPERIMENTS["real_passkey"].evidence(t)}
     assert all(e.multiple == 2.0 and e.seeds == (0, 1, 2) and e.task == "passkey retrieval" for e in ev.values())
+    # the scope advise prints: the model's head dimension, L in tokens, the paired sequences are prompts
+    assert {(e.head_dim, e.train_length, e.length_unit, e.replicates) for e in ev.values()} == {(64, 8192, "tokens",
+                                                                                                 "prompts")}
+    assert {e.replicates for e in EXPERIMENTS["real_copy"].evidence(t)} == {"documents"}
+    assert {e.head_dim for e in EXPERIMENTS["real_passkey"].evidence(Table({"train_length": "8192"}, data, "x"))} == {0}
     e = ev[("yarn", "standard + qwen_logn at test", "standard", "loss")]
     d = np.array([0.4 - 0.5, 1.0 - 2.0, 0.9 - 0.7])
     assert e.difference == pytest.approx(d.mean()) and e.spread == pytest.approx(d.std(ddof=1))
