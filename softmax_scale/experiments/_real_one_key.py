@@ -328,11 +328,12 @@ class RealRun:
 
 
 def _save_reference(path, ref):
+    """The retrieving heads' reference (all that the later cells read: about 130 kB, against 9 MB for every head)."""
     if path is None:
         return
     arrays = {"tag": np.array(ref["tag"]), "heads": np.array(ref["heads"], dtype=np.int64),
-              "measured": np.array(ref["measured"], dtype=np.int64)}
-    for i, h in enumerate(ref["measured"]):
+              "measured": np.array(ref["heads"], dtype=np.int64)}
+    for i, h in enumerate(ref["heads"]):
         for k, v in ref[h].items():
             arrays[f"{i}_{k}"] = np.array(np.nan if v is None else v)
     from .._util.files import atomic_write

@@ -126,7 +126,10 @@ def test_quick_cli_runs_and_a_rerun_computes_nothing(tmp_path, capsys, monkeypat
     text = _run_cli(name, tmp_path, capsys)
     csv = tmp_path / f"{name}_quick.csv"
     assert csv.exists() and (tmp_path / f"{name}_quick.png").exists()
-    assert (tmp_path / f".{name}_quick-reference.npz").exists()
+    kept = tmp_path / f".{name}_quick-reference.npz"
+    assert kept.exists() and kept.stat().st_size < 1 << 20  # the retrieving heads' reference only
+    ref = rk._load_reference(kept, str(np.load(kept)["tag"]))
+    assert ref["measured"] == ref["heads"] and len(ref["heads"]) == rk.HEADS
     assert "measured / predicted" in text
     exp = EXPERIMENTS[name]
     t = exp.read(csv)
@@ -246,3 +249,27 @@ def test_quick_cli_runs_with_the_jax_backend(tmp_path, capsys):
     assert np.array_equal(b.rows["accuracy"][sc], a.rows["accuracy"][sc])
     sh = np.isin(a.rows["kind"], ["share", "head_L", "reference"])
     np.testing.assert_allclose(b.rows["share"][sh], a.rows["share"][sh], rtol=1e-3, atol=1e-6)
+
+
+def test_reference_file_keeps_the_retrieving_heads_and_reads_back(tmp_path):
+    rng = np.random.default_rng(0)
+
+    def head(with_pool=True):
+        x = rng.standard_normal(16) if with_pool else None
+        return {"share": 0.5, "gap": 2.0, "alpha": 1.5, "n": 4096.0, "queries": 16, "alpha_bins": rng.random(4),
+                "gap_bins": rng.random(4), "x": x, "w": None if x is None else np.full(16, 1 / 16)}
+
+    every = [(la, he) for la in range(3) for he in range(2)]
+    ref = {"heads": [(2, 1), (0, 0)], "measured": every, "tag": "abc"}
+    ref.update({h: head(h != (0, 0)) for h in every})
+    path = tmp_path / "ref.npz"
+    rk._save_reference(path, ref)
+    back = rk._load_reference(path, "abc")
+    assert back["heads"] == back["measured"] == [(2, 1), (0, 0)] and (1, 1) not in back
+    for h in back["heads"]:
+        for k in ("share", "gap", "alpha", "n", "queries"):
+            assert back[h][k] == ref[h][k]
+        for k in ("alpha_bins", "gap_bins"):
+            assert np.array_equal(back[h][k], ref[h][k])
+    assert np.array_equal(back[(2, 1)]["x"], ref[(2, 1)]["x"]) and back[(0, 0)]["x"] is None
+    assert rk._load_reference(path, "other tag") is None
