@@ -59,6 +59,9 @@ print(json.dumps(dict(n=n, seconds=dt, flops=linear + attention, gemm=max(r0, r1
                       rss_model_mb=rss0 / 1024)))
 """
 
+#: Forwards of each kernel in a full run, alternating with the other kernel's.
+REPEATS = 2
+
 #: The attention kernels timed (:data:`softmax_scale.models.attention.KERNELS`), with what the rows call them.
 KERNELS = {"numba": "fused numba kernel", "numpy": "numpy passes (the reference)"}
 
@@ -72,9 +75,18 @@ def _forward(n: int, kernel: str) -> dict:
 
 
 def run(quick: bool) -> list[dict]:
-    """Rate and peak memory at 8,192 tokens (2,048 with ``quick``) for each kernel, each in its own interpreter."""
+    """Rate and peak memory at 8,192 tokens (2,048 with ``quick``) for each kernel, each in its own interpreter.
+
+    The kernels alternate (fused, numpy, fused, numpy, ...; :data:`REPEATS` each) and the fastest
+    forward of each is kept, so that a change of the machine's load falls on both sides.
+    """
     n = 2048 if quick else 8192
-    runs = {k: _forward(n, k) for k in KERNELS}
+    runs: dict = {}
+    for _ in range(1 if quick else REPEATS):
+        for k in KERNELS:
+            out = _forward(n, k)
+            if k not in runs or out["seconds"] < runs[k]["seconds"]:
+                runs[k] = out
     rows = []
     for k, out in runs.items():
         rows.append({
@@ -86,10 +98,15 @@ def run(quick: bool) -> list[dict]:
         })
     fused, ref = runs["numba"], runs["numpy"]
     rows.append({
+        "name": f"decoder forward speed, fused kernel / numpy passes, {fused['n']} tokens", "value":
+        ref["seconds"] / fused["seconds"], "unit": "x", "target": ">= 1",
+        "detail": f"best of {1 if quick else REPEATS} alternating forwards each: {fused['seconds']:.1f} s against "
+                  f"{ref['seconds']:.1f} s",
+    })
+    rows.append({
         "name": f"decoder peak memory, one {fused['n']}-token forward, fused kernel", "value": fused["rss_mb"],
         "unit": "MB (ru_maxrss)", "target": f"<= {ref['rss_mb']:.0f}", "ok": bool(fused["rss_mb"] <= ref["rss_mb"]),
         "detail": f"the numpy kernel's peak {ref['rss_mb']:.0f} MB in its own interpreter; "
-                  f"{fused['rss_model_mb']:.0f} MB after loading the model; fused/numpy rate "
-                  f"{fused['fraction'] / ref['fraction']:.2f} (each against its own sgemm)",
+                  f"{fused['rss_model_mb']:.0f} MB after loading the model",
     })
     return rows
