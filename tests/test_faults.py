@@ -260,3 +260,49 @@ def test_xoshiro_matches_the_reference_arithmetic_on_python_ints():
         s[3] = rotl(s[3], 45)
     assert jitted == want
     assert [int(x) for x in st] == s
+
+
+# A module jitted through the package's jit, called with two signatures (two cache entries).
+TWO_SIGNATURES = """
+from softmax_scale._util.jit import jit
+
+
+@jit()
+def first_twice(x):
+    return x[0] * 2
+"""
+CALL_BOTH = """
+import json, numpy as np, twosig
+print(json.dumps(dict(ints=float(twosig.first_twice(np.array([3], dtype=np.int64))),
+                      floats=float(twosig.first_twice(np.array([1.5]))),
+                      hits=len(twosig.first_twice.stats.cache_hits))))
+"""
+
+
+@pytest.mark.slow
+def test_a_cache_index_naming_another_signatures_file_is_a_miss(tmp_path):
+    """Two processes compiling one function's signatures at once can leave its index naming the other
+    signature's data file (numba's numbering races); numba alone then runs that code on these arguments
+    (here 3e-323 for 3 * 2). Through the package's jit the file holds its key: a miss, recompiled."""
+    import pickle
+
+    from numba.core.serialize import dumps
+
+    (tmp_path / "twosig.py").write_text(TWO_SIGNATURES)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(PKG.parent)])
+    first, _ = run_python_json(CALL_BOTH, env)
+    assert (first["ints"], first["floats"], first["hits"]) == (6.0, 3.0, 0)
+    again, _ = run_python_json(CALL_BOTH, env)
+    assert again["hits"] == 2  # both signatures came from the disk cache
+    (index,) = (tmp_path / "__pycache__").glob("twosig.first_twice-*.nbi")
+    with open(index, "rb") as fh:
+        version = pickle.load(fh)
+        stamp, overloads = pickle.loads(fh.read())
+    assert len(overloads) == 2
+    (ka, a), (kb, b) = overloads.items()
+    with open(index, "wb") as fh:
+        pickle.dump(version, fh, protocol=-1)
+        fh.write(dumps((stamp, {ka: b, kb: a})))
+    swapped, _ = run_python_json(CALL_BOTH, env)
+    assert (swapped["ints"], swapped["floats"], swapped["hits"]) == (6.0, 3.0, 0)

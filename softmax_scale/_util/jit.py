@@ -12,6 +12,14 @@ first: if ``NUMBA_CACHE_DIR`` is unset and the package directory is not
 writable, it points numba at a private per-user directory under the system
 temporary directory; if nothing at all is writable, caching is switched off
 (compiled in memory on every start, ``cache=False``).
+
+Processes that compile into one cache at once (two test workers, the workers
+of a sweep) can leave numba's index naming a data file that another process
+then overwrote with another signature's code, which a later load runs on the
+wrong arguments (a segmentation fault; numba issue 10128).  Each data file
+written through :func:`jit` therefore also holds the key it was written for,
+and a load whose file holds another key is a miss: the function is compiled
+again, and the file rewritten.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import stat
 import tempfile
 
 import numba
+from numba.core.caching import IndexDataCacheFile
 
 __all__ = ["jit"]
 
@@ -76,8 +85,34 @@ if not _ensure_cache_dir():  # nowhere to write: compile in memory at every star
     _OPTIONS["cache"] = False
 
 
+#: First item of every data file :class:`_KeyedCacheFile` writes.
+_ENTRY = "softmax_scale cache entry 1"
+
+
+class _KeyedCacheFile(IndexDataCacheFile):
+    """numba's index and data files, each data file holding its key beside the compiled code."""
+
+    def save(self, key, data):
+        super().save(key, (_ENTRY, key, data))
+
+    def load(self, key):
+        got = super().load(key)
+        if isinstance(got, tuple) and len(got) == 3 and got[0] == _ENTRY and got[1] == key:
+            return got[2]
+        return None  # no entry, one written by numba itself, or another key's code
+
+
+def _keyed(dispatcher):
+    """Make ``dispatcher``'s disk cache a :class:`_KeyedCacheFile` (nothing to do without one)."""
+    cache = getattr(dispatcher, "_cache", None)
+    cache_file = getattr(cache, "_cache_file", None)
+    if isinstance(cache_file, IndexDataCacheFile):
+        cache_file.__class__ = _KeyedCacheFile
+    return dispatcher
+
+
 def jit(*, parallel: bool = False, reassociate: bool = False):
-    """Return ``numba.njit`` with the package's options (``parallel`` as given).
+    """Return a decorator: ``numba.njit`` with the package's options (``parallel`` as given) and the keyed cache.
 
     ``reassociate=True`` allows LLVM to reorder floating-point sums (the
     ``reassoc`` fast-math flag, nothing else: no contraction into FMA, no
@@ -89,4 +124,5 @@ def jit(*, parallel: bool = False, reassociate: bool = False):
     options = dict(_OPTIONS)
     if reassociate:
         options["fastmath"] = {"reassoc"}
-    return numba.njit(parallel=parallel, **options)
+    compile_ = numba.njit(parallel=parallel, **options)
+    return lambda fn: _keyed(compile_(fn))
