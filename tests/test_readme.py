@@ -98,8 +98,8 @@ def test_the_docs_have_python_blocks():
     assert len(DOC_PAGES) >= 5
 
 
-#: Pages whose blocks train a model, under ``-m slow``.
-SLOW_PAGES = {"findings/training.md"}
+#: Pages whose blocks train a model or run a real one for many seconds, under ``-m slow``.
+SLOW_PAGES = {"findings/training.md", "own_model.md"}
 
 
 @pytest.mark.parametrize("page", [pytest.param(p, marks=pytest.mark.slow) if str(p.relative_to(DOCS)) in SLOW_PAGES else p

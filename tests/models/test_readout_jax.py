@@ -184,6 +184,7 @@ def _real(smol, n, L, rope, kind, prefix):
     return a, b
 
 
+@pytest.mark.slow
 def test_jax_read_out_equals_numpy_on_smollm2(smol):
     """YaRN frequencies and qwen_logn past a pretend L of 64, continued from a prefix cache (128 tokens)."""
     a, b = _real(smol, 128, 64, "yarn", "qwen_logn", prefix=True)
