@@ -118,8 +118,8 @@ def run_paragraph(command: str, reps: int, seconds: float, versions: str) -> str
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return (f"`{command}` on {os.cpu_count()} CPUs (flags: {cpu_flags()}; load average {load:.1f} at the end), "
             f"{versions}, {time.strftime('%Y-%m-%d %H:%M')}, {seconds:.0f} s in all.\n"
-            f"Ratios are measured within this run, the two sides interleaved, best of {reps} repeats each; "
-            "absolute times are for information only (the machine is shared).")
+            f"Ratios are measured within this run, the two sides interleaved, best of {reps} repeats each where a row does not "
+            "say otherwise; absolute times are for information only (the machine is shared).")
 
 
 def render(title: str, run: str, lines: list[str], notes: list[str]) -> str:
