@@ -2,8 +2,10 @@
 
 Panel (a): the accuracy per sequence length in multiples of ``L`` (lines: a (RoPE, scale) pair,
 colour the scale, line style the RoPE variant); (b) the mean loss on the scored tokens; (c) the
-retrieving heads' share on the source keys, measured (filled) against the share predicted from
-``L`` (open), one point per (cell, head), over the diagonal.
+retrieving heads' share on the source keys, measured against the share predicted from ``L``, one
+point per (sequence, head) of each cell (filled past ``L``, open at or below it), over the diagonal;
+(d) past ``L``, each scale's loss minus ``standard``'s under the same RoPE variant, one dot per
+sequence (the paired difference the evidence reads) and a bar at their mean.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ __all__ = ["real_copy_figure", "real_passkey_figure"]
 _STYLES = {"none": "-", "ntk": "--", "yarn": ":", "pi": "-.", "dynamic_ntk": (0, (3, 1, 1, 1))}
 
 
-def _figure(name, title, metric, table, csv):
+def _figure(name, title, metric, table, csv, whole_range=True):
     from ..experiments import EXPERIMENTS
     from .train import committed_table
 
@@ -25,7 +27,7 @@ def _figure(name, title, metric, table, csv):
     r = t.rows
     L = int(t.header["train_length"])
     sc = (r["kind"] == "score") & (r["task"] != "control")
-    fig, (a, b, c) = new_figure(3, width=13.5, height=4.0)
+    fig, (a, b, c, d) = new_figure(4, width=17.0, height=4.2)
     scales = list(dict.fromkeys(r["scale"][sc]))
     colours = {s: f"C{i}" for i, s in enumerate(scales)}
     pairs = list(dict.fromkeys(zip(r["rope"][sc], r["scale"][sc])))
@@ -45,7 +47,8 @@ def _figure(name, title, metric, table, csv):
         ax.axvline(1.0, color="0.6", lw=0.8)
         ax.set_xlabel("sequence length / L")
         ax.set_ylabel(lab)
-    a.set_ylim(-0.03, 1.03)
+    if whole_range:
+        a.set_ylim(-0.03, 1.03)
     a.legend(fontsize=7)
     sh = (r["kind"] == "share") & np.isfinite(r["share"]) & np.isfinite(r["share_predicted"])
     for rope, scale in pairs:
@@ -58,8 +61,31 @@ def _figure(name, title, metric, table, csv):
     c.set_xlabel("share predicted from L (i.i.d. theory)")
     c.set_ylabel("share measured (retrieving heads)")
     c.set_title("filled: past L; open: at or below L", fontsize=8)
+    _paired(d, r, sc, L, colours)
     fig.suptitle(f"{title} (L = {L})", fontsize=10)
     return fig
+
+
+def _paired(ax, r, sc, L, colours):
+    """Panel (d): per-sequence loss differences against ``standard`` under the same RoPE, past ``L``."""
+    labels = []
+    for n, rope, scale in dict.fromkeys(zip(r["length"][sc], r["rope"][sc], r["scale"][sc])):
+        if n <= L or scale == "standard":
+            continue
+        cell = sc & (r["length"] == n) & (r["rope"] == rope)
+        base = dict(zip(r["prompt"][cell & (r["scale"] == "standard")], r["loss"][cell & (r["scale"] == "standard")]))
+        m = cell & (r["scale"] == scale)
+        diff = np.array([v - base[p] for p, v in zip(r["prompt"][m], r["loss"][m]) if p in base])
+        if diff.size == 0:
+            continue
+        x = len(labels)
+        ax.scatter(np.full(diff.size, x), diff, s=12, color=colours[scale], alpha=0.7)
+        ax.plot([x - 0.3, x + 0.3], [diff.mean()] * 2, color=colours[scale], lw=2)
+        labels.append(f"{scale}\n{rope}, {n / L:g}L")
+    ax.axhline(0.0, color="0.6", lw=0.8)
+    ax.set_xticks(range(len(labels)), labels, fontsize=7, rotation=30, ha="right")
+    ax.set_ylabel("loss minus standard, same RoPE (nats)")
+    ax.set_title("past L, paired by sequence (bar: mean)", fontsize=8)
 
 
 def real_passkey_figure(table=None, csv=None):
@@ -71,7 +97,7 @@ def real_passkey_figure(table=None, csv=None):
 def real_copy_figure(table=None, csv=None):
     """SmolLM2-135M copying text: the second copy's accuracy and loss, the retrieving heads' share."""
     return _figure("real_copy", "SmolLM2-135M: m tokens followed by themselves",
-                   "second copy's tokens by greedy choice", table, csv)
+                   "second copy's tokens by greedy choice", table, csv, whole_range=False)
 
 
 FIGURES = [("real_passkey", real_passkey_figure, {}, {}), ("real_copy", real_copy_figure, {}, {})]
