@@ -121,7 +121,7 @@ def test_the_notebooks_exist_and_opt_in():
     names = {p.stem for p in NOTEBOOKS}
     expected = {"01_second_moments", "02_gradient_maximization", "03_entropy_and_length", "04_contrastive_temperature",
                 "05_real_heads", "06_real_extrapolation", "07_training_with_the_scale",
-                "08_causal_extrapolation", "09_one_key_among_n"}
+                "08_causal_extrapolation", "09_one_key_among_n", "10_real_one_key"}
     assert expected <= names, f"missing notebooks: {sorted(expected - names)}"
     assert expected <= {p.stem for p in OPTED_IN}
 

@@ -12,7 +12,7 @@ FIGS = all_figures()
 
 #: Figures redrawn from a result file that is not committed yet; the quick runs that write them draw them too
 #: (tests/experiments/test_real_one_key.py, slow tier).
-PENDING = {"real_passkey", "real_copy"}
+PENDING = {"real_passkey"}
 
 
 def test_figure_names_are_unique():
