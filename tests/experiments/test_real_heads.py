@@ -138,6 +138,7 @@ def test_bad_input_names_the_parameter(kw, name):
         ss.real_head_table(**{"ns": (32,), "chunks": 1, "predict": False, **kw})
 
 
+@pytest.mark.slow
 def test_cli_heads(capsys, table):
     code = main(["heads", "--n", "32", "--chunks", "1", "--layers", "0", "--json"])
     out, err = capsys.readouterr()

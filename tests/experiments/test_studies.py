@@ -73,6 +73,7 @@ def quick_heads(minilm, tmp_path_factory):
     return out, run_experiment("real_heads", quick=True, out=out, progress=False)
 
 
+@pytest.mark.slow
 def test_the_real_heads_experiment_reads_back_the_table(quick_heads):
     from softmax_scale.experiments.real_heads import real_head_table
 
