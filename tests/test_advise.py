@@ -8,6 +8,7 @@ registered with a result file is picked up without editing advise.
 import dataclasses
 import json
 import math
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -219,6 +220,13 @@ def test_the_scope_names_each_model_once_by_size_with_its_multiples(tmp_path):
     assert [line.split(", ")[0] for line in lines] == ["toy: 3,000 parameters", "toy: 20,000 parameters",
                                                       "toy: 100,000 parameters"]
     assert "(toy_one_key: n/L 3.33L)" in lines[1]
+
+
+def test_a_model_whose_experiments_replicate_over_different_things_says_each():
+    """SmolLM2's copy rows are paired by document and its passkey rows by prompt (committed files)."""
+    a = ss.advise(d=64, train_length=8192, n=16384, task="retrieval")
+    (line,) = [line for line in a.scope if line.startswith("SmolLM2-135M:")]
+    assert re.search(r"tokens \(real_copy: \d+ documents, n/L [^;]+; real_passkey: \d+ prompts, n/L ", line), line
 
 
 @pytest.mark.parametrize(("kwargs", "name"), [

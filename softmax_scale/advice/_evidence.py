@@ -255,18 +255,25 @@ def times(m: float) -> str:
 
 def _model_line(key, es) -> str:
     model, size, unit, head_dim, L, length_unit = key
-    reps = max(len(e.seeds) for e in es)
-    kind = {e.replicates for e in es}.pop()
+
+    def count(group):
+        reps = max(len(e.seeds) for e in group)
+        kind = group[0].replicates
+        return f"{reps} {kind if reps != 1 else kind.removesuffix('s')}"
+
     parts = [f"{size:,} {unit}" if size else unit]
     if head_dim:
         parts.append(f"head dimension {head_dim}")
     if L:
         parts.append(f"L = {L:,} {length_unit}".rstrip())
-    parts.append(f"{reps} {kind if reps != 1 else kind.removesuffix('s')}")
+    one_kind = len({e.replicates for e in es}) == 1  # else each experiment says what its replicates are
+    if one_kind:
+        parts.append(count(es))
     by_exp: dict = {}
     for e in es:
-        by_exp.setdefault(e.experiment, set()).add(e.multiple)
-    where = "; ".join(f"{x}: n/L {', '.join(times(m) for m in sorted(v))}" for x, v in sorted(by_exp.items()))
+        by_exp.setdefault(e.experiment, []).append(e)
+    where = "; ".join(f"{x}: {'' if one_kind else count(g) + ', '}n/L {', '.join(times(m) for m in sorted({e.multiple for e in g}))}"
+                      for x, g in sorted(by_exp.items()))
     return f"{model}: {', '.join(parts)} ({where})."
 
 
