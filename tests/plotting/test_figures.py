@@ -10,9 +10,8 @@ from softmax_scale.plotting import FigureUnavailable, all_figures
 
 FIGS = all_figures()
 
-#: Figures redrawn from a result file that is not committed yet; the quick runs that write them draw them too
-#: (tests/experiments/test_real_one_key.py, slow tier).
-PENDING = {"real_passkey"}
+#: Figures redrawn from a committed result file (``committed_table``), one per experiment that writes one.
+FROM_RESULTS = ["train_mlm", "one_key_copy", "one_key_first", "real_passkey", "real_copy"]
 
 
 def test_figure_names_are_unique():
@@ -21,8 +20,7 @@ def test_figure_names_are_unique():
     assert "alpha_star_vs_n" in names
 
 
-@pytest.mark.parametrize("name, func, full, quick", [f for f in FIGS if f[0] not in PENDING],
-                         ids=[f[0] for f in FIGS if f[0] not in PENDING])
+@pytest.mark.parametrize("name, func, full, quick", FIGS, ids=[f[0] for f in FIGS])
 def test_each_figure_renders_labelled(name, func, full, quick):
     fig = func(**quick)
     assert isinstance(fig, Figure)
@@ -32,12 +30,11 @@ def test_each_figure_renders_labelled(name, func, full, quick):
         assert ax.get_xlabel() or ax.get_ylabel() or not ax.axison, f"{name}: unlabelled axes"
 
 
-@pytest.mark.parametrize("name, func, full, quick", [f for f in FIGS if f[0] in PENDING],
-                         ids=[f[0] for f in FIGS if f[0] in PENDING])
-def test_a_pending_figure_says_its_result_file_is_not_committed(name, func, full, quick):
-    """Once its file is committed this fails: the figure then belongs to the test above."""
-    with pytest.raises(FigureUnavailable, match="not found: it is written by `softmax-scale run"):
-        func(**quick)
+@pytest.mark.parametrize("name", FROM_RESULTS)
+def test_a_figure_whose_result_file_is_missing_says_which_command_writes_it(name, tmp_path):
+    func = dict((f[0], f[1]) for f in FIGS)[name]
+    with pytest.raises(FigureUnavailable, match="absent.csv not found: it is written by `softmax-scale run"):
+        func(csv=tmp_path / "absent.csv")
 
 
 def test_make_figures_writes_pngs_and_table(tmp_path):
