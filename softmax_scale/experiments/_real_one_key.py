@@ -504,6 +504,23 @@ class RealOneKeyExperiment(Experiment):
             "date": datetime.date.today().isoformat(),
         }
 
+    @staticmethod
+    def paired_differences(table, task, n, rope, scale, column, ref_rope, ref_scale=REFERENCE) -> dict:
+        """``scale`` under ``rope`` minus ``ref_scale`` under ``ref_rope``, sequence by sequence, at length ``n``.
+
+        Returns ``{sequence: difference}`` of ``column`` (``"accuracy"`` or ``"loss"``) over the
+        sequences both cells hold with a finite value, in the order of the file.
+        """
+        r = table.rows
+        sc = (r["kind"] == "score") & (r["task"] == task) & (r["length"] == n)
+
+        def cell(rope_, scale_):
+            m = sc & (r["rope"] == rope_) & (r["scale"] == scale_)
+            return {p: v for p, v in zip(r["prompt"][m], r[column][m]) if np.isfinite(v)}
+
+        a, b = cell(rope, scale), cell(ref_rope, ref_scale)
+        return {p: a[p] - b[p] for p in dict.fromkeys(r["prompt"][r["kind"] == "score"]) if p in a and p in b}
+
     def evidence(self, table) -> list:
         """Each (RoPE, scale) past ``L`` against ``standard`` under the same RoPE and under the trained one, paired by sequence.
 
@@ -517,11 +534,6 @@ class RealOneKeyExperiment(Experiment):
         head_dim = int(table.header.get("head_dim", 0))  # 0: not stated (a file written before the line was)
         prompts = {p: i for i, p in enumerate(dict.fromkeys(r["prompt"][sc]))}
         out = []
-
-        def per(task, n, rope, scale, col):
-            m = sc & (r["task"] == task) & (r["length"] == n) & (r["rope"] == rope) & (r["scale"] == scale)
-            return {p: v for p, v in zip(r["prompt"][m], r[col][m]) if np.isfinite(v)}
-
         for task, n, rope, scale in sorted(set(zip(r["task"][sc], r["length"][sc], r["rope"][sc], r["scale"][sc]))):
             if n <= L or task in ("control", "heads"):
                 continue
@@ -530,17 +542,16 @@ class RealOneKeyExperiment(Experiment):
                 refs.append((REFERENCE, TRAINED_ROPE))
             for ref_scale, ref_rope in refs:
                 name = ref_scale if ref_rope == rope else f"{ref_scale}, RoPE {ref_rope}"
-                for metric, col in (("accuracy", "accuracy"), ("loss", "loss")):
-                    a, b = per(task, n, rope, scale, col), per(task, n, ref_rope, ref_scale, col)
-                    both = sorted(set(a) & set(b), key=prompts.get)
-                    if not both:
+                for metric in ("accuracy", "loss"):
+                    diff = self.paired_differences(table, task, n, rope, scale, metric, ref_rope, ref_scale)
+                    if not diff:
                         continue
-                    d = np.array([a[p] - b[p] for p in both])
+                    d = np.array(list(diff.values()))
                     label = scale if scale == REFERENCE else at_test_label(REFERENCE, scale)
                     out.append(Evidence(self.name, MODEL, PARAMETERS, "parameters", rope, self.evidence_task,
                                         float(n) / L, label, name, metric, float(d.mean()),
                                         float(d.std(ddof=1)) if d.size > 1 else float("nan"),
-                                        tuple(prompts[p] for p in both), head_dim, L, "tokens", self.replicates))
+                                        tuple(prompts[p] for p in diff), head_dim, L, "tokens", self.replicates))
         return out
 
     #: :attr:`Evidence.task` of the rows.

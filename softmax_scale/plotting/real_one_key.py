@@ -61,21 +61,19 @@ def _figure(name, title, metric, table, csv, whole_range=True):
     c.set_xlabel("share predicted from L (i.i.d. theory)")
     c.set_ylabel("share measured (retrieving heads)")
     c.set_title("filled: past L; open: at or below L", fontsize=8)
-    _paired(d, r, sc, L, colours)
+    _paired(d, EXPERIMENTS[name], t, sc, L, colours)
     fig.suptitle(f"{title} (L = {L})", fontsize=10)
     return fig
 
 
-def _paired(ax, r, sc, L, colours):
+def _paired(ax, experiment, t, sc, L, colours):
     """Panel (d): per-sequence loss differences against ``standard`` under the same RoPE, past ``L``."""
+    r = t.rows
     labels = []
-    for n, rope, scale in dict.fromkeys(zip(r["length"][sc], r["rope"][sc], r["scale"][sc])):
+    for task, n, rope, scale in dict.fromkeys(zip(r["task"][sc], r["length"][sc], r["rope"][sc], r["scale"][sc])):
         if n <= L or scale == "standard":
             continue
-        cell = sc & (r["length"] == n) & (r["rope"] == rope)
-        base = dict(zip(r["prompt"][cell & (r["scale"] == "standard")], r["loss"][cell & (r["scale"] == "standard")]))
-        m = cell & (r["scale"] == scale)
-        diff = np.array([v - base[p] for p, v in zip(r["prompt"][m], r["loss"][m]) if p in base])
+        diff = np.array(list(experiment.paired_differences(t, task, n, rope, scale, "loss", rope).values()))
         if diff.size == 0:
             continue
         x = len(labels)
