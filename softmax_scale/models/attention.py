@@ -3,20 +3,22 @@
 Memory grows like ``query_block x n`` per key/value group at most, never ``n x n`` per head.
 Two implementations of one function, :func:`attention`:
 
-- ``kernel="numba"`` (:func:`_attention_fused`): per query block and key/value
-  group, the keys in tiles of :data:`KEY_BLOCK`; per tile the query-key product (BLAS), then one
-  numba kernel (:func:`_tile`) that passes over each score row -- mask, maximum, shift and
-  exponential in one loop (:func:`_shift_exp32`, a float32 exponential that LLVM vectorises in 8 lanes,
-  within 1 ulp), the normaliser in float64 and, with statistics, the moments for ``sigma`` and the
-  entropy sums, rescaling what the earlier tiles left when the maximum moves -- then the
-  probability-value product (BLAS) into the running output.  A tile
-  stays in cache between the three steps.  The rows of a tile are split over threads
-  (:func:`_split`; the kernel releases the GIL), each row on one thread, so the numbers do not
-  depend on the thread count.
+- ``kernel="numba"`` (:func:`_attention_fused`): units of one query block and key/value group,
+  each with the keys in tiles of :data:`KEY_BLOCK`; per tile the query-key product (BLAS), then one
+  numba kernel (:func:`_tile`) that passes over each score row -- the masked row's maximum
+  (:func:`_row_max`, a vector reduction), then shift and exponential in one loop
+  (:func:`_shift_exp32`, a float32 exponential that LLVM vectorises in 8 lanes, within 1 ulp), the
+  normaliser in float64 and, with statistics, the moments for ``sigma`` and the entropy sums,
+  rescaling what the earlier tiles left when the maximum moves -- then the probability-value
+  product (BLAS) into the running output.  A tile stays in cache between the three steps.  The
+  units run on threads (:func:`_pool`), each unit on one thread, with BLAS set to one thread
+  meanwhile (where the BLAS is OpenBLAS 0.3.27 or later, :func:`_blas_on_one_thread`), so the
+  numbers do not depend on the thread count.
 - ``kernel="numpy"`` (the default, :func:`_attention_numpy`): whole score rows, the elementwise
   steps as numpy passes on row slabs in threads; what the committed results were computed with,
-  and the reference the fused kernel is tested against.  The fused kernel is not clearly faster
-  (``benchmarks/results_decoder.md`` measures both in one run), so it is not the default.
+  and the reference the fused kernel is tested against.  The fused kernel is faster
+  (``benchmarks/results_decoder.md`` measures both in one run) but not the default: its numbers
+  differ from the committed results' in the last float32 bits, and a resumed experiment must not mix the two.
 
 The two agree to float32 rounding (the exponentials differ by an ulp or two, the sums are
 accumulated in another order and precision), not bit for bit.
@@ -24,7 +26,11 @@ accumulated in another order and precision), not bit for bit.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import functools
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -44,7 +50,7 @@ _MASK = np.float32(-1e30)  # finite "minus infinity": exp gives 0 and 0 * _MASK 
 
 #: Threads for the elementwise attention steps (numba's kernels and numpy release the GIL).
 _WORKERS = max(1, min(4, os.cpu_count() or 1))
-_POOL = None
+_POOL = (0, None)  # (its size, the executor)
 
 #: The implementations of :func:`attention`, the default first.
 KERNELS = ("numba", "numpy")
@@ -53,10 +59,11 @@ KEY_BLOCK = 1024
 
 
 def _pool():
+    """The attention threads, :data:`_WORKERS` of them."""
     global _POOL
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=_WORKERS)
-    return _POOL
+    if _POOL[0] != _WORKERS:
+        _POOL = (_WORKERS, ThreadPoolExecutor(max_workers=_WORKERS))
+    return _POOL[1]
 
 
 def attention(q, k, v, q_pos0, *, query_block, stats, far=None, kernel="numpy"):
@@ -108,53 +115,119 @@ def _outputs(q, k, stats):
 
 
 def _attention_fused(q, k, v, q_pos0, *, query_block, stats, far=None, key_block=KEY_BLOCK):
-    """:func:`attention` with the keys in tiles and one numba pass per tile (``kernel="numba"``)."""
+    """:func:`attention` with the keys in tiles and one numba pass per tile (``kernel="numba"``).
+
+    The work is cut into units, one per query block and key/value group, that share nothing but
+    their inputs and write disjoint parts of the outputs; the threads of :func:`_pool` take them,
+    longest first, each with its own buffers (:func:`_buffers`) and BLAS on one thread
+    (:func:`_blas_on_one_thread`), so a unit's numbers are the same on any thread and for any count.
+    """
     H, m, d, G, n, rep, out, ent, sig, snk = _outputs(q, k, stats)
-    rmax = rep * min(query_block, m)
     width = min(key_block, n)
-    s_buf = np.empty(rmax * width, dtype=np.float32)
-    p_buf = np.empty(rmax * width, dtype=np.float32)
-    o_buf = np.empty((rmax, d), dtype=np.float32)
-    pv_buf = np.empty((rmax, d), dtype=np.float32)
-    mx_buf = np.empty(rmax, dtype=np.float32)
-    for b0 in range(0, m, query_block):
+
+    def unit(b0, g):
         b1 = min(m, b0 + query_block)
         B = b1 - b0
         R = rep * B
         first, last = q_pos0 + b0, q_pos0 + b1
         qi = np.arange(first, last)
-        o, pv, mx = o_buf[:R], pv_buf[:R], mx_buf[:R]
+        s_buf, p_buf, o, pv, mx = _buffers(rep * min(query_block, m), width, d)
+        o, pv, mx = o[:R], pv[:R], mx[:R]
         acc = np.empty((8, R))  # z, t, s1, s2, ref, p0, and the scratch dm, alpha of _tile
-        for g in range(G):
-            qg = q[g * rep:(g + 1) * rep, b0:b1].reshape(R, d)
-            o[...] = 0.0
-            for key0 in range(0, last, width):
-                w = min(width, last - key0)
-                s = s_buf[:R * w].reshape(R, w)
-                p = p_buf[:R * w].reshape(R, w)
-                np.matmul(qg, k[g, key0:key0 + w].T, out=s)
-                if far is not None and key0 < last - far[2]:  # keys below last - window are far from some query
-                    cut = min(w, last - far[2] - key0)
-                    s_far = far[0][g * rep:(g + 1) * rep, b0:b1].reshape(R, d) @ far[1][g, key0:key0 + cut].T
-                    near = rerope_near(np.tile(qi, rep), np.arange(key0, key0 + cut), far[2])
-                    np.copyto(s[:, :cut], s_far, where=~near)
-                args = (s, p, o, key0, first, B, mx, acc, stats)
-                _split(lambda r0, r1, a=args: _tile(*a, r0, r1), R)
-                np.matmul(p, v[g, key0:key0 + w], out=pv)
-                o += pv
-            z = acc[0]
-            res = (o / z[:, None]).astype(np.float32).reshape(rep, B, d)
-            for r in range(rep):
-                h = g * rep + r
-                out[b0:b1, h * d:(h + 1) * d] = res[r]
-            if stats:
-                hs = slice(g * rep, (g + 1) * rep)
-                cnt = np.tile(qi + 1.0, rep)
-                mean = acc[2] / cnt
-                ent[hs, b0:b1] = (np.log(z) - acc[1] / z).reshape(rep, B)
-                sig[hs, b0:b1] = np.sqrt(np.maximum(acc[3] / cnt - mean * mean, 0.0)).reshape(rep, B)
-                snk[hs, b0:b1] = (acc[5] / z).reshape(rep, B)
+        qg = q[g * rep:(g + 1) * rep, b0:b1].reshape(R, d)
+        o[...] = 0.0
+        for key0 in range(0, last, width):
+            w = min(width, last - key0)
+            s = s_buf[:R * w].reshape(R, w)
+            p = p_buf[:R * w].reshape(R, w)
+            np.matmul(qg, k[g, key0:key0 + w].T, out=s)
+            if far is not None and key0 < last - far[2]:  # keys below last - window are far from some query
+                cut = min(w, last - far[2] - key0)
+                s_far = far[0][g * rep:(g + 1) * rep, b0:b1].reshape(R, d) @ far[1][g, key0:key0 + cut].T
+                near = rerope_near(np.tile(qi, rep), np.arange(key0, key0 + cut), far[2])
+                np.copyto(s[:, :cut], s_far, where=~near)
+            _tile(s, p, o, key0, first, B, mx, acc, stats)
+            np.matmul(p, v[g, key0:key0 + w], out=pv)
+            o += pv
+        z = acc[0]
+        res = (o / z[:, None]).astype(np.float32).reshape(rep, B, d)
+        for r in range(rep):
+            h = g * rep + r
+            out[b0:b1, h * d:(h + 1) * d] = res[r]
+        if stats:
+            hs = slice(g * rep, (g + 1) * rep)
+            cnt = np.tile(qi + 1.0, rep)
+            mean = acc[2] / cnt
+            ent[hs, b0:b1] = (np.log(z) - acc[1] / z).reshape(rep, B)
+            sig[hs, b0:b1] = np.sqrt(np.maximum(acc[3] / cnt - mean * mean, 0.0)).reshape(rep, B)
+            snk[hs, b0:b1] = (acc[5] / z).reshape(rep, B)
+
+    units = sorted(((b0, g) for b0 in range(0, m, query_block) for g in range(G)), key=lambda u: (-u[0], u[1]))
+    with _blas_on_one_thread():
+        for _ in _pool().map(lambda u: unit(*u), units):  # re-raises a unit's error here
+            pass
     return out, ((ent, sig, snk) if stats else None)
+
+
+_LOCAL = threading.local()
+
+
+def _buffers(rows, width, d):
+    """This thread's work arrays for units of up to ``rows`` rows and ``width`` keys of dimension ``d``.
+
+    ``(scores [rows*width], probabilities [rows*width], output [rows, d], product [rows, d], maximum [rows])``,
+    float32, kept for the next unit of the same shape: fresh megabytes cost a page fault per 4 kB
+    on first touch, about as much as a tile's pass.
+    """
+    key = (rows, width, d)
+    if getattr(_LOCAL, "key", None) != key:
+        f = np.float32
+        _LOCAL.bufs = (np.empty(rows * width, f), np.empty(rows * width, f), np.empty((rows, d), f),
+                       np.empty((rows, d), f), np.empty(rows, f))
+        _LOCAL.key = key
+    return _LOCAL.bufs
+
+
+@functools.cache
+def _blas_thread_setters():
+    """OpenBLAS's ``openblas_set_num_threads_local`` (0.3.27 and later) in each OpenBLAS loaded, as a tuple.
+
+    Found by path in ``/proc/self/maps`` (numpy's wheels bundle OpenBLAS under a private name);
+    empty where there is none (another BLAS, an older OpenBLAS, not Linux).  Despite its name the
+    setting is the process's (a product on another thread afterwards runs on one thread too); the
+    function returns the count it replaces.
+    """
+    try:
+        with open("/proc/self/maps") as f:
+            paths = sorted({line.split(None, 5)[5].strip() for line in f
+                            if line.count(" ") >= 5 and "openblas" in os.path.basename(line.rstrip()).lower()})
+    except OSError:
+        return ()
+    setters = []
+    for path in paths:
+        try:
+            fn = ctypes.CDLL(path).openblas_set_num_threads_local
+        except (OSError, AttributeError):
+            continue
+        fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
+        setters.append(fn)
+    return tuple(setters)
+
+
+@contextlib.contextmanager
+def _blas_on_one_thread():
+    """BLAS on one thread while the fused kernel's units run, each product on the thread that calls it.
+
+    With BLAS's own threads beside the pool's, the two sets compete for the cores and BLAS's
+    spin waiting between calls; the count is put back afterwards.  Other threads of the process
+    calling BLAS meanwhile get one thread too.
+    """
+    previous = [fn(1) for fn in _blas_thread_setters()]
+    try:
+        yield
+    finally:
+        for fn, count in zip(_blas_thread_setters(), previous):
+            fn(count)
 
 
 if numba.config.DISABLE_JIT:
@@ -164,6 +237,9 @@ if numba.config.DISABLE_JIT:
 
     def _f32_bits(f):
         return np.float32(f).view(np.int32)
+
+    def _fmax32(a, b):
+        return np.float32(np.fmax(a, b))
 
 else:
 
@@ -184,6 +260,17 @@ else:
             return builder.bitcast(args[0], ir.IntType(32))
 
         return types.int32(types.float32), codegen
+
+    @intrinsic
+    def _fmax32(typingctx, a, b):
+        """``fmax`` of two float32 (LLVM ``maxnum``: a NaN operand gives the other; vectorisable as a reduction)."""
+
+        def codegen(context, builder, signature, args):
+            f = ir.FloatType()
+            fn = builder.module.declare_intrinsic("llvm.maxnum", [f], ir.FunctionType(f, [f, f]))
+            return builder.call(fn, args)
+
+        return types.float32(types.float32, types.float32), codegen
 
 
 _F = np.float32
@@ -218,6 +305,20 @@ def _shift_exp32(row, hi, m, out):
         out[j] = e if y >= _EXP32_MIN else _F(0.0)
 
 
+@jit()
+def _row_max(row, hi):
+    """``max row[j]`` over ``j < hi`` (``hi >= 1``), NaNs ignored like ``np.nanmax``; vectorised by LLVM.
+
+    Through ``maxnum`` (:func:`_fmax32`), which LLVM turns into a vector reduction (a comparison or
+    Python's ``max`` is not vectorised); exact in any order, so the result does not depend on the
+    vector width.
+    """
+    m = row[0]
+    for j in range(1, hi):
+        m = _fmax32(m, row[j])
+    return m
+
+
 @jit(reassociate=True)
 def _tile_sum(p, hi):
     """``sum p`` over ``j < hi`` in float64 (reassociated: vectorised)."""
@@ -246,8 +347,8 @@ def _tile_sums(y, p, hi, c):
 
 
 @jit()
-def _tile(s, p, o, key0, first, B, mx, acc, stats, r0, r1):
-    """One tile of keys ``key0 .. key0 + w - 1`` for rows ``r0 .. r1-1`` of a query block's ``R = rep B``, in place.
+def _tile(s, p, o, key0, first, B, mx, acc, stats):
+    """One tile of keys ``key0 .. key0 + w - 1`` for the ``R = rep B`` rows of a query block and group, in place.
 
     Row ``r`` is query ``first + r % B``; it sees the tile's keys ``j < hi``.  ``s`` [R, w]: the
     scores in, shifted by the row's running maximum ``mx`` out; ``p`` [R, w] out: ``exp`` of those
@@ -259,15 +360,13 @@ def _tile(s, p, o, key0, first, B, mx, acc, stats, r0, r1):
     """
     R, w = s.shape
     d = o.shape[1]
-    for r in range(r0, r1):
+    for r in range(R):
         hi = min(w, first + r % B - key0 + 1)
         if hi <= 0:
             p[r, :] = 0.0
             continue
         row = s[r]
-        m = row[0]
-        for j in range(1, hi):
-            m = max(m, row[j])
+        m = _row_max(row, hi)
         if key0 == 0:
             mx[r] = m
             acc[4, r] = m

@@ -96,9 +96,36 @@ def rope_tables(inv_freq, positions):  # [d/2], [n] -> [n, d/2] x 2
     return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
 
 
-def silu(x):
-    """SiLU, ``x sigmoid(x)``, in float32."""
-    return x / (np.float32(1.0) + np.exp(-x))
+def silu(x, *, out=None, scratch=None):
+    """SiLU, ``x sigmoid(x) = x / (1 + exp(-x))``, in float32 (``exp(-x)`` overflowing to infinity gives ``-0``, no warning).
+
+    ``out`` (may be ``x``) and ``scratch``: float32 arrays of ``x``'s shape to work in, fresh where ``None``.
+    """
+    t = np.negative(x, out=scratch)
+    with np.errstate(over="ignore"):
+        np.exp(t, out=t)
+    np.add(np.float32(1.0), t, out=t)
+    return np.divide(x, t, out=out)
+
+
+def feed_forward(h, gate, up, down, work=None):  # [m, D], [F, D], [F, D], [D, F] -> [m, D]
+    """The gated feed-forward network ``(silu(h gate^T) * (h up^T)) down^T`` in float32.
+
+    ``work``: a dict that keeps the three ``[m, F]`` intermediates between calls (one forward's
+    layers), so each layer writes into memory already faulted in instead of fresh pages.
+    """
+    m, F = h.shape[0], gate.shape[0]
+    if work is None:
+        work = {}
+    if work.get("ffn_shape") != (m, F):
+        work["ffn"] = tuple(np.empty((m, F), dtype=np.float32) for _ in range(3))
+        work["ffn_shape"] = (m, F)
+    g, u, t = work["ffn"]
+    np.matmul(h, gate.T, out=g)
+    np.matmul(h, up.T, out=u)
+    silu(g, out=g, scratch=t)
+    np.multiply(g, u, out=g)
+    return g @ down.T
 
 
 @dataclass(frozen=True)
@@ -194,7 +221,7 @@ def layer_weights(weights: dict, layer: int) -> dict:
 
 def block(x, attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down, *,  # [m, D] -> [m, D]
           config, cos, sin, qscale, past=None, query_block=256, stats=True, rerope=None,
-          kernel="numpy"):
+          kernel="numpy", work=None):
     """One LLaMA layer over ``m`` new positions, after ``past = (keys, values)`` of the earlier ones.
 
     ``cos, sin`` ``[m, d/2]`` are the RoPE tables of the new positions, ``qscale`` ``[1, m, 1]``
@@ -202,6 +229,7 @@ def block(x, attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate,
     with the implementation ``kernel`` (:data:`softmax_scale.models.attention.KERNELS`).
     ``rerope = (window, cos_w, sin_w)`` (``[1, d/2]`` tables of the angle at ``window``): Su's
     ReRoPE, keys beyond the window seen at relative position ``window`` (a whole pass, no ``past``).
+    ``work``: scratch kept between the layers of one pass (:func:`feed_forward`).
     Returns the new ``x`` and a :class:`LayerOut`.
     """
     c = config
@@ -225,7 +253,7 @@ def block(x, attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate,
     a, st = attention(q, k, v, start, query_block=query_block, stats=stats, far=far, kernel=kernel)
     x = x + a @ attn_output.T
     h = rms_norm(x, ffn_norm, c.rms_eps)
-    x = x + (silu(h @ ffn_gate.T) * (h @ ffn_up.T)) @ ffn_down.T
+    x = x + feed_forward(h, ffn_gate, ffn_up, ffn_down, work)
     return x, LayerOut(q, k, v, st if stats else ())
 
 
@@ -375,11 +403,12 @@ class LlamaDecoder:
         if progress:
             layers = progress_bar(layers, desc=f"layers ({m} tokens)", leave=False)
         outs = []
+        work = {}
         for layer in layers:
             past = (cache.keys[layer], cache.values[layer]) if start else None
             qscale = qs[None] if qs.ndim == 2 else qs[layer]
             x, out = block(x, **layer_weights(w, layer), config=c, cos=cos, sin=sin, qscale=qscale, past=past,
-                           query_block=query_block, stats=stats, rerope=far, kernel=kernel)
+                           query_block=query_block, stats=stats, rerope=far, kernel=kernel, work=work)
             outs.append(out if keep is None else out._replace(q=out.q[:, np.asarray(keep) - start]))
         return _Pass(rms_norm(x, w["output_norm.weight"], c.rms_eps), outs)
 
@@ -389,11 +418,14 @@ class LlamaDecoder:
         nll = np.full(m, np.nan)
         out_w = self.weights["output.weight"]
         tgt = ids[start + 1:n + 1]
+        rows_max = min(m, 512)
+        lg_buf, ex_buf = (np.empty((rows_max, out_w.shape[0]), dtype=np.float32) for _ in range(2))  # reused by every chunk
         for r0 in range(0, m, 512):
             r1 = min(m, r0 + 512)
-            lg = x[r0:r1] @ out_w.T  # [rows, V]
+            lg = np.matmul(x[r0:r1], out_w.T, out=lg_buf[:r1 - r0])  # [rows, V]
             mx = lg.max(axis=1, keepdims=True)
-            lse = np.log(np.exp(lg - mx).sum(axis=1, dtype=np.float64)) + mx[:, 0]
+            ex = np.exp(np.subtract(lg, mx, out=ex_buf[:r1 - r0]), out=ex_buf[:r1 - r0])
+            lse = np.log(ex.sum(axis=1, dtype=np.float64)) + mx[:, 0]
             rows = np.arange(r0, min(r1, len(tgt)))
             if rows.size:
                 nll[rows] = lse[rows - r0] - lg[rows - r0, tgt[rows]]

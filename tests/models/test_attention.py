@@ -158,3 +158,42 @@ def test_float32_exponential_shifts_and_flushes_below_its_range():
     np.testing.assert_array_equal(row, np.array([0.0, -1.0, -93.0, 1e30 - 3.0, 7.0], dtype=np.float32))
     assert out[0] == 1.0 and abs(out[1] - np.exp(-1.0)) <= np.spacing(np.float32(np.exp(-1.0)))
     assert out[2] == 0.0 and out[4] == -1.0
+
+
+@pytest.mark.parametrize("hi", [1, 2, 15, 16, 17, 63, 64, 1000, 1024])
+def test_row_maximum_is_numpys_over_the_first_hi_entries(hi):
+    """The tile's row maximum against ``np.max`` of the masked prefix, wherever the largest entry sits."""
+    rng = np.random.default_rng(hi)
+    for where in (0, hi // 2, hi - 1):
+        row = rng.standard_normal(1024).astype(np.float32)
+        row[hi:] = 1e30  # past hi: the keys this row does not see
+        row[where] = 5.0 + rng.random()
+        got = att._row_max(row, hi)
+        assert got == row[:hi].max() and got == row[where]
+    row = np.full(1024, att._MASK)
+    assert att._row_max(row, hi) == att._MASK
+
+
+def test_row_maximum_ignores_nans_like_nanmax():
+    row = np.array([np.nan, -3.0, 2.0, np.nan, 1.0], dtype=np.float32)
+    assert att._row_max(row, 5) == np.nanmax(row) == 2.0
+    assert att._row_max(row, 2) == -3.0
+
+
+def test_blas_runs_on_one_thread_in_the_fused_kernel_and_gets_its_count_back():
+    """Every OpenBLAS numpy loaded is found (Linux, numpy's wheels), set to one thread inside, restored after."""
+    setters = att._blas_thread_setters()
+    assert setters, "no OpenBLAS found in /proc/self/maps: numpy's BLAS is not OpenBLAS 0.3.27 or later"
+    before = [fn(3) for fn in setters]  # a known count to get back
+    try:
+        with att._blas_on_one_thread():
+            inside = [fn(1) for fn in setters]
+        after = [fn(3) for fn in setters]
+        assert inside == [1] * len(setters) and after == [3] * len(setters)
+        with pytest.raises(RuntimeError):
+            with att._blas_on_one_thread():
+                raise RuntimeError("a unit failed")
+        assert [fn(3) for fn in setters] == [3] * len(setters)
+    finally:
+        for fn, count in zip(setters, before):
+            fn(count)

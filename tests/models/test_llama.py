@@ -15,9 +15,11 @@ Three kinds of check:
 """
 
 import math
+import warnings
 
 import numpy as np
 import pytest
+import scipy.special
 
 from softmax_scale import models
 from softmax_scale.experiments import _iid_prediction as iid_prediction
@@ -612,3 +614,39 @@ def test_per_head_factors(tiny):
     np.testing.assert_allclose(rest.nll, whole.nll, rtol=2e-5, atol=1e-5)
     with pytest.raises(ValueError, match="`factors` must have shape"):
         tiny.positions(ids, factors=per[:, :1], query_block=8)
+
+
+def test_silu_against_float64_in_place_and_without_warnings():
+    """SiLU against ``x expit(x)`` in float64 (scipy); in place the same bits; no overflow warning far below 0."""
+    x = np.concatenate([np.linspace(-120.0, 120.0, 4001), [-1e30, 1e30, 0.0]]).astype(np.float32)
+    ref = x.astype(np.float64) * scipy.special.expit(x.astype(np.float64))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = llama.silu(x)
+        inplace = x.copy()
+        out = llama.silu(inplace, out=inplace, scratch=np.empty_like(x))
+    assert out is inplace and np.array_equal(got, inplace)
+    np.testing.assert_allclose(got, ref, rtol=3e-7, atol=1e-36)  # below float32's normal range: 0 or subnormal
+    assert got[x < -100].max() <= 0.0
+
+
+def test_feed_forward_with_scratch_is_the_same_bits_and_reshapes_it():
+    """The feed-forward network with a kept ``work`` dict: the bits of a fresh call, the buffers reused, and
+    against float64 from the definition."""
+    rng = np.random.default_rng(5)
+    D, F = 24, 40
+    gate, up = (rng.standard_normal((F, D), dtype=np.float32) / 5 for _ in range(2))
+    down = rng.standard_normal((D, F), dtype=np.float32) / 6
+    work = {}
+    for m in (7, 7, 3):
+        h = rng.standard_normal((m, D), dtype=np.float32) * 3
+        got = llama.feed_forward(h, gate, up, down, work)
+        assert np.array_equal(got, llama.feed_forward(h, gate, up, down))
+        assert work["ffn"][0].shape == (m, F)
+        h64 = h.astype(np.float64)
+        g = h64 @ gate.T.astype(np.float64)
+        ref = (g / (1 + np.exp(-g)) * (h64 @ up.T.astype(np.float64))) @ down.T.astype(np.float64)
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+    kept = work["ffn"][0]
+    llama.feed_forward(h, gate, up, down, work)
+    assert work["ffn"][0] is kept
