@@ -214,20 +214,30 @@ def _blas_thread_setters():
     return tuple(setters)
 
 
+_BLAS_LOCK = threading.Lock()
+_BLAS_HELD = [0, []]  # fused calls running now, and the counts the first of them replaced
+
+
 @contextlib.contextmanager
 def _blas_on_one_thread():
     """BLAS on one thread while the fused kernel's units run, each product on the thread that calls it.
 
     With BLAS's own threads beside the pool's, the two sets compete for the cores and BLAS's
-    spin waiting between calls; the count is put back afterwards.  Other threads of the process
-    calling BLAS meanwhile get one thread too.
+    spin waiting between calls.  The first of overlapping calls sets the count, the last puts the
+    old one back; other threads of the process calling BLAS meanwhile get one thread too.
     """
-    previous = [fn(1) for fn in _blas_thread_setters()]
+    with _BLAS_LOCK:
+        if _BLAS_HELD[0] == 0:
+            _BLAS_HELD[1] = [fn(1) for fn in _blas_thread_setters()]
+        _BLAS_HELD[0] += 1
     try:
         yield
     finally:
-        for fn, count in zip(_blas_thread_setters(), previous):
-            fn(count)
+        with _BLAS_LOCK:
+            _BLAS_HELD[0] -= 1
+            if _BLAS_HELD[0] == 0:
+                for fn, count in zip(_blas_thread_setters(), _BLAS_HELD[1]):
+                    fn(count)
 
 
 if numba.config.DISABLE_JIT:

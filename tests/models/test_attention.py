@@ -6,6 +6,8 @@ exponential and float64 sums; the numpy kernel whole rows, ``np.exp`` and float3
 So they agree to float32 rounding, the tolerance stated below, and never bit for bit.
 """
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 
@@ -194,6 +196,25 @@ def test_blas_runs_on_one_thread_in_the_fused_kernel_and_gets_its_count_back():
             with att._blas_on_one_thread():
                 raise RuntimeError("a unit failed")
         assert [fn(3) for fn in setters] == [3] * len(setters)
+        outer = att._blas_on_one_thread()  # overlapping calls (two threads): the last to leave restores
+        inner = att._blas_on_one_thread()
+        outer.__enter__()
+        inner.__enter__()
+        outer.__exit__(None, None, None)
+        assert [fn(1) for fn in setters] == [1] * len(setters)
+        inner.__exit__(None, None, None)
+        assert [fn(3) for fn in setters] == [3] * len(setters)
     finally:
         for fn, count in zip(setters, before):
             fn(count)
+
+
+def test_fused_calls_from_two_threads_at_once_give_the_same_bits():
+    """Two callers share the pool and the BLAS setting: each gets what it gets alone, and BLAS its count back."""
+    inputs = [_inputs(m=200, seed=s) for s in (4, 5)]
+    alone = [att._attention_fused(*x, 0, query_block=64, stats=True, key_block=64) for x in inputs]
+    with ThreadPoolExecutor(2) as ex:
+        both = list(ex.map(lambda x: att._attention_fused(*x, 0, query_block=64, stats=True, key_block=64), inputs))
+    for got, ref in zip(both, alone):
+        assert np.array_equal(got[0], ref[0]) and all(np.array_equal(a, b) for a, b in zip(got[1], ref[1]))
+    assert att._BLAS_HELD[0] == 0
