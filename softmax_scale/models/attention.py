@@ -173,7 +173,7 @@ _LOCAL = threading.local()
 
 
 def _buffers(rows, width, d):
-    """This thread's work arrays for units of up to ``rows`` rows and ``width`` keys of dimension ``d``.
+    """Work arrays of the calling thread for units of up to ``rows`` rows and ``width`` keys of dimension ``d``.
 
     ``(scores [rows*width], probabilities [rows*width], output [rows, d], product [rows, d], maximum [rows])``,
     float32, kept for the next unit of the same shape: fresh megabytes cost a page fault per 4 kB
