@@ -167,9 +167,9 @@ class RealPasskeyExperiment(rk.RealOneKeyExperiment):
         out = [("heads", L, "selection", rk.TRAINED_ROPE, rk.REFERENCE)]
         ropes = list(dict.fromkeys(r for r, _ in config.cells))
 
-        def block(n, keys):  # prompt by prompt, so that a run stopped part-way holds every cell of its prompts
-            for p in prompts[:keys * len(config.depths)]:
-                for rope in ropes:
+        def block(n, keys):  # RoPE by RoPE, then prompt by prompt: a run stopped part-way holds the first RoPE's pairs
+            for rope in ropes:
+                for p in prompts[:keys * len(config.depths)]:
                     out.extend(("passkey", n, p, rope, s) for r, s in config.cells if r == rope)
 
         block(*past[0])

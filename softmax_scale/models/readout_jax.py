@@ -3,8 +3,9 @@
 The same pass as :class:`~softmax_scale.models.llama.LlamaDecoder`'s numpy one, written again over
 ``jax.numpy`` and compiled once per shape: the layers are one ``lax.scan`` over the weights stacked
 per layer (moved to the device once per decoder, :func:`device_weights`), attention runs in blocks
-of ``query_block`` queries (``lax.map``), so its largest temporary is ``heads x query_block x n``
-floats, and the greedy token and loss are taken in blocks of rows of the vocabulary product.
+of ``query_block`` queries (``lax.map``) in :data:`CAUSAL_CHUNKS` runs, each over the keys its
+last query sees, so its largest temporary is ``heads x query_block x n`` floats, and the greedy
+token and loss are taken in blocks of rows of the vocabulary product.
 Activations are float32 and every matrix product runs at float32 precision
 (``Precision.HIGHEST``: no TF32 on a GPU); the RoPE tables (angles in float64) and each query's
 scale are computed on the host as the numpy pass computes them.  The two agree to float32
@@ -29,6 +30,9 @@ __all__ = ["device_weights", "forward_jax"]
 LAYER = ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down")
 #: Rows of the vocabulary product per block.
 HEAD_ROWS = 512
+#: Runs of query blocks with a key length of their own (the keys the run's last query sees), so
+#: that a causal pass skips most of the masked keys.
+CAUSAL_CHUNKS = 16
 
 _DEVICE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _COMPILED: dict = {}
@@ -80,17 +84,23 @@ def _functions():
         rep = H // G
         nb = -(-m // block)
         qb = jnp.pad(q, ((0, 0), (0, nb * block - m), (0, 0))).reshape(G, rep, nb, block, d).transpose(2, 0, 1, 3, 4)
-        keys = jnp.arange(n)
 
-        def one(args):  # one block of queries: [G, rep, B, d] -> [G, rep, B, d]
-            qq, b = args
-            s = jnp.einsum("grbd,gnd->grbn", qq, k, precision=hi)
-            at = start + b * block + jnp.arange(block)
-            s = jnp.where(keys[None, :] <= at[:, None], s, -jnp.inf)
-            e = jnp.exp(s - s.max(axis=-1, keepdims=True))
-            return jnp.einsum("grbn,gnd->grbd", e, v, precision=hi) / e.sum(axis=-1, keepdims=True)
+        def blocks(b0, b1):  # blocks b0 .. b1-1 over the keys the last of them sees: [b1-b0, G, rep, B, d]
+            kn = min(n, start + b1 * block)
+            kk, vv, keys = k[:, :kn], v[:, :kn], jnp.arange(kn)
 
-        o = lax.map(one, (qb, jnp.arange(nb)))  # [nb, G, rep, B, d]
+            def one(args):  # one block of queries: [G, rep, B, d] -> [G, rep, B, d]
+                qq, b = args
+                s = jnp.einsum("grbd,gnd->grbn", qq, kk, precision=hi)
+                at = start + b * block + jnp.arange(block)
+                s = jnp.where(keys[None, :] <= at[:, None], s, -jnp.inf)
+                e = jnp.exp(s - s.max(axis=-1, keepdims=True))
+                return jnp.einsum("grbn,gnd->grbd", e, vv, precision=hi) / e.sum(axis=-1, keepdims=True)
+
+            return lax.map(one, (qb[b0:b1], jnp.arange(b0, b1)))
+
+        cuts = sorted({round(nb * i / CAUSAL_CHUNKS) for i in range(CAUSAL_CHUNKS + 1)})
+        o = jnp.concatenate([blocks(a, b) for a, b in zip(cuts[:-1], cuts[1:])])  # [nb, G, rep, B, d]
         return o.transpose(0, 3, 1, 2, 4).reshape(nb * block, H * d)[:m]
 
     @partial(jax.jit, static_argnames=("heads", "eps", "block"))

@@ -93,14 +93,17 @@ def test_bad_input_is_one_clear_error_before_any_pass(smol, monkeypatch, name, c
         exp.tasks(cfg)
 
 
-def test_cells_run_2L_prompt_by_prompt_and_group_each_prefix(smol):
+def test_cells_run_2L_rope_by_rope_and_group_each_prefix(smol):
     cfg = dataclasses.replace(real_passkey.RealPasskeyConfig(), model=smol)
     cells = EXPERIMENTS["real_passkey"].cells(cfg, smol, 8192)
     assert cells[0][0] == "heads"
     assert cells[1][1:] == (16384, "d0.1-k0", "yarn", "standard")
-    # prompt by prompt: the first prompt's every (RoPE, scale) before the second prompt
-    first = [c[3:] for c in cells[1:1 + len(real_passkey.CELLS)]]
-    assert first == list(real_passkey.CELLS) and all(c[2] == "d0.1-k0" for c in cells[1:1 + len(first)])
+    # RoPE by RoPE: at each length past L every yarn cell of every prompt before the first ntk cell
+    yarn_scales = [s for r, s in real_passkey.CELLS if r == "yarn"]
+    for n, prompts in ((16384, 12), (32768, 6)):
+        at = [c[2:] for c in cells if c[1] == n]
+        assert [r for _, r, _ in at] == sorted((r for _, r, _ in at), key=[r for r, _ in real_passkey.CELLS].index)
+        assert [s for _, r, s in at[:prompts * len(yarn_scales)]] == yarn_scales * prompts
     past = [c for c in cells if c[1] == 16384]
     assert {c[2] for c in past} == {f"d{d:g}-k{k}" for d in (0.1, 0.5, 0.9) for k in range(4)}
     assert len(past) == 12 * len(real_passkey.CELLS)
