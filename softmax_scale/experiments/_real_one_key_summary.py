@@ -11,12 +11,19 @@ def _sd(x) -> float:
     return float(np.std(x, ddof=1)) if len(x) > 1 else float("nan")
 
 
+def _cells(r, m) -> list:
+    """The distinct ``(task, length, RoPE, scale)`` of the rows ``m``: by task as they come, then by length, then as they come."""
+    cells = list(dict.fromkeys(zip(r["task"][m], r["length"][m], r["rope"][m], r["scale"][m])))
+    tasks = list(dict.fromkeys(c[0] for c in cells))
+    return sorted(cells, key=lambda c: (tasks.index(c[0]), int(c[1])))
+
+
 def score_markdown(table, caption: str) -> str:
     """Accuracy (mean over sequences) and loss (mean ± sd) of each (task, length, RoPE, scale), under ``caption``."""
     r = table.rows
     sc = r["kind"] == "score"
     lines = [caption + ".", "", "| task | length | RoPE | scale | sequences | accuracy | loss |", "|---|---:|---|---|---:|---:|---:|"]
-    for task, n, rope, scale in dict.fromkeys(zip(r["task"][sc], r["length"][sc], r["rope"][sc], r["scale"][sc])):
+    for task, n, rope, scale in _cells(r, sc):
         m = sc & (r["task"] == task) & (r["length"] == n) & (r["rope"] == rope) & (r["scale"] == scale)
         acc, loss = r["accuracy"][m], r["loss"][m]
         sd = _sd(loss)
@@ -34,7 +41,7 @@ def share_markdown(table) -> str:
              "at L (means over the sequences).", "",
              "| task | length | RoPE | scale | " + " | ".join(f"L{la}H{he}" for la, he in heads) + " |",
              "|---|---:|---|---|" + "---:|" * len(heads)]
-    for task, n, rope, scale in dict.fromkeys(zip(r["task"][sh], r["length"][sh], r["rope"][sh], r["scale"][sh])):
+    for task, n, rope, scale in _cells(r, sh):
         m = sh & (r["task"] == task) & (r["length"] == n) & (r["rope"] == rope) & (r["scale"] == scale)
         if not np.isfinite(r["share"][m]).any():
             continue  # no source key (the control)

@@ -165,11 +165,35 @@ def test_quick_cli_runs_and_a_rerun_computes_nothing(tmp_path, capsys, monkeypat
     assert csv.read_bytes() == before and os.path.getmtime(csv) == mtime
 
 
+def _table(rows):
+    from softmax_scale._util.store import Table
+
+    text = set(rk.TEXT)
+    data = {c: np.array([r.get(c, "" if c in text else np.nan) for r in rows], dtype=object if c in text else float)
+            for c in rk.COLUMNS}
+    for c in rk.INTS:
+        data[c] = np.nan_to_num(data[c], nan=-1).astype(np.int64)
+    return Table({"train_length": "8192", "head_dim": "64"}, data, "x.csv")
+
+
+def test_summary_lists_lengths_in_order_and_keeps_the_cells_order_within_one():
+    cells = [(16384, "yarn", "standard"), (16384, "none", "standard"), (4096, "none", "standard"),
+             (32768, "yarn", "standard"), (32768, "yarn", "qwen_logn")]
+    rows = []
+    for n, rope, scale in cells:
+        rows.append({"task": "passkey", "length": n, "prompt": "d0.1-k0", "rope": rope, "scale": scale,
+                     "kind": "score", "accuracy": 1, "loss": 0.5})
+        rows.append({"task": "passkey", "length": n, "prompt": "d0.1-k0", "rope": rope, "scale": scale,
+                     "kind": "share", "layer": 1, "head": 2, "share": 0.3, "share_predicted": 0.2})
+    for md in EXPERIMENTS["real_passkey"].summaries(_table(rows)):
+        listed = [tuple(c.strip() for c in line.split("|")[2:5]) for line in md.splitlines() if line.startswith("| passkey")]
+        assert listed == [(str(n), r, s) for n, r, s in sorted(cells, key=lambda c: c[0])]
+
+
 def test_evidence_pairs_scales_by_sequence():
     """Differences from standard under the same RoPE and under the trained one, paired by prompt, past L only."""
     from softmax_scale._util.store import Table
 
-    cols = rk.COLUMNS
     rows = []
     acc = {("yarn", "standard"): [1, 0, 1], ("yarn", "qwen_logn"): [1, 1, 1], ("none", "standard"): [0, 0, 0]}
     loss = {("yarn", "standard"): [0.5, 2.0, 0.7], ("yarn", "qwen_logn"): [0.4, 1.0, 0.9], ("none", "standard"): [3, 3, 3]}
@@ -179,12 +203,8 @@ def test_evidence_pairs_scales_by_sequence():
                          "accuracy": a[i], "loss": loss[(rope, scale)][i]})
     rows.append({"task": "passkey", "length": 8192, "prompt": "d0.1-k0", "rope": "none", "scale": "standard",
                  "kind": "score", "accuracy": 1, "loss": 0.1})
-    text = set(rk.TEXT)
-    data = {c: np.array([r.get(c, "" if c in text else np.nan) for r in rows], dtype=object if c in text else float)
-            for c in cols}
-    for c in rk.INTS:
-        data[c] = np.nan_to_num(data[c], nan=-1).astype(np.int64)
-    t = Table({"train_length": "8192", "head_dim": "64"}, data, "x.csv")
+    t = _table(rows)
+    data = {c: t.rows[c] for c in rk.COLUMNS}
     ev = {(e.rope, e.scale, e.reference, e.metric): e for e in EXPERIMENTS["real_passkey"].evidence(t)}
     assert all(e.multiple == 2.0 and e.seeds == (0, 1, 2) and e.task == "passkey retrieval" for e in ev.values())
     # the scope advise prints: the model's head dimension, L in tokens, the paired sequences are prompts
