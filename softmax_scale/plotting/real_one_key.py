@@ -49,7 +49,7 @@ def _figure(name, title, metric, table, csv, whole_range=True):
         ax.set_ylabel(lab)
     if whole_range:
         a.set_ylim(-0.03, 1.03)
-    a.legend(fontsize=7)
+    a.legend(fontsize=7, handlelength=3.5)
     sh = (r["kind"] == "share") & np.isfinite(r["share"]) & np.isfinite(r["share_predicted"])
     for rope, scale in pairs:
         m = sh & (r["rope"] == rope) & (r["scale"] == scale)
