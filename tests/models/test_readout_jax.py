@@ -3,10 +3,14 @@
 The tolerance, float32 rounding through every layer (matrix products summed in another order):
 
 - loss: ``|nll_jax - nll_numpy| <= 1e-4 |nll_numpy| + 1e-4`` nats (measured: at most 5e-5 on the
-  tiny model, whose logits reach 20; 3e-5 on SmolLM2 at 300 tokens);
+  tiny model, whose logits reach 20; 7e-5 on SmolLM2 at 300 tokens);
 - greedy token: equal, except where numpy's top two logits are within :data:`TIE` of each other;
-- queries, keys and values: ``rtol 1e-5``, ``atol 1e-5`` times the array's largest magnitude;
-  each head's logits (:meth:`Readout.scores`): ``rtol 2e-5, atol 2e-4`` (float32 logits of up to ~20).
+- queries: ``rtol 1e-5``, ``atol 1e-5`` times the array's largest magnitude (measured: at most 2e-6 of it on
+  SmolLM2);
+- the cache's keys and values: ``rtol 1e-5``, ``atol 1e-4`` times the layer's largest magnitude (measured on
+  SmolLM2: up to 1.1e-5 of it past ``rtol``, in the values of layers 11 to 16 at positions 0 and 27; BLAS
+  and XLA choose their summation order by CPU, so the bound leaves a factor of ten);
+- each head's logits (:meth:`Readout.scores`): ``rtol 2e-5, atol 2e-4`` (float32 logits of up to ~20).
 
 A negative control: a factor other than the numpy pass's moves the loss by far more than that.
 """
@@ -68,7 +72,7 @@ def assert_same(model, ids, a, b, **kw):
     for name in ("keys", "values"):
         for x, y in zip(getattr(a.cache, name), getattr(b.cache, name)):
             assert x.shape == y.shape and y.dtype == np.float32
-            np.testing.assert_allclose(y, x, rtol=1e-5, atol=1e-5 * np.abs(x).max())
+            np.testing.assert_allclose(y, x, rtol=1e-5, atol=1e-4 * np.abs(x).max())
     for layer, (x, y) in enumerate(zip(a.queries, b.queries)):
         assert x.shape == y.shape and y.dtype == np.float32
         np.testing.assert_allclose(y, x, rtol=1e-5, atol=1e-5 * max(np.abs(x).max(initial=0.0), 1e-30))
