@@ -5,6 +5,7 @@ recommendation against a copy of a committed result file with one number changed
 registered with a result file is picked up without editing advise.
 """
 
+import csv
 import dataclasses
 import json
 import math
@@ -226,7 +227,50 @@ def test_a_model_whose_experiments_replicate_over_different_things_says_each():
     """SmolLM2's copy rows are paired by document and its passkey rows by prompt (committed files)."""
     a = ss.advise(d=64, train_length=8192, n=16384, task="retrieval")
     (line,) = [line for line in a.scope if line.startswith("SmolLM2-135M:")]
-    assert re.search(r"tokens \(real_copy: \d+ documents, n/L [^;]+; real_passkey: \d+ prompts, n/L ", line), line
+    assert re.search(r"tokens \(real_copy: \d+ documents, n/L [^;]+; real_passkey: ", line), line
+
+
+def _prompts_past_L(path):
+    """The pass-key prompts scored at each length past ``L``, counted from the committed CSV itself."""
+    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if not line.startswith("#")]
+    rows = list(csv.DictReader(lines))
+    train_length = 8192
+    prompts: dict = {}
+    for r in rows:
+        if r["task"] == "passkey" and r["kind"] == "score" and int(r["length"]) > train_length:
+            prompts.setdefault(int(r["length"]) // train_length, set()).add(r["prompt"])
+    return {m: len(p) for m, p in sorted(prompts.items())}
+
+
+def test_the_scope_gives_each_multiple_its_own_count_where_the_cells_grew_unevenly():
+    """The committed pass-key grid has more prompts at 2L than at 4L; the scope must not give 4L the 2L count."""
+    counts = _prompts_past_L(RESULTS / "real_passkey.csv")
+    assert len(set(counts.values())) > 1, counts
+    a = ss.advise(d=64, train_length=8192, n=16384, task="retrieval")
+    (line,) = [line for line in a.scope if line.startswith("SmolLM2-135M:")]
+    expected = ", ".join(f"{m}L ({c} prompts)" for m, c in counts.items())
+    assert f"real_passkey: n/L {expected})" in " ".join(line.split()), line
+
+
+class _UnevenToy(_ToyExperiment):
+    seeds_at = {2.0: (0, 1, 2), 4.0: (0, 1)}
+
+    def evidence(self, table):
+        return [dataclasses.replace(e, multiple=m, seeds=seeds)
+                for e in super().evidence(table) for m, seeds in self.seeds_at.items()]
+
+
+class _EvenToy(_UnevenToy):
+    seeds_at = {2.0: (0, 1, 2), 4.0: (0, 1, 2)}
+
+
+@pytest.mark.parametrize(("experiment", "expected"), [
+    (_EvenToy(), "toy: 1 parameters, 3 seeds (toy_one_key: n/L 2L, 4L)."),
+    (_UnevenToy(), "toy: 1 parameters (toy_one_key: n/L 2L (3 seeds), 4L (2 seeds))."),
+])
+def test_one_count_per_model_where_every_multiple_has_as_many_else_one_per_multiple(tmp_path, experiment, expected):
+    a = _advise_with(experiment, tmp_path, task="retrieval")
+    assert [line for line in a.scope if line.startswith("toy:")] == [expected]
 
 
 @pytest.mark.parametrize(("kwargs", "name"), [
