@@ -28,8 +28,8 @@ __all__ = ["CELLS", "EXPERIMENT", "QUICK_CONFIG", "RealPasskeyConfig", "RealPass
            "passkey_sequence"]
 
 #: ``(RoPE, scale)`` past ``L``, in the order they run (YaRN's frequencies first).
-CELLS = (("yarn", "standard"), ("yarn", "qwen_logn"), ("yarn", "yarn"), ("yarn", rk.SHARE_MAX), ("ntk", "standard"),
-         ("ntk", "qwen_logn"), ("none", "standard"))
+CELLS = (("yarn", "standard"), ("yarn", "qwen_logn"), ("yarn", "yarn"), ("yarn", rk.SHARE_MAX), ("yarn", "llama4"),
+         ("ntk", "standard"), ("ntk", "qwen_logn"), ("none", "standard"))
 DIGITS = 5
 #: Seeds the keys: key ``k`` of the grid is the same five digits at every length and depth.
 SEED = 32

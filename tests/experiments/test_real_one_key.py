@@ -112,7 +112,7 @@ def test_cells_run_2L_rope_by_rope_and_group_each_prefix(smol):
     starts = [r for i, r in enumerate(runs) if i == 0 or runs[i - 1] != r]
     assert len(starts) == len(set(starts))
     assert {c[1] for c in cells} == {4096, 8192, 16384, 32768}
-    assert len([c for c in cells if c[1] == 32768 and c[3] == "yarn"]) == 6 * 4  # four scales under yarn
+    assert len([c for c in cells if c[1] == 32768 and c[3] == "yarn"]) == 6 * len(yarn_scales)
     assert all((c[3], c[4]) == ("none", "standard") for c in cells[1:] if c[1] <= 8192)
 
 
