@@ -296,3 +296,23 @@ def test_reference_file_keeps_the_retrieving_heads_and_reads_back(tmp_path):
             assert np.array_equal(back[h][k], ref[h][k])
     assert np.array_equal(back[(2, 1)]["x"], ref[(2, 1)]["x"]) and back[(0, 0)]["x"] is None
     assert rk._load_reference(path, "other tag") is None
+
+
+def test_a_scale_above_1_at_the_Lth_position_is_read_whole_and_the_others_from_the_prefix(smol):
+    """Llama 4's temperature is 1.07 at n = L already: a continuation from the prefix would read it as 1 there."""
+    from softmax_scale.models.llama import scale_factors
+    from softmax_scale.models.readout import read_out
+    from softmax_scale.schemes.rope import rope_frequencies
+
+    L, n = 256, 512
+    assert scale_factors("llama4", [L], smol.config.head_dim, L)[0] > 1.0
+    seq = real_passkey.passkey_sequence(smol, n, 0.5, "12345")
+    run = rk.RealRun(EXPERIMENTS["real_passkey"], smol, L, real_passkey.QUICK_CONFIG, None, 64)
+    got = run.read(seq, "yarn", "llama4", ("passkey", n, "p"))
+    assert run.prefix_key is None  # no prefix pass was made for it
+    inv = rope_frequencies("yarn", smol.config.head_dim, smol.config.rope_base, L, n)
+    whole = read_out(smol, seq.ids, seq.scored, probe=seq.probe, inv_freq=inv, query_block=64,
+                     factors=scale_factors("llama4", np.arange(1, n + 1), smol.config.head_dim, L))
+    np.testing.assert_array_equal(got.nll, whole.nll)
+    run.read(seq, "yarn", "qwen_logn", ("passkey", n, "p"))
+    assert run.prefix_key == (("passkey", n, "p"), "yarn")  # qwen_logn is 1 up to L: continued from the prefix
