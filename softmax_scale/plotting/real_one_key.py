@@ -5,7 +5,8 @@ colour the scale, line style the RoPE variant); (b) the mean loss on the scored 
 retrieving heads' share on the source keys, measured against the share predicted from ``L``, one
 point per (sequence, head) of each cell (filled past ``L``, open at or below it), over the diagonal;
 (d) past ``L``, each scale's loss minus ``standard``'s under the same RoPE variant, one dot per
-sequence (the paired difference the evidence reads) and a bar at their mean.
+sequence (the paired difference the evidence reads) and a bar at their mean, a group of columns per
+length and RoPE variant.
 """
 
 from __future__ import annotations
@@ -67,21 +68,32 @@ def _figure(name, title, metric, table, csv, whole_range=True):
 
 
 def _paired(ax, experiment, t, sc, L, colours):
-    """Panel (d): per-sequence loss differences against ``standard`` under the same RoPE, past ``L``."""
+    """Panel (d): per-sequence loss differences against ``standard`` under the same RoPE, past ``L``.
+
+    One group of columns per (length, RoPE), one column per scale in it, coloured as in panel (a).
+    """
     r = t.rows
-    labels = []
+    groups: dict = {}
     for task, n, rope, scale in dict.fromkeys(zip(r["task"][sc], r["length"][sc], r["rope"][sc], r["scale"][sc])):
         if n <= L or scale == "standard":
             continue
         diff = np.array(list(experiment.paired_differences(t, task, n, rope, scale, "loss", rope).values()))
-        if diff.size == 0:
-            continue
-        x = len(labels)
-        ax.scatter(np.full(diff.size, x), diff, s=12, color=colours[scale], alpha=0.7)
-        ax.plot([x - 0.3, x + 0.3], [diff.mean()] * 2, color=colours[scale], lw=2)
-        labels.append(f"{scale}\n{rope}, {n / L:g}L")
+        if diff.size:
+            groups.setdefault((n, rope), []).append((scale, diff))
+    shown = {}
+    for g, ((n, rope), cols) in enumerate(sorted(groups.items(), key=lambda kv: kv[0][0])):
+        width = 0.8 / len(cols)
+        for j, (scale, diff) in enumerate(cols):
+            x = g - 0.4 + width * (j + 0.5)
+            shown[scale] = ax.scatter(np.full(diff.size, x), diff, s=10, color=colours[scale], alpha=0.7)
+            ax.plot([x - 0.4 * width, x + 0.4 * width], [diff.mean()] * 2, color=colours[scale], lw=2)
+        if g:
+            ax.axvline(g - 0.5, color="0.85", lw=0.8)
     ax.axhline(0.0, color="0.6", lw=0.8)
-    ax.set_xticks(range(len(labels)), labels, fontsize=7, rotation=30, ha="right")
+    ax.set_xticks(range(len(groups)), [f"{rope}, {n / L:g}L" for n, rope in sorted(groups, key=lambda k: k[0])],
+                  fontsize=8)
+    ax.set_xlim(-0.5, len(groups) - 0.5)
+    ax.legend(shown.values(), shown.keys(), fontsize=7, title="scale at test", title_fontsize=7)
     ax.set_ylabel("loss minus standard, same RoPE (nats)")
     ax.set_title("past L, paired by sequence (bar: mean)", fontsize=8)
 
