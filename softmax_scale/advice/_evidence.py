@@ -256,19 +256,8 @@ def times(m: float) -> str:
 def _model_line(key, es) -> str:
     model, size, unit, head_dim, L, length_unit = key
 
-    def count(group, reps=None):
-        reps = max(len(e.seeds) for e in group) if reps is None else reps
-        kind = group[0].replicates
+    def count(reps, kind):
         return f"{reps} {kind if reps != 1 else kind.removesuffix('s')}"
-
-    def per_multiple(group):
-        return {m: max(len(e.seeds) for e in group if e.multiple == m) for m in sorted({e.multiple for e in group})}
-
-    def reach(group, counted):
-        reps = per_multiple(group)
-        if len(set(reps.values())) > 1:  # the cells were grown unevenly: each multiple says its own count
-            return "n/L " + ", ".join(f"{times(m)} ({count(group, r)})" for m, r in reps.items())
-        return f"{'' if counted else count(group) + ', '}n/L {', '.join(times(m) for m in reps)}"
 
     parts = [f"{size:,} {unit}" if size else unit]
     if head_dim:
@@ -278,12 +267,20 @@ def _model_line(key, es) -> str:
     by_exp: dict = {}
     for e in es:
         by_exp.setdefault(e.experiment, []).append(e)
+    reps = {x: {m: max(len(e.seeds) for e in g if e.multiple == m) for m in sorted({e.multiple for e in g})}
+            for x, g in by_exp.items()}  # per experiment, the replicates at each multiple of L
     # one count for the model where its experiments replicate over one thing, as often at every multiple
-    one_kind = (len({e.replicates for e in es}) == 1
-                and all(len(set(per_multiple(g).values())) == 1 for g in by_exp.values()))
+    one_kind = len({e.replicates for e in es}) == 1 and all(len(set(r.values())) == 1 for r in reps.values())
     if one_kind:
-        parts.append(count(es))
-    where = "; ".join(f"{x}: {reach(g, one_kind)}" for x, g in sorted(by_exp.items()))
+        parts.append(count(max(len(e.seeds) for e in es), es[0].replicates))
+
+    def reach(x):
+        kind, at = by_exp[x][0].replicates, reps[x]
+        if len(set(at.values())) > 1:  # the cells were grown unevenly: each multiple says its own count
+            return "n/L " + ", ".join(f"{times(m)} ({count(r, kind)})" for m, r in at.items())
+        return f"{'' if one_kind else count(max(at.values()), kind) + ', '}n/L {', '.join(times(m) for m in at)}"
+
+    where = "; ".join(f"{x}: {reach(x)}" for x in sorted(by_exp))
     return f"{model}: {', '.join(parts)} ({where})."
 
 

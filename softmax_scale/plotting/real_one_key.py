@@ -80,8 +80,10 @@ def _paired(ax, experiment, t, sc, L, colours):
         diff = np.array(list(experiment.paired_differences(t, task, n, rope, scale, "loss", rope).values()))
         if diff.size:
             groups.setdefault((n, rope), []).append((scale, diff))
+    order = sorted(groups, key=lambda k: k[0])  # by length; the RoPE variants in the order they ran
     shown = {}
-    for g, ((n, rope), cols) in enumerate(sorted(groups.items(), key=lambda kv: kv[0][0])):
+    for g, (n, rope) in enumerate(order):
+        cols = groups[(n, rope)]
         width = 0.8 / len(cols)
         for j, (scale, diff) in enumerate(cols):
             x = g - 0.4 + width * (j + 0.5)
@@ -90,8 +92,7 @@ def _paired(ax, experiment, t, sc, L, colours):
         if g:
             ax.axvline(g - 0.5, color="0.85", lw=0.8)
     ax.axhline(0.0, color="0.6", lw=0.8)
-    ax.set_xticks(range(len(groups)), [f"{rope}, {n / L:g}L" for n, rope in sorted(groups, key=lambda k: k[0])],
-                  fontsize=8)
+    ax.set_xticks(range(len(order)), [f"{rope}, {n / L:g}L" for n, rope in order], fontsize=8)
     ax.set_xlim(-0.5, len(groups) - 0.5)
     ax.legend(shown.values(), shown.keys(), fontsize=7, title="scale at test", title_fontsize=7)
     ax.set_ylabel("loss minus standard, same RoPE (nats)")
