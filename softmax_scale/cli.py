@@ -430,13 +430,17 @@ def _parser() -> argparse.ArgumentParser:
                     help="scheme parameter (after --train-length), repeatable; 'none' for None")
     json_opt(sp)
 
-    sp = add("advise", _cmd_advise, "the factor on the logits the evidence supports for head dimension d, trained "
-             "at L, run at n: its scope, the published scales there, the evidence", epilog=lambda: "--rope (the rotation "
+    sp = add("advise", _cmd_advise, "the multiplier on q.k to run with for head dimension d, trained to L, run at n: "
+             "the model's own recipe unless the evidence supports a change; its scope, the published scales, the evidence", epilog=lambda: "--rope (the rotation "
              "frequencies only; the scale is apart):\n" + "\n".join(f"  {k:<12} {v}" for k, v in ROPE_CHANGES.items()))
     for k, v in _ADVISE_NEEDS.items():
-        sp.add_argument(f"--{k.replace('_', '-')}", default=None, metavar="L" if k == "train_length" else None, help=v)
+        flags = [f"--{k.replace('_', '-')}"] + (["--trained-length"] if k == "train_length" else [])
+        sp.add_argument(*flags, dest=k, default=None, metavar="L" if k == "train_length" else None,
+                        help=v + (" (with --config: the length the recipe covers unless given)"
+                                  if k == "train_length" else ""))
     sp.add_argument("--config", default=None, metavar="FILE", help="a model's config.json or GGUF file: its head "
-                    "dimension, L and RoPE variant where --d, --train-length, --rope are not given")
+                    "dimension, the length its recipe covers and its RoPE variant where --d, --train-length, --rope "
+                    "are not given; the baseline becomes its authors' whole multiplier on q.k")
     sp.add_argument("--rope", default=None, help="the RoPE variant past L (below); default: every variant measured")
     sp.add_argument("--task", default="lm", help="lm (language modelling; default) or retrieval (one key to find)")
     sp.add_argument("--results", default=None, metavar="DIR",

@@ -1,8 +1,9 @@
 """The rule of ``advise`` (:mod:`softmax_scale.advice._rule`): each clause decides, shown by flipping evidence rows.
 
 A toy experiment is registered whose only result is a list of :class:`Evidence` rows; each test
-changes one row (or one label, or ``n``) and the recommendation changes with it.  The level of the
-paired t is checked by simulation under no effect, and its critical values against printed tables.
+changes one row (or one label, or ``n``) and the recommendation changes with it.  The tests are checked
+against scipy's own tests and closed forms, their level by simulation under no effect, and advise's
+rate of recommending a change by simulation in the shape of the committed evidence.
 """
 
 import math
@@ -13,7 +14,9 @@ import numpy as np
 import pytest
 
 import softmax_scale as ss
-from softmax_scale.advice._rule import CLAUSES, LEVEL, RULE, below_one_inside, critical_t, judge
+from scipy import stats
+
+from softmax_scale.advice._rule import CLAUSES, LEVEL, RULE, below_one_inside, holm, judge, paired_test
 from softmax_scale.experiments import EXPERIMENTS, Evidence, Experiment
 
 D, L, N = 128, 4096, 32768
@@ -42,9 +45,18 @@ class _Toy(Experiment):
 
 
 def _row(scale, difference=-0.05, spread=0.01, *, seeds=(0, 1, 2), multiple=8.0, model="toy decoder", size=1000,
-         task="next byte", metric="loss", experiment="toy_rule", unit="bytes"):
+         task="next byte", metric="loss", experiment="toy_rule", unit="bytes", replicates="seeds", values=None,
+         binary=False):
+    """One Evidence row whose per-seed values have exactly the mean and sample spread given (three seeds: m - s, m, m + s)."""
+    if values is None:
+        k = len(seeds)
+        z = np.linspace(-1.0, 1.0, k)
+        z = z / z.std(ddof=1) if k > 1 else z
+        values = tuple(float(difference + spread * x) for x in z)
+    v = np.asarray(values, dtype=float)
     return Evidence(experiment, model, size, "parameters", "yarn", task, multiple, scale, "standard", metric,
-                    difference, spread, tuple(seeds), 32, 128, unit, "seeds")
+                    float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else float("nan"), tuple(seeds), 32, 128, unit,
+                    replicates, values=tuple(float(x) for x in v), binary=binary)
 
 
 def _advise(tmp_path, rows, **kwargs):
@@ -65,20 +77,44 @@ def _trained(advice):
 
 
 # ---------------------------------------------------------------------------------------------
-# the paired t
+# the tests: against scipy and closed forms, and their level under no effect
 
 
-def test_the_critical_values_are_the_printed_t_table():
-    # one-sided 5% points of Student's t with 1, 2, 4 degrees of freedom (any statistics table)
-    assert [round(critical_t(k), 3) for k in (2, 3, 5)] == [6.314, 2.920, 2.132]
+def test_the_paired_t_is_scipys_two_sided_one_sample_t():
+    x = np.array([-0.03, -0.05, -0.01, -0.04])
+    test, t, p = paired_test(-1.0, float(x.mean()), float(x.std(ddof=1)), x.size)
+    ref = stats.ttest_1samp(x, 0.0)
+    assert test == "paired t"
+    assert t == pytest.approx(-ref.statistic, rel=1e-12)  # signed so that positive is better (lower loss)
+    assert p == pytest.approx(ref.pvalue, rel=1e-12)
 
 
-def test_under_no_effect_the_test_says_better_at_its_level():
+@pytest.mark.parametrize(("values", "p"), [((1, 1, 1, 1, 1), 2 / 32), ((1, 0, 0, 0, 0, 0), 1.0),
+                                           ((-1, -1, 1, 0), 1.0), ((1,) * 6, 2 / 64)])
+def test_keys_retrieved_are_tested_by_the_exact_sign_test(values, p):
+    # two-sided binomial at 1/2 on the discordant prompts: 2 x 2^-k when all k go one way
+    test, _, got = paired_test(1.0, float(np.mean(values)), float(np.std(values, ddof=1)), len(values), values, True)
+    assert test == "exact sign test" and got == pytest.approx(p, rel=1e-12)
+
+
+def test_a_t_on_zero_one_outcomes_would_separate_what_the_sign_test_does_not():
+    values = (1.0,) * 5  # five prompts, each retrieved only under the scale
+    assert paired_test(1.0, 1.0, 0.0, 5, values, False)[2] == 0.0  # a t: zero spread, "certain"
+    assert paired_test(1.0, 1.0, 0.0, 5, values, True)[2] == pytest.approx(0.0625, rel=1e-12)
+
+
+def test_holm_adjusts_as_its_step_down_closed_form():
+    # sorted 0.01, 0.03, 0.04 -> 3 x 0.01, max(0.03, 2 x 0.03), max(0.06, 1 x 0.04)
+    assert holm([0.01, 0.04, 0.03, float("nan")])[:3] == pytest.approx([0.03, 0.06, 0.06], rel=1e-12)
+    assert math.isnan(holm([0.01, float("nan")])[1])
+
+
+def test_under_no_effect_one_comparison_is_separated_at_its_two_sided_level():
     rng = np.random.default_rng(0)
     for k in (2, 3, 5):
         d = rng.standard_normal((40_000, k))
         verdicts = [judge("loss", float(x.mean()), float(x.std(ddof=1)), k)[2] for x in d]
-        rate = verdicts.count("better") / len(verdicts)
+        rate = (verdicts.count("better") + verdicts.count("worse")) / len(verdicts)
         assert abs(rate - LEVEL) < 4 * math.sqrt(LEVEL * (1 - LEVEL) / len(verdicts)), (k, rate)
 
 
@@ -86,75 +122,128 @@ def test_one_seed_is_never_separated():
     assert judge("accuracy", 0.5, float("nan"), 1)[2] == "not separated"
 
 
-def test_the_t_is_the_mean_over_its_standard_error():
-    t, crit, verdict = judge("loss", -0.05, 0.01, 3)
-    assert t == pytest.approx(0.05 / (0.01 / math.sqrt(3)), rel=1e-12)
-    assert verdict == "better"
+def _null_draws(rng):
+    """The committed evidence against standard with every paired difference redrawn under no effect, shapes kept."""
+    from softmax_scale.advice._evidence import read_evidence
+
+    found, _, _ = read_evidence(ss.experiments.RESULTS)
+    out = []
+    for _, ev in found.values():
+        for e in ev:
+            if e.reference != "standard":
+                continue
+            k = len(e.seeds)
+            if e.binary:
+                v = rng.choice([-1.0, 0.0, 1.0], size=k, p=[0.25, 0.5, 0.25])
+            else:
+                sd = e.spread if math.isfinite(e.spread) and e.spread > 0 else 0.01
+                v = rng.normal(0.0, sd, size=k)
+            out.append(replace(e, experiment="toy_rule", difference=float(v.mean()),
+                               spread=float(v.std(ddof=1)) if k > 1 else float("nan"),
+                               values=tuple(float(x) for x in v)))
+    return out
 
 
-def test_a_spread_too_wide_for_the_t_leaves_standard(tmp_path):
-    assert _at_test(_advise(tmp_path, [_row("standard + qwen_logn@128 at test")])).scale == "qwen_logn at test"
-    # t = 0.05 / (0.05 / sqrt 3) = 1.73 < 2.92: the same mean is no longer separated
-    assert _at_test(_advise(tmp_path, [_row("standard + qwen_logn@128 at test", spread=0.05)])).scale == "standard"
-
-
-def test_a_worse_situation_rules_a_scale_out(tmp_path):
-    rows = [_row("standard + qwen_logn@128 at test"),
-            _row("standard + qwen_logn@128 at test", +0.05, multiple=8.0, model="toy two", size=2000)]
-    rec = _at_test(_advise(tmp_path, rows))
-    assert rec.scale == "standard"
-    assert "worse in some situation: qwen_logn at test" in rec.reason
+@pytest.mark.parametrize("task", ["lm", "retrieval"])
+def test_under_no_effect_in_the_shape_of_the_committed_files_a_change_is_recommended_at_most_at_the_level(tmp_path, task):
+    rng = np.random.default_rng(1)
+    draws, changed = 150, 0
+    for _ in range(draws):
+        rows = _null_draws(rng)
+        for n in (2 * L, 8 * L):
+            a = _advise(tmp_path, rows, n=n, task=task, rope=None)
+            changed += any(r.scale != "standard" for r in a.recommendations)
+    trials = 2 * draws
+    assert changed / trials <= LEVEL + 3 * math.sqrt(LEVEL * (1 - LEVEL) / trials), changed
 
 
 # ---------------------------------------------------------------------------------------------
-# each situation weighed once, units never mixed
+# each clause decides: one row flipped
 
 
-def test_the_scale_better_in_more_situations_wins_over_one_better_in_one(tmp_path):
-    big_once = _row("standard + yarn@128 at test", -0.5, 0.01)
-    qwen = [_row("standard + qwen_logn@128 at test", -0.05, 0.01, model=m, size=s)
-            for m, s in (("toy decoder", 1000), ("toy two", 2000))]
-    assert _at_test(_advise(tmp_path, [big_once, *qwen])).scale == "qwen_logn at test"
-    # one of qwen_logn's two situations not separated: one each, and yarn's gain is beyond the uncertainty
-    qwen[1] = replace(qwen[1], spread=1.0)
-    assert _at_test(_advise(tmp_path, [big_once, *qwen])).scale == "yarn at test"
+def test_a_clear_gain_that_reaches_n_is_recommended_with_its_whole_multiplier(tmp_path):
+    rec = _at_test(_advise(tmp_path, [_row("standard + qwen_logn@128 at test", -0.05, 0.001)]))
+    assert rec.scale == "qwen_logn at test"
+    assert rec.factor == pytest.approx(math.log(N) / math.log(L), rel=1e-12)
+    assert rec.change == f"x1 -> x{rec.factor:.5g}"
 
 
-def test_the_effect_is_one_situations_difference_in_its_own_unit(tmp_path):
-    rows = [_row("standard + qwen_logn@128 at test", -0.05, 0.01, unit="bytes", multiple=2.0),
-            _row("standard + qwen_logn@128 at test", -0.30, 0.01, unit="tokens", model="toy lm", size=5000,
-                 task="next token", multiple=8.0)]
+def test_a_spread_too_wide_for_the_t_keeps_the_baseline(tmp_path):
+    # t = 0.05 / (0.05 / sqrt 3) = 1.73, p = 0.23: the same mean is no longer separated
+    rec = _at_test(_advise(tmp_path, [_row("standard + qwen_logn@128 at test", spread=0.05)]))
+    assert rec.scale == "standard" and rec.change == "keep x1"
+
+
+def test_holms_correction_decides(tmp_path):
+    # alone, p = 0.0392 (t = 4.9 on 2 degrees of freedom) passes 0.05; beside three null scales Holm multiplies it by 4
+    one = _row("standard + qwen_logn@128 at test", -0.05, 0.0177)
+    assert paired_test(-1.0, one.difference, one.spread, 3)[2] < LEVEL
+    assert _at_test(_advise(tmp_path, [one])).scale == "qwen_logn at test"
+    nulls = [_row(f"standard + {s}@128 at test", 0.0, 0.01) for s in ("yarn", "longrope", "llama4")]
+    assert _at_test(_advise(tmp_path, [one, *nulls])).scale == "standard"
+
+
+def test_two_models_that_disagree_in_sign_keep_the_baseline_and_are_shown_side_by_side(tmp_path):
+    rows = [_row("standard + qwen_logn@128 at test", -0.05, 0.001),
+            _row("standard + qwen_logn@128 at test", +0.01, 0.05, multiple=2.0, model="toy real", size=2000,
+                 replicates="documents")]
     rec = _at_test(_advise(tmp_path, rows))
-    assert (rec.effect, rec.unit) == (-0.30, "nats per token")  # the situation at n/L = 8, never the mean -0.175
-    assert rec.effect_se == pytest.approx(0.01 / math.sqrt(3), rel=1e-12)
+    assert rec.scale == "standard"
+    assert "the other way elsewhere (shown side by side): qwen_logn at test" in rec.reason
+    assert len(rec.side_by_side) == 2 and any("toy real" in s for s in rec.side_by_side)
+    rows[1] = replace(rows[1], difference=-0.01, values=(-0.06, -0.01, 0.04))  # the same sign: the change stands
+    assert _at_test(_advise(tmp_path, rows)).scale == "qwen_logn at test"
+
+
+def test_a_situation_short_of_n_over_l_decides_nothing_and_no_effect_is_printed(tmp_path):
+    rows = [_row("standard + qwen_logn@128 at test", -0.05, 0.001, multiple=2.0)]
+    assert _at_test(_advise(tmp_path, rows, n=2 * L)).scale == "qwen_logn at test"
+    rec = _at_test(_advise(tmp_path, rows, n=8 * L))
+    assert rec.scale == "standard" and "not measured past 2L" in rec.reason and math.isnan(rec.effect)
+    assert "theory at n (i.i.d. cosine scores, not measured)" in _advise(tmp_path, rows, n=8 * L).headline
+
+
+def test_the_multiples_are_pooled_replicate_by_replicate_up_to_the_first_that_reaches(tmp_path):
+    rows = [_row("standard + qwen_logn@128 at test", values=(-0.02, -0.03, -0.04), multiple=2.0),
+            _row("standard + qwen_logn@128 at test", values=(-0.06, -0.05, -0.04), multiple=8.0),
+            _row("standard + qwen_logn@128 at test", values=(+0.9, +0.9, +0.9), multiple=16.0)]
+    c = _advise(tmp_path, rows).comparisons[0]
+    assert c.multiples == (2.0, 8.0) and c.measured_to == 16.0
+    assert c.values == pytest.approx((-0.04, -0.04, -0.04), abs=1e-15)  # each seed's mean over 2L and 8L
 
 
 def test_retrieval_reads_accuracy_and_language_modelling_loss(tmp_path):
-    rows = [_row("standard + qwen_logn@128 at test", -0.05, 0.01, task="passkey retrieval"),
-            _row("standard + qwen_logn@128 at test", -0.05, 0.01, task="passkey retrieval", metric="accuracy")]
+    rows = [_row("standard + qwen_logn@128 at test", -0.05, 0.001, task="passkey retrieval"),
+            _row("standard + qwen_logn@128 at test", -0.05, 0.001, task="passkey retrieval", metric="accuracy")]
     a = _advise(tmp_path, rows, task="retrieval")
     assert {c.metric for c in a.comparisons} == {"accuracy"}
-    assert _at_test(a).scale == "standard"  # accuracy fell: worse
+    assert _at_test(a).scale == "standard" and a.comparisons[0].verdict == "worse"
 
 
 # ---------------------------------------------------------------------------------------------
-# one label per scale, duplicates merged
+# one label per scale only where it is one function of n/L
 
 
-def test_labels_of_one_scale_are_one_scale(tmp_path):
-    rows = [_row("log_L n trained in", model="toy two", size=2000), _row("entropy_invariant@128")]
+def test_a_pin_at_l_is_dropped_and_another_pin_kept_as_a_multiple_of_l(tmp_path):
+    rows = [_row("log_L n trained in", model="toy two", size=2000), _row("entropy_invariant@128"),
+            _row("entropy_invariant@1024", model="toy three", size=3000)]
     a = _advise(tmp_path, rows)
-    assert {c.scale for c in a.comparisons} == {"entropy_invariant"}
-    assert _trained(a).score == 2
+    assert {c.scale for c in a.comparisons} == {"entropy_invariant", "entropy_invariant@8L"}
+
+
+def test_a_scale_trained_with_a_learned_parameter_is_not_the_fixed_scale(tmp_path):
+    a = _advise(tmp_path, [_row("ssmax", -0.05, 0.001), _row("standard + ssmax at test", model="toy two", size=2000)])
+    assert {c.scale for c in a.comparisons} == {"ssmax (s learned per head)", "ssmax at test"}
+    rec = _trained(a)
+    assert rec.scale == "ssmax (s learned per head)" and math.isnan(rec.factor) and "learned per head" in rec.formula
 
 
 def test_a_comparison_two_experiments_share_is_counted_once(tmp_path):
     rows = [_row("entropy_invariant@128"), _row("log_L n trained in", experiment="toy_twin")]
     a = _advise(tmp_path, rows)
     assert [c.experiment for c in a.comparisons] == ["toy_rule, toy_twin"]
-    assert _trained(a).score == 1
-    rows[1] = replace(rows[1], difference=-0.06)  # other numbers: two comparisons
-    assert _trained(_advise(tmp_path, rows)).score == 2
+    rows[1] = replace(rows[1], difference=-0.06, values=(-0.07, -0.06, -0.05))  # other numbers: two comparisons
+    assert len(_advise(tmp_path, rows).comparisons) == 2
 
 
 # ---------------------------------------------------------------------------------------------
@@ -162,15 +251,16 @@ def test_a_comparison_two_experiments_share_is_counted_once(tmp_path):
 
 
 def test_a_scale_below_1_inside_l_is_not_recommended_at_test_time(tmp_path):
-    rec = _at_test(_advise(tmp_path, [_row("standard + entropy_invariant@128 at test")]))
+    rec = _at_test(_advise(tmp_path, [_row("standard + entropy_invariant@128 at test", -0.05, 0.001)]))
     assert rec.scale == "standard"
     assert "entropy_invariant at test (below 1 inside L)" in rec.reason
     # the same numbers under qwen_logn (max(1, log_L n): 1 inside L) are recommended
-    assert _at_test(_advise(tmp_path, [_row("standard + qwen_logn@128 at test")])).scale == "qwen_logn at test"
+    assert _at_test(_advise(tmp_path, [_row("standard + qwen_logn@128 at test", -0.05, 0.001)])).scale \
+        == "qwen_logn at test"
 
 
 def test_trained_in_a_scale_below_1_inside_l_may_be_recommended(tmp_path):
-    assert _trained(_advise(tmp_path, [_row("entropy_invariant@128")])).scale == "entropy_invariant"
+    assert _trained(_advise(tmp_path, [_row("entropy_invariant@128", -0.05, 0.001)])).scale == "entropy_invariant"
 
 
 @pytest.mark.parametrize(("scheme", "below"), [("entropy_invariant", True), ("ssmax", True), ("chiang_cholak", True),
@@ -187,7 +277,7 @@ def _heads():
 
 
 def test_a_per_head_rule_is_recommended_only_with_the_heads(tmp_path):
-    rows = [_row("standard + toolkit_iid at test")]
+    rows = [_row("standard + toolkit_iid at test", -0.05, 0.001)]
     rec = _at_test(_advise(tmp_path, rows))
     assert rec.scale == "standard" and "a per-head rule: pass head_stats" in rec.reason
     heads = _heads()
@@ -199,26 +289,24 @@ def test_a_per_head_rule_is_recommended_only_with_the_heads(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# n = L; ties to the simpler scale
+# inside L; ties keep the baseline
 
 
-def test_at_the_training_length_nothing_changes(tmp_path):
-    rows = [_row("standard + qwen_logn@128 at test", multiple=1.0), _row("ssmax", multiple=1.0)]
+def test_inside_the_training_length_the_baseline_is_kept(tmp_path):
+    rows = [_row("standard + qwen_logn@128 at test", -0.05, 0.001, multiple=2.0)]
     a = _advise(tmp_path, rows, n=L)
     assert [(r.scale, r.factor) for r in a.recommendations] == [("standard", 1.0), ("standard", 1.0)]
-    assert a.headline.startswith(f"multiply the logits by 1 at n = L = {L}")
-    # every pinned scale with a training length at n = L, as advise names them: 1 but llama4's first step
-    off = [k for k in ss.schemes.QK_SCHEMES if ss.schemes.SCHEMES[k].pin_rule and ss.pinned(k, L).factor(L, D) != 1]
-    assert off == ["llama4"] and "all but llama4 x1.069" in a.headline
-    assert _at_test(_advise(tmp_path, [_row("standard + qwen_logn@128 at test", multiple=1.0)], n=L + 1)).scale \
-        == "qwen_logn at test"
+    assert a.headline.startswith("keep x1 (1/sqrt(d)): n = 4,096 is inside the length the recipe covers")
+    assert _at_test(_advise(tmp_path, rows, n=2 * L)).scale == "qwen_logn at test"
 
 
-def test_a_tie_within_the_uncertainty_goes_to_the_simpler_scale(tmp_path):
-    rows = [_row("standard + yarn@128 at test", -0.052), _row("standard + qwen_logn@128 at test", -0.05)]
+def test_a_tie_within_the_uncertainty_keeps_the_baseline_and_a_clear_winner_is_taken(tmp_path):
+    # seed by seed the two differ by -0.004, -0.002, 0: paired t = 1.73 on 2 degrees of freedom, p = 0.23
+    rows = [_row("standard + yarn@128 at test", values=(-0.053, -0.052, -0.051)),
+            _row("standard + qwen_logn@128 at test", values=(-0.049, -0.050, -0.051))]
     rec = _at_test(_advise(tmp_path, rows))
-    assert rec.scale == "qwen_logn at test" and "tied within the uncertainty with yarn at test" in rec.reason
-    rows[0] = replace(rows[0], difference=-0.2)  # yarn's gain now beyond 2.92 x the combined standard error
+    assert rec.scale == "standard" and "tied within the uncertainty: qwen_logn at test, yarn at test" in rec.reason
+    rows[0] = _row("standard + yarn@128 at test", -0.2, 0.001)  # yarn's gain now far beyond qwen_logn's, seed by seed
     assert _at_test(_advise(tmp_path, rows)).scale == "yarn at test"
 
 
@@ -228,7 +316,7 @@ def test_a_tie_within_the_uncertainty_goes_to_the_simpler_scale(tmp_path):
 
 def test_the_printed_rule_is_the_clauses_texts():
     assert RULE == " ".join(c.text for c in CLAUSES)
-    assert f"{critical_t(3):.2f}" in RULE and str(LEVEL) in RULE
+    assert f"level {LEVEL}" in RULE and "Holm" in RULE and "exact sign test" in RULE
 
 
 def test_the_advice_prints_the_rule(tmp_path):
@@ -236,25 +324,13 @@ def test_the_advice_prints_the_rule(tmp_path):
     assert a.rule == RULE and RULE in a.text().replace("\n", " ")
 
 
-# ---------------------------------------------------------------------------------------------
-# the scope's warnings
-
-
-def test_the_scope_warns_of_a_model_measured_short_of_n_over_l_and_of_a_far_head_dimension(tmp_path):
+def test_the_scope_says_what_was_not_measured_past_n_over_l_and_warns_of_a_far_head_dimension(tmp_path):
     rows = [_row("standard + qwen_logn@128 at test"), _row("standard + qwen_logn@128 at test", model="toy short",
                                                           size=2000, multiple=2.0)]
     scope = _advise(tmp_path, rows, d=64).scope  # within 2x of the models' 32: no warning on d
-    assert [s for s in scope if s.startswith("Warning")] == [
-        "Warning: n/L = 8 is past what was measured in toy short (to 2L): the comparisons there are read at the "
-        "largest multiple measured."]
+    assert [s for s in scope if s.startswith(("Warning", "Not measured past"))] == [
+        "Not measured past n/L = 8 in toy short (to 2L): those results are shown as context and no change rests on them."]
     assert any(s.startswith("Warning: d = 1024 is far from the measured models' head dimensions (32)")
                for s in _advise(tmp_path, rows, d=1024).scope)
-    assert any(s.startswith("Warning: n/L = 64 is past every measured multiple")
+    assert any(s.startswith("Not measured past 8L: n/L = 64 is past every measured multiple")
                for s in _advise(tmp_path, rows, n=64 * L).scope)
-
-
-def test_of_three_the_simplest_that_none_beats_is_taken(tmp_path):
-    # qwen_logn ties yarn, yarn ties longrope, longrope beats qwen_logn (threshold 2.92 x 0.0082 = 0.024)
-    rows = [_row("standard + qwen_logn@128 at test", -0.05), _row("standard + yarn@128 at test", -0.065),
-            _row("standard + longrope@128 at test", -0.08)]
-    assert _at_test(_advise(tmp_path, rows)).scale == "yarn at test"

@@ -7,11 +7,12 @@ Three parts, each from the toolkit's own sources, none written by hand:
   ``1/sqrt(d)`` and the scale itself, and what the i.i.d. theory says about it (the entropy drift
   from ``L`` to ``n`` and the share of one matching key, :func:`softmax_scale.extrapolation_table`);
 - **the measured evidence** (:mod:`._evidence`): the experiments' comparisons of a scale against
-  ``standard`` in the same model under the same RoPE variant, for the task asked, at the measured
-  multiple of ``L`` nearest ``n / L``, and the scope they cover in the user's terms;
-- **a recommendation** that follows from that evidence by :data:`RULE` (:mod:`._rule`): a factor
-  on the logits at ``n``, the formula that gives it at every position, the expected effect and
-  its standard error.
+  ``standard`` in the same model under the same RoPE variant, for the task asked, pooled over the
+  measured multiples of ``L`` up to ``n / L``, and the scope they cover in the user's terms;
+- **a recommendation** that follows from that evidence by :data:`RULE` (:mod:`._rule`), starting
+  from the baseline (the model's own recipe read from its config, or ``1/sqrt(d)``): the whole
+  multiplier on ``q.k`` to run with at ``n``, the change from what the authors and each engine apply,
+  the formula, the expected effect and its standard error, or why the baseline is kept.
 
 ``softmax-scale advise`` prints it (:mod:`._render`); ``python -m softmax_scale.advice --docs``
 writes it into the guide (``docs/choosing_a_scale.md``), whose copy a test compares with what it
@@ -29,12 +30,12 @@ from ..entropy import extrapolation_table
 from ..experiments import RESULTS
 from ..schemes import QK_SCHEMES, SCHEMES, pinned
 from ..schemes.rope import ROPES
-from ._config import config_lines
+from ._config import config_lines, engine_summary, recipe_baseline
 from ._evidence import TASKS, Comparison, comparisons, read_evidence, scope
 from ._render import DOCS_CALL, docs_block, headline, markdown, short_answers, text, write_docs
-from ._rule import LEVEL, RULE, Recommendation, recommend
+from ._rule import LEVEL, RULE, Baseline, Recommendation, recommend
 
-__all__ = ["DOCS_CALL", "LEVEL", "RULE", "TASKS", "Advice", "Comparison", "Recommendation",
+__all__ = ["DOCS_CALL", "LEVEL", "RULE", "TASKS", "Advice", "Baseline", "Comparison", "Recommendation",
            "SchemeAtLength", "advise", "docs_block", "short_answers", "write_docs"]
 
 
@@ -94,6 +95,10 @@ class Advice:
     recommendations : tuple of Recommendation
     scope : tuple of str
         What the evidence rests on, in the user's terms, and what it has not tested.
+    baseline : Baseline
+        What the model runs with now: its authors' recipe (with ``config``) or ``1/sqrt(d)``.
+    engines : str
+        With ``config``: what each inference engine applies at ``n`` against the first recommendation.
     rule : str
         :data:`RULE`.
     """
@@ -111,6 +116,8 @@ class Advice:
     baselines: tuple
     recommendations: tuple
     scope: tuple
+    baseline: Baseline = Baseline()
+    engines: str = ""
     rule: str = RULE
 
     @property
@@ -165,14 +172,16 @@ def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="l
     d : int
         Head dimension, ``>= 2`` (read from ``config`` when it is given and ``d`` is not).
     train_length : int
-        ``L``, the training length, ``>= 2`` (likewise).
+        ``L``, the length the model was trained to, ``>= 2``; with ``config``, the length its recipe
+        covers (:attr:`softmax_scale.engines.ModelScaling.covered_length`) unless given.
     n : int
-        The length it is run at, ``>= L``.
-    config : str, PathLike, Mapping or ModelScaling, optional
+        The length it is run at, ``>= 2``; without ``config``, ``>= L``.
+    config : str, PathLike or Mapping, optional
         A model's HF ``config.json`` or GGUF file (:func:`softmax_scale.engines.read_config`): its head
-        dimension, training length and RoPE variant fill ``d``, ``train_length`` and ``rope`` where those
-        are not given, and the scope starts with what the config asks for and what each inference engine
-        applies at ``L`` and ``n`` (:func:`softmax_scale.engines.engine_scales`).
+        dimension, covered length and RoPE variant fill ``d``, ``train_length`` and ``rope`` where those
+        are not given; the baseline is the whole multiplier its authors' code puts on ``q.k`` at ``n``,
+        and the answer says what each inference engine applies (:func:`softmax_scale.engines.engine_scales`).
+        Without it the baseline is ``1/sqrt(d)``: a model trained without a temperature is assumed.
     rope : str, optional
         The RoPE variant past ``L`` (:data:`softmax_scale.schemes.rope.ROPE_CHANGES`: what each changes in the rotation
         frequencies; none touches the scale); None: every variant the evidence measured, each with
@@ -202,9 +211,9 @@ def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="l
     >>> a = ss.advise(d=128, train_length=4096, n=32768, rope="yarn")
     >>> [s.scheme for s in a.schemes][:3]
     ['standard', 'chiang_cholak', 'entropy_invariant']
-    >>> r = next(r for r in a.recommendations if r.at_test)
-    >>> r.scheme, round(r.factor, 4)
-    ('qwen_logn', 1.25)
+    >>> r = a.recommendations[0]
+    >>> r.change, r.at_test
+    ('keep x1', True)
     """
     model = None
     if config is not None:
@@ -213,9 +222,9 @@ def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="l
         model = read_config(config)
         d = model.head_dim if d is None else d
         if train_length is None:
-            if model.train_length is None:
+            if model.covered_length is None:
                 raise ValueError(f"`config` {model.source} gives no training length: pass `train_length`")
-            train_length = model.train_length
+            train_length = model.covered_length
         rope = model.rope_variant if rope is None else rope
     for name, value in (("d", d), ("train_length", train_length), ("n", n)):
         if value is None:
@@ -223,7 +232,7 @@ def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="l
     d = check_int(d, "d", minimum=2)
     L = check_int(train_length, "train_length", minimum=2)
     n = check_int(n, "n", minimum=2)
-    if n < L:
+    if n < L and model is None:
         raise ValueError(f"`n` must be at least the training length {L} (advise is about running past it), got {n}")
     if rope is not None:
         check_choice(rope, "rope", ROPES)
@@ -232,16 +241,26 @@ def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="l
     if not folder.is_dir():
         raise ValueError(f"`results` must be a folder of result files, got {str(folder)!r}")
     label = "the committed figures/" if folder.resolve() == RESULTS.resolve() else str(folder)
-    schemes = _schemes(d, L, n, score_model, float(match))
+    schemes = _schemes(d, L, max(n, L), score_model, float(match))
     found, missing, empty = read_evidence(folder)
     target = n / L
-    comps = comparisons(found, task, rope, target)
-    baselines = comparisons(found, task, rope, target, baselines=True)
+    baseline = recipe_baseline(model, n) if model is not None else Baseline()
+    if model is not None and rope is None:  # frequencies no experiment measured (llama3, longrope, ...)
+        rope = model.rope.rope_type
+        comps, baselines = [], []
+    else:
+        comps = comparisons(found, task, rope, target)
+        baselines = comparisons(found, task, rope, target, baselines=True)
     ropes = [rope] if rope is not None else sorted({c.rope for c in comps})
-    recs = [recommend(comps, r, at, d=d, L=L, n=n, target=target, heads=head_stats) for r in ropes for at in (True, False)]
-    lines = scope(found, missing, empty, comps, d=d, task=task, rope=rope, target=target, results_label=label)
+    recs = [recommend(comps, r, at, d=d, L=L, n=n, heads=head_stats, baseline=baseline)
+            for r in ropes for at in (True, False)]
+    lines = scope(found, missing, empty, comps, d=d, task=task, rope=rope, target=target,
+                  results_label=label)
+    engines = ""
     if model is not None:
         lines = config_lines(model, L, n) + tuple(lines)
+        engines = engine_summary(model, n, recs[0].factor)
     return Advice(d=d, train_length=L, n=n, rope=rope, task=task, results=str(folder.resolve()),
                   score_model=score_model, match=float(match), schemes=tuple(schemes), comparisons=tuple(comps),
-                  baselines=tuple(baselines), recommendations=tuple(recs), scope=tuple(lines))
+                  baselines=tuple(baselines), recommendations=tuple(recs), scope=tuple(lines), baseline=baseline,
+                  engines=engines)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["config_lines"]
+__all__ = ["config_lines", "engine_summary", "recipe_baseline"]
 
 
 def _factor(scale, head_dim: int) -> str:
@@ -39,7 +39,8 @@ def config_lines(model, L: int, n: int) -> tuple:
     read = f"read as `--rope {variant}` (its frequencies only)" if variant is not None else \
         "frequencies advise's evidence does not cover"
     lines = [f"Your config ({model.source}, {model.model_type or 'no model_type'}): head dimension {model.head_dim} "
-             f"for q.k, L = {L} (from `{model.train_length_key}`), {scaling}, {read}."]
+             f"for q.k, L = {L:,} (the length the recipe covers, from `{model.covered_length_key}`; pretrained at "
+             f"{model.train_length} from `{model.train_length_key}`), {scaling}, {read}."]
     for t in model.temperatures:
         where = "every layer" if t.layers is None else f"{len(t.layers)} layers"
         lines.append(f"It asks for a temperature rule on the query: `{t.scheme}` on {where} (set by "
@@ -53,8 +54,79 @@ def config_lines(model, L: int, n: int) -> tuple:
             " (differs from the authors': " + "; ".join(e.notes) + ")" if e.notes else " (differs from the authors')"
         parts.append(f"{name} {_factor(e.scale, model.head_dim)}{where}{differs}")
     lines.append(f"At n = {n} the engines multiply q.k by (over 1/sqrt({model.head_dim})): " + ", ".join(parts)
-                 + f". advise's factor is over 1/sqrt(d) under the RoPE frequencies alone; the authors' code runs at "
-                 f"{_factor(ref.scale, model.head_dim)} now.")
+                 + f". The authors' code runs at {_factor(ref.scale, model.head_dim)}: the baseline of the answer.")
     for note in table.notes:
         lines.append(f"Config: {note}.")
     return tuple(lines)
+
+
+def _over(scale, head_dim: int) -> float:
+    return math.nan if scale is None else float(scale[-1]) * math.sqrt(head_dim)
+
+
+def recipe_baseline(model, n: int):
+    """The :class:`~._rule.Baseline` of a config: the authors' whole multiplier on ``q.k`` at ``n`` (the reference engine).
+
+    The evidence reaches the model only where its recipe is ``1/sqrt(d)`` (or its base scale) at every
+    position with no RoPE scaling trained in: the measured models were trained so, and had their RoPE
+    variants and scales applied at test.
+    """
+    from ..engines import engine_scales
+    from ._rule import Baseline
+
+    d = model.head_dim
+    ref = engine_scales(model, [n]).engines["reference"]
+    factor = _over(ref.scale, d)
+    base = float(model.base_scale) * math.sqrt(d)
+    parts = []
+    if model.rope.rope_type != "default":
+        parts.append(f"RoPE scaling `{model.rope.rope_type}`"
+                     + (f" with factor {model.rope.factor:g}" if model.rope.factor is not None else ""))
+    if model.dynamic_ntk:
+        parts.append("dynamic NTK (`use_dynamic_ntk`)")
+    parts += [f"`{t.scheme}` on the query" + ("" if t.layers is None else f" on {len(t.layers)} layers")
+              for t in model.temperatures]
+    if math.isfinite(factor) and abs(factor - base) > 1e-12 * base and not parts:
+        parts.append(f"x{factor / base:.5g} on q.k")
+    where = "" if ref.layers is None else f" on {len(ref.layers)} of its layers (x{_over(ref.other_scale, d):.5g} on " \
+                                          f"the others)"
+    if ref.scale is None:
+        label = "the authors' recipe, whose multiplier the toolkit has not transcribed"
+    else:
+        label = (f"the authors' recipe, x{factor:.5g} at n = {n:,}{where}"
+                 + (f" ({', '.join(parts)})" if parts else " (no temperature, no RoPE scaling)"))
+    why = ""
+    if parts or ref.scale is None:
+        why = (f"the model was trained with {', '.join(parts) if parts else 'a recipe the toolkit has not transcribed'}; "
+               "no measured model was (each applied its RoPE variant and scale at test to a model trained without "
+               "them): the evidence does not reach it, and the recipe is kept")
+    return Baseline(factor if math.isfinite(factor) else math.nan, label, base, why, assumed=False)
+
+
+def engine_summary(model, n: int, factor: float) -> str:
+    """What each engine applies at ``n`` against ``factor`` (the recommended whole multiplier): which agree, which differ."""
+    from ..engines import engine_scales
+
+    table = engine_scales(model, [n])
+    d = model.head_dim
+    same, differ, unknown = [], [], []
+    for name, e in table.engines.items():
+        if name == "reference":
+            continue
+        f = _over(e.scale, d)
+        if not math.isfinite(f):
+            unknown.append(name)
+        elif math.isfinite(factor) and abs(f - factor) <= 1e-4 * abs(factor):
+            same.append(name)
+        else:
+            why = f" ({'; '.join(e.notes)})" if e.notes else ""
+            where = "" if e.layers is None else f" on {len(e.layers)} layers"
+            differ.append(f"{name} x{f:.5g}{where}{why}")
+    out = []
+    if same:
+        out.append(f"{', '.join(same)} appl{'ies' if len(same) == 1 else 'y'} it")
+    if differ:
+        out.append("differ: " + "; ".join(differ))
+    if unknown:
+        out.append(f"not transcribed: {', '.join(unknown)}")
+    return ". ".join(out)

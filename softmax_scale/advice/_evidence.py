@@ -2,9 +2,11 @@
 
 Every experiment of :data:`softmax_scale.experiments.EXPERIMENTS` that has a result file in the
 results folder and says what its rows mean; of its rows, those of a scale against a reference in
-the same model under the RoPE asked, for the task asked, at the measured multiple of ``L``
-nearest ``n / L`` (per experiment and model).  One scale is one label (:func:`scale_label`), and
-a comparison two experiments share is one comparison.
+the same model under the RoPE asked, for the task asked.  One situation is one experiment on one
+model under one RoPE variant; its measured multiples of ``L`` past ``L`` (``n/L``: keys over the
+training length) up to the first that reaches ``n / L`` are pooled replicate by replicate
+(:func:`pool`), and the pooled paired difference is tested two-sided (:func:`~._rule.paired_test`).
+One scale is one label (:func:`scale_label`), and a comparison two experiments share is one comparison.
 """
 
 from __future__ import annotations
@@ -15,23 +17,27 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
+
 from ..experiments import EXPERIMENTS, LM_TASKS, Experiment, applied_at_test
 from ..heads import SHARE_RULE, TOOLKIT_RULES
 from ..schemes import SCHEMES, STANDARD
 from ..schemes.rope import ROPES
-from ._rule import DIRECTION, judge
+from ._rule import DIRECTION, base_scheme, holm, paired_test, verdict
 
-__all__ = ["TASKS", "Comparison", "comparisons", "read_evidence", "scale_label", "scope", "task_matches"]
+__all__ = ["KINDS", "TASKS", "Comparison", "base_scheme", "comparisons", "pool", "read_evidence", "scale_label", "scope", "task_matches"]
 
 #: ``--task``: what the model is asked to do, and the rows of the evidence that speak to it.
 TASKS = {"lm": "language modelling", "retrieval": "retrieving one key"}
 #: The reference every recommendation is against: the same model with ``1/sqrt(d)`` under the same RoPE variant.
 REFERENCE = STANDARD
+#: What kind of model a replicate kind means: seeds are models trained here; documents and prompts one pretrained model.
+KINDS = {"seeds": "small model trained here", "documents": "real pretrained model", "prompts": "real pretrained model"}
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """A measured scale against a reference in one situation, with the verdict of :data:`~._rule.RULE`.
+    """A measured scale against a reference in one situation, pooled over multiples, with its verdict.
 
     Attributes
     ----------
@@ -46,26 +52,45 @@ class Comparison:
         What a position is (``"bytes"``, ``"tokens"``, ...).
     replicates : str
         What the seeds count: ``"seeds"``, ``"documents"`` or ``"prompts"``.
+    kind : str
+        ``"real pretrained model"`` (run on documents or prompts) or ``"small model trained here"``.
     rope, task : str
-    multiple : float
-        The test length as a multiple of ``L``.
     scale : str
         The scale, one label per scale (:func:`scale_label`): ``"qwen_logn at test"`` applied at test
-        time only to a model trained with ``standard``, ``"ssmax"`` trained in.
+        time only to a model trained with ``standard``, ``"ssmax (s learned per head)"`` trained in.
     labels : tuple of str
         The experiments' own labels of it.
     reference : str
         ``"standard"`` (the same model with ``1/sqrt(d)``, the same RoPE variant) or another
         reference of the experiment (a sliding window of ``L``, ...).
     at_test : bool
-    loss, loss_spread, accuracy, accuracy_spread : float
-        Mean paired difference from the reference and its sample standard deviation (NaN where not measured).
-    seeds : tuple of int
     metric : str
         The metric the rule reads: loss for language modelling, accuracy for retrieval (the other
         where only it is measured).
-    t, critical : float
-        Its paired t (the gain over its standard error) and the critical value it must pass.
+    multiples : tuple of float
+        The measured multiples ``n/L`` pooled: past ``L``, up to the first that reaches the target.
+    measured_to : float
+        The largest multiple this situation measured.
+    reaches : bool
+        Whether :attr:`measured_to` reaches the target ``n / L``.
+    per_multiple : tuple
+        ``(multiple, mean difference, standard error, replicates)`` at each pooled multiple.
+    effect, effect_se : float
+        The pooled paired difference (the scale's minus the reference's: the mean over replicates of
+        each replicate's mean over :attr:`multiples`) and its standard error.
+    values : tuple of float
+        Each replicate's pooled difference, in the order of :attr:`seeds`.
+    seeds : tuple of int
+    binary : bool
+        Whether the outcome is 0 or 1 per replicate (keys retrieved): tested by the exact sign test.
+    test : str
+        ``"paired t"`` or ``"exact sign test"``.
+    statistic : float
+        The paired t, or for the sign test the replicates better less those worse.
+    p : float
+        The two-sided p value (NaN: no test possible).
+    p_adjusted : float
+        Holm's adjustment of :attr:`p` over every comparison the question reads (:func:`comparisons`).
     verdict : {"better", "worse", "not separated"}
     """
 
@@ -77,27 +102,43 @@ class Comparison:
     train_length: int
     length_unit: str
     replicates: str
+    kind: str
     rope: str
     task: str
-    multiple: float
     scale: str
     labels: tuple
     reference: str
     at_test: bool
-    loss: float
-    loss_spread: float
-    accuracy: float
-    accuracy_spread: float
-    seeds: tuple
     metric: str
-    t: float
-    critical: float
+    multiples: tuple
+    measured_to: float
+    reaches: bool
+    per_multiple: tuple
+    effect: float
+    effect_se: float
+    values: tuple
+    seeds: tuple
+    binary: bool
+    test: str
+    statistic: float
+    p: float
+    p_adjusted: float
     verdict: str
 
     @property
     def situation(self) -> tuple:
-        """What the rule weighs once: the experiment, the model and size, the RoPE and the multiple."""
-        return (self.experiment, self.model, self.size, self.rope, self.multiple)
+        """What the rule weighs once: the experiment, the model and size, the RoPE."""
+        return (self.experiment, self.model, self.size, self.rope)
+
+    @property
+    def gain(self) -> float:
+        """:attr:`effect` signed so that positive is better."""
+        return DIRECTION[self.metric] * self.effect
+
+    @property
+    def multiple(self) -> float:
+        """The largest multiple pooled."""
+        return max(self.multiples)
 
 
 def _has_evidence(exp: Experiment) -> bool:
@@ -156,19 +197,28 @@ def _aliases() -> dict:
     return {first_scale_name(k, "trained"): k for k in SCHEMES if first_scale_name(k, "trained") != k}
 
 
-def scale_label(label: str) -> str:
-    """One label per scale, whatever an experiment calls it; a label naming no scheme is kept.
+def scale_label(label: str, train_length: int = 0) -> str:
+    """One label per scale, whatever an experiment calls it, as a function of ``n/L``; a label naming no scheme is kept.
 
-    ``"standard + qwen_logn@128 at test"`` is ``"qwen_logn at test"``, ``"log_L n trained in"`` is
-    ``"entropy_invariant"``, ``"ssmax (s ln n)"`` is ``"ssmax"``.
+    ``"standard + qwen_logn@128 at test"`` in a model with ``L = 128`` is ``"qwen_logn at test"``;
+    pinned elsewhere than at ``L`` the pin stays, as a multiple of ``L`` (``"entropy_invariant@512"``
+    with ``L = 64`` is ``"entropy_invariant@8L"``: another function of ``n/L``); ``"log_L n trained in"``
+    is ``"entropy_invariant"``; a scheme trained with a parameter learned per head (``ssmax``) is
+    ``"ssmax (s learned per head)"``, not the fixed scale.
     """
     at_test = applied_at_test(label)
     base = label.removesuffix(" at test") if at_test else label
-    base = re.sub(r"^standard \+ ", "", re.sub(r"@\d+", "", base))
+    base = re.sub(r"^standard \+ ", "", base)
+    pin = re.search(r"@(\d+)", base)
+    base = re.sub(r"@\d+", "", base)
     base = _aliases().get(base, base)
     word = re.match(r"\w*", base).group(0)
     if word in SCHEMES or word in (*TOOLKIT_RULES, SHARE_RULE):
         base = word
+        if pin is not None and train_length and int(pin.group(1)) != train_length:
+            base = f"{word}@{int(pin.group(1)) / train_length:g}L"
+        if not at_test and word in SCHEMES and SCHEMES[word].learned:
+            base = f"{word} ({SCHEMES[word].learned} learned per head)"
     return f"{base} at test" if at_test else base
 
 
@@ -177,17 +227,28 @@ def _primary(task: str, have) -> str:
     return want if want in have else next(m for m in DIRECTION if m in have)
 
 
-def _nearest(multiples, target: float) -> float:
-    """The measured multiple nearest ``target`` in ``ln`` (the larger of two equally near)."""
-    return min(sorted(set(multiples), reverse=True), key=lambda m: abs(math.log(m / target)))
+def pool(rows: list) -> tuple:
+    """``(values, seeds)``: each replicate's mean paired difference over the rows (one per multiple), by seed.
+
+    Rows without their per-replicate :attr:`~softmax_scale.experiments.Evidence.values` cannot be
+    pooled: then the last row's values are rebuilt only where it has one replicate or none is needed,
+    and ``(None, seeds)`` is returned otherwise.
+    """
+    if not all(e.values for e in rows):
+        return None, rows[-1].seeds
+    by: dict = {}
+    for e in rows:
+        for s, v in zip(e.seeds, e.values):
+            by.setdefault(s, []).append(v)
+    seeds = tuple(sorted(by))
+    return tuple(float(np.mean(by[s])) for s in seeds), seeds
 
 
 def _same(a: "Comparison", b: "Comparison") -> bool:
-    keys = ("model", "size", "rope", "task", "multiple", "scale", "reference", "seeds")
+    keys = ("model", "size", "rope", "task", "multiples", "scale", "reference", "seeds", "metric")
     if any(getattr(a, k) != getattr(b, k) for k in keys):
         return False
-    shared = [m for m in DIRECTION if math.isfinite(getattr(a, m)) and math.isfinite(getattr(b, m))]
-    return bool(shared) and all(abs(getattr(a, m) - getattr(b, m)) <= 1e-9 for m in shared)
+    return abs(a.effect - b.effect) <= 1e-9 or (math.isnan(a.effect) and math.isnan(b.effect))
 
 
 def _merge(out: list) -> list:
@@ -199,48 +260,67 @@ def _merge(out: list) -> list:
             merged.append(c)
             continue
         m = merged[twin]
-        richer, other = (m, c) if sum(math.isfinite(getattr(m, k)) for k in DIRECTION) >= \
-            sum(math.isfinite(getattr(c, k)) for k in DIRECTION) else (c, m)
         names = ", ".join(sorted({*m.experiment.split(", "), *c.experiment.split(", ")}))
-        merged[twin] = replace(richer, experiment=names, labels=tuple(sorted({*richer.labels, *other.labels})))
+        merged[twin] = replace(m, experiment=names, labels=tuple(sorted({*m.labels, *c.labels})))
     return merged
 
 
+def _comparison(rows: list, target: float) -> "Comparison":
+    """One situation's rows of one scale and metric (one per multiple), pooled up to the multiple that reaches ``target``."""
+    rows = sorted(rows, key=lambda e: e.multiple)
+    measured_to = rows[-1].multiple
+    reaches = measured_to >= target * (1 - 1e-9)
+    upto = next(e.multiple for e in rows if e.multiple >= target * (1 - 1e-9)) if reaches else measured_to
+    used = [e for e in rows if e.multiple <= upto]
+    values, seeds = pool(used)
+    first = used[-1]
+    per = tuple((e.multiple, e.difference, e.spread / math.sqrt(len(e.seeds)) if len(e.seeds) > 1 else math.nan,
+                 len(e.seeds)) for e in used)
+    binary = all(e.binary for e in used)
+    if values is None:  # no per-replicate values: the last multiple alone, from its mean and spread
+        used, per = [first], per[-1:]
+        effect, sd, k = first.difference, first.spread, len(first.seeds)
+    else:
+        v = np.asarray(values)
+        k = v.size
+        effect, sd = float(v.mean()), float(v.std(ddof=1)) if k > 1 else math.nan
+    se = sd / math.sqrt(k) if k > 1 and math.isfinite(sd) else math.nan
+    test, stat, p = paired_test(DIRECTION[first.metric], effect, sd, k, values, binary)
+    return Comparison(
+        first.experiment, first.model, first.size, first.size_unit, first.head_dim, first.train_length,
+        first.length_unit, first.replicates, KINDS.get(first.replicates, "small model trained here"), first.rope,
+        first.task, scale_label(first.scale, first.train_length), tuple(sorted({e.scale for e in rows})),
+        first.reference, applied_at_test(first.scale), first.metric, tuple(e.multiple for e in used), measured_to,
+        reaches, per, effect, se, tuple(values) if values is not None else (), seeds, binary, test, stat, p,
+        math.nan, "not separated")
+
+
 def comparisons(found: dict, task: str, rope: str | None, target: float, baselines: bool = False) -> list:
-    """The comparisons that speak to the situation (see the module docstring).
+    """The comparisons that speak to the situation (see the module docstring), with Holm's verdicts.
 
     Each scale against ``standard``; with ``baselines``, ``standard`` against the other references.
+    Holm's adjustment runs over every comparison returned: each scale, situation, RoPE variant and way
+    of applying the scale that the question reads.
     """
     def wanted(e):
         return (e.scale == REFERENCE and e.reference != REFERENCE) if baselines else e.reference == REFERENCE
 
     rows = [e for _, ev in found.values() for e in ev
-            if wanted(e) and e.metric in DIRECTION and task_matches(e.task, task) and (rope is None or e.rope == rope)]
-    near: dict = {}
+            if wanted(e) and e.metric in DIRECTION and task_matches(e.task, task) and (rope is None or e.rope == rope)
+            and e.multiple > 1.0]
+    primary: dict = {}
     for e in rows:
-        near.setdefault((e.experiment, e.model, e.size, e.rope), []).append(e.multiple)
-    near = {k: _nearest(v, target) for k, v in near.items()}
+        primary.setdefault((e.experiment, e.model, e.size, e.rope), set()).add(e.metric)
     groups: dict = {}
     for e in rows:
-        if e.multiple == near[(e.experiment, e.model, e.size, e.rope)]:
-            groups.setdefault((e.experiment, e.model, e.size, e.rope, e.multiple, scale_label(e.scale), e.reference),
-                              []).append(e)
-    out = []
-    nan = float("nan")
-    for (experiment, model, size, rope_, multiple, scale, reference), es in groups.items():
-        by = {e.metric: e for e in es}
-        first = es[0]
-        seeds = tuple(sorted(set().union(*(e.seeds for e in es))))
-        metric = _primary(first.task, by)
-        t, crit, verdict = judge(metric, by[metric].difference, by[metric].spread, len(by[metric].seeds))
-        out.append(Comparison(
-            experiment, model, size, first.size_unit, first.head_dim, first.train_length, first.length_unit,
-            first.replicates, rope_, first.task, multiple, scale, tuple(sorted({e.scale for e in es})), reference,
-            applied_at_test(first.scale),
-            by["loss"].difference if "loss" in by else nan, by["loss"].spread if "loss" in by else nan,
-            by["accuracy"].difference if "accuracy" in by else nan, by["accuracy"].spread if "accuracy" in by else nan,
-            seeds, metric, t, crit, verdict))
-    return sorted(_merge(out), key=lambda c: (c.rope, c.at_test, c.experiment, c.size, c.scale, c.reference))
+        sit = (e.experiment, e.model, e.size, e.rope)
+        if e.metric != _primary(e.task, primary[sit]):
+            continue
+        groups.setdefault((*sit, scale_label(e.scale, e.train_length), e.reference), []).append(e)
+    out = _merge([_comparison(es, target) for es in groups.values()])
+    adjusted = holm([c.p for c in out])  # one family: every scale, situation, RoPE and way of applying read
+    judged = [replace(c, p_adjusted=q, verdict=verdict(c.gain, q)) for c, q in zip(out, adjusted)]
+    return sorted(judged, key=lambda c: (c.rope, c.at_test, c.experiment, c.size, c.scale, c.reference))
 
 
 def _and(items: list) -> str:
@@ -259,7 +339,7 @@ def _model_line(key, es) -> str:
     def count(reps, kind):
         return f"{reps} {kind if reps != 1 else kind.removesuffix('s')}"
 
-    parts = [f"{size:,} {unit}" if size else unit]
+    parts = [KINDS.get(es[0].replicates, KINDS["seeds"]), f"{size:,} {unit}" if size else unit]
     if head_dim:
         parts.append(f"head dimension {head_dim}")
     if L:
@@ -295,21 +375,22 @@ def scope(found: dict, missing: list, empty: list, comps: list, *, d: int, task:
         models.setdefault((e.model, e.size, e.size_unit, e.head_dim, e.train_length, e.length_unit), []).append(e)
     for key in sorted(models, key=lambda k: (k[0], k[1])):
         lines.append(_model_line(key, models[key]))
-    lines.append(f"Only n/L = {target:g} chooses which comparisons are read (the nearest measured multiple of each "
-                 f"model); d and L set the factor of each pinned scale and the theory's columns, not the evidence.")
+    lines.append(f"n/L = {target:g} (keys over the training length) chooses how far each situation's multiples are "
+                 f"pooled (past L, up to the first that reaches it); d and L set the factor of each pinned scale and "
+                 f"the theory's columns, not the evidence. ± is a standard error everywhere.")
     if comps:
-        largest = max(c.multiple for c in comps)
-        if target > largest * 1.5:
-            lines.append(f"Warning: n/L = {target:g} is past every measured multiple here (the largest "
-                         f"{times(largest)}): the evidence does not reach it.")
+        largest = max(c.measured_to for c in comps)
+        if target > largest * (1 + 1e-9):
+            lines.append(f"Not measured past {times(largest)}: n/L = {target:g} is past every measured multiple here; "
+                         "no effect at n is given, only the theory's prediction.")
         else:
             reach: dict = {}
             for c in comps:
-                reach[c.model] = max(reach.get(c.model, 0.0), c.multiple)
-            short = [f"{m} (to {times(x)})" for m, x in sorted(reach.items()) if target > x * 1.5]
+                reach[c.model] = max(reach.get(c.model, 0.0), c.measured_to)
+            short = [f"{m} (to {times(x)})" for m, x in sorted(reach.items()) if target > x * (1 + 1e-9)]
             if short:
-                lines.append(f"Warning: n/L = {target:g} is past what was measured in {_and(short)}: "
-                             "the comparisons there are read at the largest multiple measured.")
+                lines.append(f"Not measured past n/L = {target:g} in {_and(short)}: those results are shown as "
+                             "context and no change rests on them.")
     dims = sorted({e.head_dim for e in rows if e.head_dim})
     if dims and not dims[0] / 2 <= d <= dims[-1] * 2:
         lines.append(f"Warning: d = {d} is far from the measured models' head dimensions "

@@ -29,9 +29,8 @@ def _num(x: float, spread: float | None = None) -> str:
     return f"{x:+.4f}{nb}±{nb}{spread:.4f}" if math.isfinite(spread) else f"{x:+.4f} (one seed)"
 
 
-def _se(c, metric) -> str:
-    diff, spread = (c.loss, c.loss_spread) if metric == "loss" else (c.accuracy, c.accuracy_spread)
-    return _num(diff, spread / math.sqrt(len(c.seeds)) if math.isfinite(spread) else spread)
+def _se(c) -> str:
+    return _num(c.effect, c.effect_se)
 
 
 def _drift(x: float) -> str:
@@ -41,31 +40,40 @@ def _drift(x: float) -> str:
 
 
 def _factor(x: float) -> str:
-    return "?" if not math.isfinite(x) else f"{x:.4g}"
+    return "?" if not math.isfinite(x) else f"{x:.5g}"
+
+
+def _theory(r, a) -> str:
+    """The i.i.d. theory at ``n`` under the kept factor, labelled as theory."""
+    s = next((s for s in a.schemes if s.scheme == "standard"), None)
+    if s is None or a.n <= a.train_length:
+        return ""
+    return (f"; theory at n (i.i.d. cosine scores, not measured): with 1/sqrt(d) the entropy drifts {_drift(s.drift_isotropic)} "
+            f"nats from L to n and one matching key's share falls from {s.share_at_l:.3f} to {s.share:.3f}")
 
 
 def _line(r, a) -> str:
-    """One recommendation as a sentence: the factor, its formula, the effect, the reach."""
-    if a.n == a.train_length:
-        return f"multiply the logits by 1 at n = L = {a.n} ({r.formula}): {r.reason.removeprefix('n = L: ')}"
-    reach = f"; the evidence reaches n/L = {r.reaches:.3g}" if math.isfinite(r.reaches) else ""
-    what = f"`{r.scheme}`: {r.formula}"
-    if r.scheme == "standard":
-        if not r.models:
-            return f"multiply the logits by 1 at n = {a.n} ({what}): no measured comparison speaks to this situation"
-        return f"multiply the logits by 1 at n = {a.n} ({what}): no scale passes the rule on {r.task} in {r.models}{reach}"
-    return (f"multiply the logits by {_factor(r.factor)} at n = {a.n} ({what}), expected effect "
-            f"{_num(r.effect, r.effect_se)} {r.unit} on {r.task} in {r.models}{reach}")
+    """One recommendation as a sentence: the whole multiplier, the change, the effect or why the baseline is kept."""
+    if r.scale == "standard":
+        measured = f" (measured: {r.models}, to n/L = {r.reaches:.3g})" if r.models and math.isfinite(r.reaches) else ""
+        theory = _theory(r, a) if "not measured past" in r.reason or not r.models else ""
+        return f"{r.change} ({r.formula}): {r.reason}{measured}{theory}"
+    return (f"{r.change} at n = {a.n:,} (`{r.scheme}`: {r.formula}), expected effect "
+            f"{_num(r.effect, r.effect_se)} {r.unit} (± standard error) on {r.task} in {r.models}; the evidence "
+            f"reaches n/L = {r.reaches:.3g}")
 
 
 def headline(a) -> str:
-    """The first line: the recommendation for a model trained with ``1/sqrt(d)`` (one per RoPE variant if none asked)."""
+    """The first line: the whole multiplier to run with at ``n`` (one per RoPE variant if none asked), and the engines."""
     recs = [r for r in a.recommendations if r.at_test]
+    assumed = " Assumed: a model trained without a temperature (1/sqrt(d)); pass --config for a model's own recipe." \
+        if a.baseline.assumed else ""
+    engines = f" Engines: {a.engines}." if a.engines else ""
     if not recs:
-        return "multiply the logits by 1 (`standard`, 1/sqrt(d)): no measured comparison speaks to this situation"
-    if a.rope is not None:
-        return _line(recs[0], a)
-    return "\n".join(f"RoPE {r.rope}: {_line(r, a)}" for r in recs)
+        return "keep x1 (1/sqrt(d)): no measured comparison speaks to this situation." + assumed
+    if a.rope is not None or len(recs) == 1:
+        return _line(recs[0], a) + "." + engines + assumed
+    return "\n".join(f"RoPE {r.rope}: {_line(r, a)}." for r in recs) + engines + assumed
 
 
 def _results_label(a) -> str:
@@ -74,24 +82,31 @@ def _results_label(a) -> str:
 
 def outline(a, markdown: bool) -> list:
     """The advice as blocks: ``("h", text)``, ``("p", text)``, ``("ul", items)``, ``("table", header, rows)``."""
-    rope = f"RoPE {a.rope} ({ROPE_CHANGES[a.rope]})" if a.rope is not None else "every RoPE variant measured"
+    rope = f"RoPE {a.rope} ({ROPE_CHANGES[a.rope]})" if a.rope in ROPE_CHANGES else \
+        f"RoPE {a.rope} (the config's frequencies, which no experiment measured)" if a.rope is not None else \
+        "every RoPE variant measured"
     out: list = [("p", headline(a)),
-                 ("p", f"d = {a.d}, L = {a.train_length}, n = {a.n} ({times(a.multiple)}), {TASKS[a.task]}, {rope}.")]
+                 ("p", f"d = {a.d}, L = {a.train_length:,}, n = {a.n:,} ({times(a.multiple)}), {TASKS[a.task]}, {rope}. "
+                       f"Baseline: {a.baseline.label}.")]
     if a.rope is None:
         out += [("p", "The RoPE variants change the rotation frequencies only; the scale is chosen apart:"),
                 ("ul", [f"{k}: {v}." for k, v in ROPE_CHANGES.items()])]
     out += [("h", "Scope"), ("ul", list(a.scope)), ("h", "Recommendation")]
     items = []
     for r in a.recommendations:
-        who = "a model trained with 1/sqrt(d), run at n" if r.at_test else "training a new model"
-        items.append(f"RoPE {r.rope}, {who}: {_line(r, a)}. {r.reason[0].upper()}{r.reason[1:]}.")
-    out += [("ul", items or ["`standard`, 1/sqrt(d): no measured comparison speaks to this situation."]),
+        who = "the model as it is, run at n" if r.at_test else "training a new model"
+        text_ = f"RoPE {r.rope}, {who}: {_line(r, a)}."
+        if r.scale != "standard":
+            text_ += f" {r.reason[0].upper()}{r.reason[1:]}."
+        items.append(text_)
+        items += [f"Side by side: {s}." for s in r.side_by_side]
+    out += [("ul", items or ["keep x1 (1/sqrt(d)): no measured comparison speaks to this situation."]),
             ("p", f"The rule: {a.rule}"),
-            ("h", f"The published scales at n = {a.n}, pinned at L = {a.train_length}"),
+            ("h", f"The published scales at n = {a.n:,}, pinned at L = {a.train_length:,} (theory)"),
             ("p", f"The factor multiplies 1/sqrt(d); the scale multiplies q·k. The i.i.d. theory "
                   f"(ss.extrapolation_table: {a.score_model} scores, d = {a.d}, one matching key of cosine {a.match:g} "
-                  f"in the signal columns): the entropy drift from L to n in nats, and that key's share of the "
-                  f"attention." + ("" if markdown else " Sources: softmax-scale scale --list."))]
+                  f"in the signal columns), not a measurement: the entropy drift from L to n in nats, and that key's "
+                  f"share of the attention." + ("" if markdown else " Sources: softmax-scale scale --list."))]
     header = ["scheme", "factor", "scale", "pinned by", "drift iid", "drift 1 key", "share at L", "at n"]
     rows = [[s.scheme, f"{s.factor:.4f}", f"{s.scale:.5f}", s.pin_rule or "-", _drift(s.drift_isotropic),
              _drift(s.drift_signal), f"{s.share_at_l:.3f}", f"{s.share:.3f}"] + ([s.source] if markdown else [])
@@ -101,30 +116,31 @@ def outline(a, markdown: bool) -> list:
     if not a.comparisons:
         out.append(("p", "No measured comparison speaks to this situation."))
     else:
-        out.append(("p", "Differences are the scale's minus standard's, paired by seed (or document): mean ± standard "
-                         "error (loss in nats per position, lower is better; accuracy a fraction, higher is better); "
-                         "t is the paired t of the metric the rule reads (marked *), against the critical value. "
-                         "\"at test\": applied at test time only to a model trained with standard."))
+        out.append(("p", "Differences are the scale's minus standard's, paired by seed (or document, or prompt) and "
+                         "pooled replicate by replicate over the multiples shown: mean ± standard error (loss in nats "
+                         "per position, lower is better; accuracy and keys retrieved a fraction, higher is better). p is "
+                         "two-sided (paired t, or the exact sign test on keys retrieved); Holm's adjustment runs over "
+                         "every row below. \"at test\": applied at test time only to a model "
+                         "trained with standard; \"reaches\": measured at n/L or beyond."))
     for rope_ in sorted({c.rope for c in a.comparisons}):
         out.append(("h", f"RoPE {rope_}"))
         mine = [c for c in a.comparisons if c.rope == rope_]
-        for sit in sorted({c.situation for c in mine}, key=lambda s: (s[0], s[2], s[4])):
+        for sit in sorted({c.situation for c in mine}, key=lambda s: (s[0], s[2])):
             cs = [c for c in mine if c.situation == sit]
             c0 = cs[0]
-            out.append(("p", f"{c0.experiment}: {c0.model} ({c0.size:,} {c0.size_unit}), {c0.task}, at "
-                             f"{times(c0.multiple)}, {len(c0.seeds)} {c0.replicates}:"))
-            out.append(("table", ["scale", "loss", "accuracy", "t", "needs", "verdict"],
-                        [[c.scale, _se(c, "loss") + ("*" if c.metric == "loss" else ""),
-                          _se(c, "accuracy") + ("*" if c.metric == "accuracy" else ""),
-                          "-" if not math.isfinite(c.t) else f"{c.t:.2f}", f"{c.critical:.2f}", c.verdict]
+            span = ", ".join(times(m) for m in c0.multiples)
+            out.append(("p", f"{c0.experiment}: {c0.model} ({c0.size:,} {c0.size_unit}, {c0.kind}), {c0.task}, "
+                             f"{c0.metric}, pooled over {span} (measured to {times(c0.measured_to)}"
+                             f"{'' if c0.reaches else ', short of n/L'}), {len(c0.seeds)} {c0.replicates}:"))
+            out.append(("table", ["scale", c0.metric, "test", "p", "Holm", "verdict"],
+                        [[c.scale, _se(c), c.test, "-" if not math.isfinite(c.p) else f"{c.p:.3g}",
+                          "-" if not math.isfinite(c.p_adjusted) else f"{c.p_adjusted:.3g}", c.verdict]
                          for c in cs]))
         base = [c for c in a.baselines if c.rope == rope_]
         if base:
             out.append(("ul", [f"standard against \u201c{c.reference}\u201d ({c.experiment}, {c.model} "
-                               f"({c.size:,} {c.size_unit}), at "
-                               f"{times(c.multiple)}): loss {_se(c, 'loss')}"
-                               + (f", accuracy {_se(c, 'accuracy')}" if math.isfinite(c.accuracy) else "")
-                               + f", {len(c.seeds)} {c.replicates}." for c in base]))
+                               f"({c.size:,} {c.size_unit}), to {times(c.multiple)}): {c.metric} {_se(c)}, "
+                               f"{len(c.seeds)} {c.replicates}." for c in base]))
     return out
 
 
@@ -185,14 +201,14 @@ def _ropes(rs) -> str:
 
 
 def _way(recs, a) -> str:
-    """One sentence per recommended scale over the RoPE variants, those keeping ``1/sqrt(d)`` last."""
+    """One sentence per recommended scale over the RoPE variants, those keeping the baseline last."""
     groups: dict = {}
     for r in recs:
         groups.setdefault(r.scale, []).append(r)
     parts = []
     for scale, rs in sorted(groups.items(), key=lambda kv: kv[0] == "standard"):
         if scale == "standard":
-            parts.append(f"under {_ropes(rs)} keep 1/sqrt(d): no scale passes the rule")
+            parts.append(f"under {_ropes(rs)} keep 1/sqrt(d): no change passes the rule")
         else:
             parts.append(f"under {_ropes(rs)} {_line(rs[0], a)}")
     return "; ".join(parts) + "."
@@ -202,38 +218,37 @@ def _window(a) -> str:
     """How far ``standard`` still is from a sliding window of ``L``: a range over RoPE variants, per model and unit."""
     by: dict = {}
     for c in a.baselines:
-        if c.reference == "sliding window of L" and math.isfinite(c.loss):
+        if c.reference == "sliding window of L" and c.metric == "loss" and math.isfinite(c.effect):
             by.setdefault((c.model, c.size, c.length_unit, c.multiple), []).append(c)
     parts = []
     for (model, size, unit, m), cs in sorted(by.items(), key=lambda kv: kv[0][1]):
-        lo, hi = min(cs, key=lambda c: c.loss), max(cs, key=lambda c: c.loss)
-        span = f"{lo.loss:+.3f} ({lo.rope})" + (f" to {hi.loss:+.3f} ({hi.rope})" if hi is not lo else "")
-        parts.append(f"{span} nats per {unit.removesuffix('s')} in {model} ({size:,} parameters) at {times(m)}")
+        lo, hi = min(cs, key=lambda c: c.effect), max(cs, key=lambda c: c.effect)
+        span = f"{lo.effect:+.3f} ({lo.rope})" + (f" to {hi.effect:+.3f} ({hi.rope})" if hi is not lo else "")
+        parts.append(f"{span} nats per {unit.removesuffix('s')} in {model} ({size:,} parameters) to {times(m)}")
     return ("The positions weigh more than the scale: the loss with 1/sqrt(d) minus a sliding window of L's is "
             + "; ".join(parts) + ".") if parts else ""
 
 
-def _brief(recs) -> str:
-    """The README's one sentence per task: each scale recommended at test time, its effect, how far it was measured."""
-    groups: dict = {}
-    for r in recs:
-        groups.setdefault(r.scale, []).append(r)
+def _brief(recs, a) -> str:
+    """The README's one sentence per task: the change or the kept baseline, with its scope."""
+    changes = [r for r in recs if r.scale != "standard"]
+    keep = [r for r in recs if r.scale == "standard"]
     parts = []
-    for scale, rs in sorted(groups.items(), key=lambda kv: kv[0] == "standard"):
-        r = rs[0]
-        if scale == "standard":
-            parts.append(f"under {_ropes(rs)} keep 1/sqrt(d)")
-        else:
-            parts.append(f"under {_ropes(rs)} multiply the logits by {_factor(r.factor)} (`{r.scheme}`), "
-                         f"{_num(r.effect, r.effect_se)} {r.unit} in {r.models.split(' (')[0]}, measured to "
-                         f"n/L = {r.reaches:.3g}")
+    for r in changes:
+        parts.append(f"under {_ropes([r])} {r.change} (`{r.scheme}`), {_num(r.effect, r.effect_se)} {r.unit} (± standard "
+                     f"error) in {r.models.split(' (')[0]}, measured to n/L = {r.reaches:.3g}")
+    if keep:
+        reach = max((r.reaches for r in keep if math.isfinite(r.reaches)), default=math.nan)
+        models = sorted({m.split(" (")[0] for r in keep for m in r.models.split("; ") if m})
+        scope_ = f" (evidence: {', '.join(models)}, measured to n/L = {reach:.3g})" if models else ""
+        parts.append(f"under {_ropes(keep)} keep 1/sqrt(d): no change passes the rule{scope_}")
     return "; ".join(parts)
 
 
 def short_answers(brief: bool = False) -> str:
     """The short answers by task, each sentence generated from :func:`advise` at :data:`DOCS_CALL` and at ``n = L``.
 
-    ``brief``: one sentence per task for a model trained with ``1/sqrt(d)`` (the README's copy).
+    ``brief``: one sentence per task for a model trained without a temperature (the README's copy).
     """
     from . import advise
 
@@ -242,18 +257,19 @@ def short_answers(brief: bool = False) -> str:
     out = [f"For head dimension {d}, trained at L = {L} and run at n = {n} ({times(n / L)}), as `{cmd} --task TASK` "
            f"prints it for each RoPE variant measured (`--rope` picks one):"]
     if brief:
-        out[0] = out[0].replace("):", "), for a model trained with 1/sqrt(d):") + "\n"
+        out[0] = out[0].replace("):", "), for a model trained without a temperature (with `--config` the baseline "
+                                      "is the model's own recipe):") + "\n"
     for task, name in TASKS.items():
         a = advise(**DOCS_CALL, task=task)
         at_test = [r for r in a.recommendations if r.at_test]
         b = advise(d, L, L, task=task)
         if brief:
             same = all(r.scale == "standard" for r in b.recommendations)
-            out.append(f"- **{name[0].upper()}{name[1:]}**: {_brief(at_test)}."
+            out.append(f"- **{name[0].upper()}{name[1:]}**: {_brief(at_test, a)}."
                        + (" At n = L nothing changes." if same else ""))
             continue
         items = [f"At n = L: {_line(next(r for r in b.recommendations if r.at_test), b)}.",
-                 f"Past L, a model trained with 1/sqrt(d): {_way(at_test, a)}",
+                 f"Past L, a model trained without a temperature: {_way(at_test, a)}",
                  f"Training a new model: {_way([r for r in a.recommendations if not r.at_test], a)}"]
         window = _window(a)
         items += [window] if window else []

@@ -1,13 +1,17 @@
 """The rule that turns the measured comparisons into a recommendation: :data:`CLAUSES`, applied by :func:`recommend`.
 
 Each clause is a function whose ``text`` is what the output prints for it; :data:`RULE` is those
-texts joined, so the rule printed is the rule applied.
+texts joined, so the rule printed is the rule applied.  The baseline is what the model runs with
+now (:class:`Baseline`: its authors' recipe, or ``1/sqrt(d)`` for a model trained without a
+temperature); a change is recommended only where the evidence reaches the user's situation and
+passes the corrected two-sided test, and every tie, conflict or gap keeps the baseline.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,10 +20,10 @@ from scipy import stats
 from ..heads import SHARE_RULE, TOOLKIT_RULES, head_factors
 from ..schemes import QK_SCHEMES, SCHEMES, STANDARD, pinned
 
-__all__ = ["CLAUSES", "LEVEL", "RULE", "Recommendation", "below_one_inside", "critical_t", "judge", "recommend",
-           "simplicity"]
+__all__ = ["CLAUSES", "LEVEL", "RULE", "Baseline", "Recommendation", "base_scheme", "below_one_inside", "holm", "judge",
+           "paired_test", "recommend", "verdict"]
 
-#: The one-sided level of the paired t test that separates a scale from ``standard`` in one situation.
+#: The family-wise level: two-sided tests, Holm's correction over every comparison one question reads.
 LEVEL = 0.05
 #: The metrics of the evidence and their direction: ``+1`` higher is better, ``-1`` lower is better.
 DIRECTION = {"loss": -1.0, "accuracy": 1.0}
@@ -27,33 +31,72 @@ DIRECTION = {"loss": -1.0, "accuracy": 1.0}
 PER_HEAD = (*TOOLKIT_RULES, SHARE_RULE)
 
 
-@functools.lru_cache(maxsize=64)
-def critical_t(replicates: int) -> float:
-    """The one-sided critical value of the paired t at :data:`LEVEL` with ``replicates - 1`` degrees of freedom."""
-    return float(stats.t.ppf(1.0 - LEVEL, replicates - 1)) if replicates >= 2 else math.inf
+def paired_test(direction: float, effect: float, sd: float, k: int, values=None, binary: bool = False) -> tuple:
+    """``(test, statistic, p)``: the two-sided test of one pooled paired difference.
+
+    Parameters
+    ----------
+    direction : float
+        ``+1`` where higher is better, ``-1`` where lower is.
+    effect, sd : float
+        The mean paired difference and its sample standard deviation over the ``k`` replicates.
+    k : int
+        Replicates.
+    values : sequence of float, optional
+        The paired differences themselves (needed by the sign test).
+    binary : bool
+        Each replicate's outcome is 0 or 1: the exact sign test (McNemar's exact test on the
+        discordant pairs, :func:`scipy.stats.binomtest` at 1/2) instead of a t on 0/1 values.
+
+    Returns
+    -------
+    tuple
+        ``test`` (``"paired t"`` or ``"exact sign test"``), the statistic (the t; for the sign test
+        the replicates better less those worse) and the two-sided p value (NaN where no test is possible).
+    """
+    if binary and values is not None:
+        gains = direction * np.asarray(values, dtype=np.float64)
+        up, down = int(np.sum(gains > 0)), int(np.sum(gains < 0))
+        p = float(stats.binomtest(up, up + down, 0.5).pvalue) if up + down else 1.0
+        return "exact sign test", float(up - down), p
+    if k < 2 or not (math.isfinite(effect) and math.isfinite(sd)):
+        return "paired t", math.nan, math.nan
+    gain = direction * effect
+    if sd == 0:
+        return "paired t", (math.copysign(math.inf, gain) if gain else 0.0), (0.0 if gain else 1.0)
+    t = gain / (sd / math.sqrt(k))
+    return "paired t", float(t), float(2.0 * stats.t.sf(abs(t), k - 1))
 
 
 def judge(metric: str, difference: float, spread: float, replicates: int) -> tuple:
-    """``(t, critical, verdict)`` of one paired difference from ``standard`` (the first clause of :data:`RULE`).
-
-    ``t`` is the gain (the difference signed so that positive is better) over its standard error
-    ``spread / sqrt(replicates)``; NaN with one replicate or a non-finite difference.
-    """
-    crit = critical_t(replicates)
-    if replicates < 2 or not (math.isfinite(difference) and math.isfinite(spread)):
-        return math.nan, crit, "not separated"
-    gain = DIRECTION[metric] * difference
-    se = spread / math.sqrt(replicates)
-    t = gain / se if se > 0 else math.copysign(math.inf, gain) if gain else 0.0
-    return t, crit, "better" if t > crit else "worse" if t < -crit else "not separated"
+    """``(t, p, verdict)`` of one paired difference from ``standard`` tested alone (no correction), by :func:`paired_test`."""
+    _, t, p = paired_test(DIRECTION[metric], difference, spread, replicates)
+    return t, p, verdict(DIRECTION[metric] * difference if math.isfinite(difference) else math.nan, p)
 
 
-def simplicity(scheme: str) -> tuple:
-    """Sort key of a scale's base scheme, simplest first: the registry's order, then the per-head rules, then others."""
-    keys = list(SCHEMES)
-    if scheme in keys:
-        return (0, keys.index(scheme), scheme)
-    return (1, PER_HEAD.index(scheme), scheme) if scheme in PER_HEAD else (2, 0, scheme)
+def holm(ps) -> list:
+    """Holm's step-down adjusted p values (NaN stays NaN; the adjustment counts the finite ones)."""
+    ps = [float(p) for p in ps]
+    finite = sorted((p, i) for i, p in enumerate(ps) if math.isfinite(p))
+    m = len(finite)
+    out = [math.nan] * len(ps)
+    running = 0.0
+    for rank, (p, i) in enumerate(finite):
+        running = max(running, min(1.0, (m - rank) * p))
+        out[i] = running
+    return out
+
+
+def verdict(gain: float, p_adjusted: float) -> str:
+    """``"better"``/``"worse"`` where the adjusted two-sided p is below :data:`LEVEL`, by the gain's sign."""
+    if not (math.isfinite(p_adjusted) and math.isfinite(gain)) or p_adjusted >= LEVEL or gain == 0:
+        return "not separated"
+    return "better" if gain > 0 else "worse"
+
+
+def base_scheme(label: str) -> str:
+    """The scheme key of a canonical label (``"qwen_logn at test"``, ``"ssmax (s learned per head)"``: the scheme)."""
+    return re.match(r"\w*", label).group(0)
 
 
 def below_one_inside(scheme: str, L: int, d: int) -> bool | None:
@@ -70,6 +113,32 @@ def below_one_inside(scheme: str, L: int, d: int) -> bool | None:
     return bool(np.min(pinned(scheme, L).factor(ns, d)) < 1.0 - 1e-12)
 
 
+@dataclass(frozen=True)
+class Baseline:
+    """What the model runs with now, the answer unless the evidence says otherwise.
+
+    Attributes
+    ----------
+    factor : float
+        The whole multiplier on ``q.k`` at ``n`` over ``1/sqrt(d)``.
+    label : str
+        What it is (``"the authors' recipe: YaRN's temperature ..."``, ``"1/sqrt(d)"``).
+    base : float
+        The multiplier without any temperature (``1``; Gemma's ``query_pre_attn_scalar`` makes it another).
+    reached_by_evidence : str
+        ``""`` where the evidence (scales against ``standard`` in models trained without a
+        temperature, RoPE changed at test) speaks to this model; else why it does not.
+    assumed : bool
+        True where no config was given and a model trained without a temperature is assumed.
+    """
+
+    factor: float = 1.0
+    label: str = "1/sqrt(d)"
+    base: float = 1.0
+    reached_by_evidence: str = ""
+    assumed: bool = True
+
+
 def _clause(text: str):
     def mark(f):
         f.text = text
@@ -77,28 +146,53 @@ def _clause(text: str):
     return mark
 
 
-@_clause(f"In each situation (one experiment, model, size and multiple of L, the measured multiple nearest n/L) "
-         f"a scale is better or worse than `standard` where its paired t on the task's metric (loss for "
-         f"language modelling, accuracy for retrieval; the mean paired difference over seeds or documents "
-         f"over its standard error) passes the one-sided critical value at level {LEVEL} (k - 1 degrees of "
-         f"freedom for k of them: {critical_t(2):.2f} with 2, {critical_t(3):.2f} with 3); otherwise not separated.")
+@_clause("The baseline is what the model runs with now: its authors' recipe read from its config (the whole "
+         "multiplier on q.k at n, as the reference code applies it), or 1/sqrt(d) for a model assumed trained "
+         "without a temperature. Inside the length the recipe covers (n <= L) the answer is the baseline.")
+def _inside(n: int, L: int) -> str:
+    return f"n = {n:,} is inside the length the recipe covers (L = {L:,}): keep it" if n <= L else ""
+
+
+@_clause("The evidence measures scales against 1/sqrt(d) in models trained without a temperature, with the "
+         "RoPE variant applied at test; it does not reach a model trained with a temperature or with RoPE "
+         "scaling, whose recipe is then kept.")
+def _reaches_model(baseline: Baseline, at_test: bool) -> str:
+    return baseline.reached_by_evidence if at_test else ""
+
+
+@_clause(f"In each situation (one experiment on one model under one RoPE) the paired differences from "
+         f"`standard` (n/L counts keys over the training length) are pooled replicate by replicate over "
+         f"the measured multiples past L up to the first that reaches n/L, and tested two-sided: a paired t "
+         f"on loss or accuracy, the exact sign test on keys retrieved (0 or 1 per prompt). Holm's correction "
+         f"runs over every scale, situation, RoPE variant and way of applying that the question reads, at "
+         f"family-wise level {LEVEL}: "
+         f"better or worse where the adjusted p is below it, else not separated.")
 def _separated(c) -> str:
     return c.verdict
 
 
-@_clause("The labels of one scale are one scale: pinned lengths dropped, a scale trained in is one label "
-         "whatever each experiment calls it (`log_L n trained in` is `entropy_invariant` pinned at L), and a "
-         "comparison two experiments share (the same runs) is counted once.")
+@_clause("The labels of one scale are one scale only where they are the same function of n/L: a pin at L "
+         "is dropped, another pin is kept as a multiple of L (`entropy_invariant@8L`), a scale trained with a "
+         "parameter learned per head is not the fixed scale (`ssmax (s learned per head)`), and a comparison "
+         "two experiments share (the same runs) is counted once.")
 def _one_label(c) -> str:
     return c.scale
 
 
-@_clause("A scale's score is the situations it is better in less those it is worse in, each situation "
-         "weighed once (no difference is averaged across situations, so nats per byte never meet nats per "
-         "token); a candidate is better in one situation at least and worse in none.")
-def _score(verdicts: list) -> tuple:
-    better, worse = verdicts.count("better"), verdicts.count("worse")
-    return better - worse, better >= 1 and worse == 0
+@_clause("A situation whose largest measured multiple is short of n/L gives no effect at n: no change rests "
+         "on it, and where none reaches n/L the answer is the baseline, not measured past the largest "
+         "multiple, with the i.i.d. theory's prediction at n labelled as theory.")
+def _reach(cs: list) -> list:
+    return [c for c in cs if c.reaches]
+
+
+@_clause("A candidate is better in one situation at least that reaches n/L, and its pooled difference "
+         "points the other way in no situation on the same task and RoPE, whatever the model and "
+         "multiple: where two models disagree in sign no change is recommended and both are shown.")
+def _candidate(v: list) -> tuple:
+    better = [c for c in v if c.reaches and c.verdict == "better"]
+    against = [c for c in v if math.isfinite(c.gain) and c.gain < 0]
+    return better, against
 
 
 @_clause("Applied at test time to a model trained without it, a scale below 1 anywhere inside L is never "
@@ -118,53 +212,36 @@ def _admissible(scheme: str, at_test: bool, L: int, d: int, has_heads: bool) -> 
     return ""
 
 
-@_clause("The candidate with the highest score is recommended; a tie (the same score, and no shared "
-         "situation where one's gain exceeds the other's by more than the critical value times their combined "
-         "standard error) goes to the simpler published scale (the registry's order, then the per-head rules).")
-def _pick(candidates: list, by_scale: dict) -> str:
-    top = max(score for score, _ in candidates)
-    best = sorted((s for score, s in candidates if score == top), key=lambda s: simplicity(_base(s)))
-    free = [s for s in best if not any(_beats(by_scale[o], by_scale[s]) for o in best if o != s)]
-    return (free or best)[0]  # the simplest that no other of the same score beats beyond the uncertainty
-
-
-@_clause("At n = L nothing changes: the pinned scales are 1/sqrt(d) there (any that is not is named), and "
-         "`standard` is the answer.")
-def _at_l(n: int, L: int, d: int) -> str:
-    if n != L:
-        return ""
-    off = [f"{k} x{float(pinned(k, L).factor(L, d)):.4g}" for k in QK_SCHEMES
-           if SCHEMES[k].pin_rule and float(pinned(k, L).factor(L, d)) != 1.0]
-    return ("n = L: the pinned scales are 1/sqrt(d) there" + (f" (all but {', '.join(off)})" if off else "")
-            + "; nothing changes at L")
+@_clause(f"Of several candidates one is recommended only where it gains more than each other beyond the "
+         f"uncertainty (the same two-sided test at {LEVEL} on the two scales' paired difference in a shared "
+         f"situation that reaches n/L); a tie keeps the baseline.")
+def _pick(candidates: list, by_scale: dict) -> str | None:
+    wins = [s for s in candidates if all(_beats(by_scale[s], by_scale[o]) and not _beats(by_scale[o], by_scale[s])
+                                         for o in candidates if o != s)]
+    return wins[0] if len(wins) == 1 else None
 
 
 #: The rule's clauses in the order they are printed.
-CLAUSES = (_separated, _one_label, _score, _admissible, _pick, _at_l)
+CLAUSES = (_inside, _reaches_model, _separated, _one_label, _reach, _candidate, _admissible, _pick)
 #: The rule as printed (the clauses' texts).
 RULE = " ".join(c.text for c in CLAUSES)
 
 
-def _base(label: str) -> str:
-    """The scheme key of a canonical label (``"qwen_logn at test"``: ``qwen_logn``)."""
-    return label.removesuffix(" at test")
-
-
-def _gain_se(c) -> tuple:
-    m = c.metric
-    diff, spread = (c.loss, c.loss_spread) if m == "loss" else (c.accuracy, c.accuracy_spread)
-    return DIRECTION[m] * diff, spread / math.sqrt(len(c.seeds))
-
-
 def _beats(mine: list, theirs: list) -> bool:
-    """Whether ``mine`` gains more than ``theirs`` beyond the combined uncertainty in some shared situation."""
+    """Whether ``mine`` gains more than ``theirs`` beyond the uncertainty in a shared situation that reaches n/L."""
     other = {c.situation: c for c in theirs}
     for c in mine:
         o = other.get(c.situation)
-        if o is None or o.metric != c.metric:
+        if o is None or not c.reaches or o.metric != c.metric or not (c.values and o.values):
             continue
-        (g1, s1), (g2, s2) = _gain_se(c), _gain_se(o)
-        if math.isfinite(s1) and math.isfinite(s2) and g1 - g2 > c.critical * math.hypot(s1, s2):
+        a, b = dict(zip(c.seeds, c.values)), dict(zip(o.seeds, o.values))
+        common = sorted(set(a) & set(b))
+        d = np.array([a[s] - b[s] for s in common])
+        if d.size < 2 and not c.binary:
+            continue
+        _, _, p = paired_test(DIRECTION[c.metric], float(d.mean()), float(d.std(ddof=1)) if d.size > 1 else math.nan,
+                              d.size, d, c.binary and o.binary)
+        if math.isfinite(p) and p < LEVEL and DIRECTION[c.metric] * d.mean() > 0:
             return True
     return False
 
@@ -177,32 +254,36 @@ class Recommendation:
     ----------
     rope : str
     at_test : bool
-        For a model trained with ``standard`` and run at ``n`` (True), or for training a new model (False).
+        For the model as it is, run at ``n`` (True), or for training a new model (False).
     scale : str
-        The recommended scale's label (``"standard"``, ``"qwen_logn at test"``, ``"ssmax"``, ...).
+        The recommended scale's label (``"standard"``: keep the baseline; ``"qwen_logn at test"``, ...).
     scheme : str
-        Its scheme key (or per-head rule).
+        Its scheme key (or per-head rule); ``"recipe"`` where the authors' recipe is kept.
     factor : float
-        Its multiplier on the logits (over ``1/sqrt(d)``) at ``n``: for a per-head rule the median over
-        the user's heads; NaN where the label names no scheme the toolkit can compute.
+        The whole multiplier on ``q.k`` to run with at ``n``, over ``1/sqrt(d)``: the baseline's where
+        it is kept; for a per-head rule the median over the user's heads; NaN where no fixed number exists
+        (a parameter learned per head).
+    baseline : float
+        The whole multiplier the model runs with now (the authors' recipe, or 1).
+    change : str
+        ``"keep x1.2965"`` or ``"x1 -> x1.25"``.
     formula : str
-        What gives the factor at every position (pinned at ``L``).
+        What gives the factor at every position.
     head_factors : tuple of float
         A per-head rule's factor for each of the user's heads at ``n`` (layer-major); empty otherwise.
     effect, effect_se : float
-        The expected effect: the mean paired difference from ``standard`` and its standard error, in
-        the situation that decides nearest ``n / L`` (NaN for ``standard``).
+        The pooled paired difference from ``standard`` and its standard error in the situation that
+        decides (NaN where nothing measured reaches ``n``).
     unit : str
         The effect's unit (``"nats per token"``, ``"in accuracy"``, ...).
     task, models : str
-        The task and the models that situation measured.
+        The task and the models that situation measured (for a kept baseline: every model read).
     reaches : float
-        The largest multiple of ``L`` of the comparisons the recommendation rests on (those it is
-        better in; for ``standard``, every comparison read).
-    score : int
-        Situations better less situations worse.
+        The largest multiple of ``L`` measured among the comparisons read (NaN: none).
     reason : str
-        The comparisons it rests on, generated from them.
+        Why, generated from the comparisons.
+    side_by_side : tuple of str
+        Where models disagree in sign: each model's pooled result, one line each.
     """
 
     rope: str
@@ -210,6 +291,8 @@ class Recommendation:
     scale: str
     scheme: str
     factor: float
+    baseline: float
+    change: str
     formula: str
     head_factors: tuple
     effect: float
@@ -218,19 +301,19 @@ class Recommendation:
     task: str
     models: str
     reaches: float
-    score: int
     reason: str
+    side_by_side: tuple = ()
 
 
 def unit(c) -> str:
     """The unit of a comparison's metric: nats per position for loss, a fraction for accuracy."""
     if c.metric == "accuracy":
-        return "in accuracy"
+        return "in keys retrieved" if c.binary else "in accuracy"
     return f"nats per {c.length_unit.removesuffix('s')}" if c.length_unit else "nats"
 
 
-def _factor(scheme: str, d: int, L: int, n: int, heads) -> tuple:
-    """``(factor at n, formula, per-head factors)`` of a scale pinned at ``L``."""
+def _factor(scheme: str, label: str, d: int, L: int, n: int, heads) -> tuple:
+    """``(factor at n, formula, per-head factors)`` of a scale pinned at ``L`` (times nothing: over ``1/sqrt(d)``)."""
     if scheme in TOOLKIT_RULES and heads is not None:
         f = np.asarray(head_factors(heads, L, n).factors[scheme], dtype=np.float64).ravel()
         med = float(np.nanmedian(f)) if np.isfinite(f).any() else math.nan
@@ -239,8 +322,14 @@ def _factor(scheme: str, d: int, L: int, n: int, heads) -> tuple:
     if scheme not in SCHEMES:
         return math.nan, scheme, ()
     info = SCHEMES[scheme]
-    pinning = f", pinned at L = {L}" if info.pin_rule else ""
-    return float(pinned(scheme, L).factor(n, d)), f"{info.formula}{pinning}", ()
+    if "learned per head" in label:
+        return math.nan, (f"{info.formula} with {info.learned} learned per head (initialised by {info.pin_rule}); "
+                          "its factor at n is what training makes of it"), ()
+    pin = label.partition("@")[2].partition(" ")[0]
+    at = L * float(pin.removesuffix("L")) if pin else L
+    pinning = f", pinned at {pin.removesuffix('L')} x L = {at:g}" if pin else (f", pinned at L = {L}" if info.pin_rule
+                                                                                else "")
+    return float(pinned(scheme, int(round(at))).factor(n, d)), f"{info.formula}{pinning}", ()
 
 
 def _models(c) -> str:
@@ -248,69 +337,99 @@ def _models(c) -> str:
     return f"{c.model} ({size})"
 
 
-def _where(c) -> str:
-    gain, se = _gain_se(c)
-    diff = -gain if c.metric == "loss" else gain
-    return (f"{c.experiment} ({_models(c)}) at {c.multiple:.3g}L: {c.metric} {diff:+.4f} ± {se:.4f} (t = {c.t:.2f}, "
-            f"needs {c.critical:.2f})")
+def _num(x: float) -> str:
+    return f"{x:+.4f}"
 
 
-def _standard(rope, at_test, reason, cs) -> Recommendation:
-    reach = max((c.multiple for c in cs), default=math.nan)
+def where(c) -> str:
+    """One comparison in a sentence: model, multiples, pooled effect ± standard error, the test and its adjusted p."""
+    span = f"{c.multiples[0]:.3g}L" if len(c.multiples) == 1 else f"{c.multiples[0]:.3g}L-{c.multiples[-1]:.3g}L"
+    se = f" ± {c.effect_se:.4f} (standard error)" if math.isfinite(c.effect_se) else ""
+    p = "no test" if not math.isfinite(c.p) else f"{c.test}, p = {c.p:.3g}, Holm {c.p_adjusted:.3g}"
+    return f"{c.experiment} ({_models(c)}, {c.kind}) at {span}, {len(c.seeds)} {c.replicates}: {c.metric} " \
+           f"{_num(c.effect)}{se} ({p})"
+
+
+def _keep(rope, at_test, baseline: Baseline, reason, cs, side=()) -> Recommendation:
+    reach = max((c.measured_to for c in cs), default=math.nan)
     task = ", ".join(sorted({c.task for c in cs}))
     models = "; ".join(sorted({_models(c) for c in cs}))
-    return Recommendation(rope, at_test, STANDARD, STANDARD, 1.0, SCHEMES[STANDARD].formula, (), math.nan, math.nan,
-                          "", task, models, reach, 0, reason)
+    keep = "keep the authors' recipe" if not baseline.assumed else "keep 1/sqrt(d)"
+    return Recommendation(rope, at_test, STANDARD, "recipe" if not baseline.assumed else STANDARD, baseline.factor,
+                          baseline.factor, f"keep x{baseline.factor:.5g}", baseline.label, (),
+                          math.nan, math.nan, "", task, models, reach, reason, tuple(side))
 
 
-def recommend(comparisons: list, rope: str, at_test: bool, *, d: int, L: int, n: int, target: float,
-              heads=None) -> Recommendation:
-    """:data:`RULE` over the comparisons of one RoPE variant and one way of applying the scale."""
+def recommend(comparisons: list, rope: str, at_test: bool, *, d: int, L: int, n: int, heads=None,
+              baseline: Baseline | None = None) -> Recommendation:
+    """:data:`RULE` over the comparisons of one RoPE variant and one way of applying the scale.
+
+    ``baseline`` is what the model runs with now (default: ``1/sqrt(d)``, a model assumed trained
+    without a temperature); training a new model starts from ``1/sqrt(d)`` whatever the config says.
+    """
+    base = baseline if (baseline is not None and at_test) else Baseline(
+        1.0 if baseline is None else baseline.base, "1/sqrt(d)" if baseline is None or baseline.base == 1 else
+        f"the model's base scale x{baseline.base:.5g} without a temperature", 1.0 if baseline is None else baseline.base)
     cs = [c for c in comparisons if c.rope == rope and c.at_test == at_test]
-    if at_l := _at_l(n, L, d):
-        return _standard(rope, at_test, at_l, cs)
+    if why := _inside(n, L):
+        return _keep(rope, at_test, base, why, cs)
+    if why := _reaches_model(base, at_test):
+        return _keep(rope, at_test, base, why, cs)
     if not cs:
-        return _standard(rope, at_test, "no scale measured this way", cs)
+        return _keep(rope, at_test, base, "no scale measured this way", cs)
+    if not _reach(cs):
+        largest = max(c.measured_to for c in cs)
+        return _keep(rope, at_test, base, f"not measured past {largest:.3g}L: no situation reaches n/L = {n / L:.3g}",
+                     cs)
     by_scale: dict = {}
     for c in cs:
         by_scale.setdefault(_one_label(c), []).append(c)
-    candidates, refused, worse, unclear = [], {}, [], []
+    candidates, refused, conflicts, side = [], {}, [], []
     for s, v in sorted(by_scale.items()):
-        score, ok = _score([_separated(c) for c in v])
-        why = _admissible(_base(s), at_test, L, d, heads is not None)
-        if ok and why:
+        better, against = _candidate(v)
+        ahead = [c for c in v if c.reaches and math.isfinite(c.gain) and c.gain > 0]
+        if ahead and {c.model for c in against} - {c.model for c in ahead}:  # two models disagree in sign
+            side += [f"{s}: {where(c)}" for c in sorted(v, key=lambda c: (c.kind, c.experiment))]
+        if not better:
+            continue
+        if against:
+            conflicts.append(s)
+            continue
+        why = _admissible(base_scheme(s), at_test, L, d, heads is not None)
+        if why:
             refused[s] = why
-        elif ok:
-            candidates.append((score, s))
-        elif any(c.verdict == "worse" for c in v):
-            worse.append(s)
         else:
-            unclear.append(s)
-    if not candidates:
-        parts = [f"not separated from it: {', '.join(unclear)}"] if unclear else []
-        parts += [f"worse in some situation: {', '.join(worse)}"] if worse else []
-        parts += [f"better but not recommended: {', '.join(f'{s} ({w})' for s, w in refused.items())}"] if refused else []
-        return _standard(rope, at_test, "no admissible scale is better in a situation and worse in none; "
-                         + "; ".join(parts), cs)
-    best = _pick(candidates, by_scale)
-    decisive = [c for c in by_scale[best] if c.verdict == "better"]
-    near = min(decisive, key=lambda c: (abs(math.log(c.multiple / target)), -c.size))
-    gain, se = _gain_se(near)
-    factor, formula, per_head = _factor(_base(best), d, L, n, heads)
-    score = dict((s, sc) for sc, s in candidates)[best]
-    reason = "better than standard in " + "; ".join(_where(c) for c in decisive)
-    top = [s for sc, s in candidates if sc == score and s != best]
-    lower = sorted(s for sc, s in candidates if sc < score)
-    beaten = [s for s in top if _beats(by_scale[best], by_scale[s])]
-    tied = [s for s in top if s not in beaten]
-    if tied:
-        reason += f"; tied within the uncertainty with {', '.join(tied)}: the simpler published scale is taken"
-    if beaten:
-        reason += f"; of the same score, it gains more than {', '.join(beaten)} beyond the uncertainty"
-    if lower:
-        reason += f"; also better somewhere, with a lower score: {', '.join(lower)}"
+            candidates.append(s)
+    parts = []
+    if conflicts:
+        parts.append(f"better somewhere but the other way elsewhere (shown side by side): {', '.join(conflicts)}")
     if refused:
-        reason += f"; better but not recommended: {', '.join(f'{s} ({w})' for s, w in refused.items())}"
-    return Recommendation(rope, at_test, best, _base(best), factor, formula, per_head,
-                          -gain if near.metric == "loss" else gain, se, unit(near), near.task, _models(near),
-                          max(c.multiple for c in decisive), score, reason)
+        parts.append(f"better but not recommended: {', '.join(f'{s} ({w})' for s, w in refused.items())}")
+    if not candidates:
+        return _keep(rope, at_test, base, "no admissible scale is better, after Holm's correction, in a situation "
+                     "that reaches n/L without pointing the other way elsewhere" + "".join(f"; {p}" for p in parts),
+                     cs, side)
+    best = _pick(candidates, by_scale) if len(candidates) > 1 else candidates[0]
+    if best is None:
+        return _keep(rope, at_test, base, f"tied within the uncertainty: {', '.join(candidates)} (none gains more "
+                     "than the others beyond it)" + "".join(f"; {p}" for p in parts), cs, side)
+    decisive = [c for c in by_scale[best] if c.reaches and c.verdict == "better"]
+    near = min(decisive, key=lambda c: (c.kind != "real pretrained model", -c.multiple, c.p_adjusted))
+    factor, formula, per_head = _factor(base_scheme(best), best, d, L, n, heads)
+    whole = factor * base.factor
+    reason = "better than standard in " + "; ".join(where(c) for c in decisive)
+    reason += "".join(f"; {p}" for p in parts)
+    others = [c for c in by_scale[best] if c not in decisive]
+    if others:
+        reason += "; elsewhere not against it: " + "; ".join(where(c) for c in others)
+    change = f"x{base.factor:.5g} -> x{whole:.5g}" if math.isfinite(whole) else f"x{base.factor:.5g} -> {best}"
+    return Recommendation(rope, at_test, best, base_scheme(best), whole, base.factor, change, formula, per_head,
+                          near.effect, near.effect_se, unit(near), near.task, _models(near),
+                          max(c.measured_to for c in cs), reason, tuple(side))
+
+
+@functools.lru_cache(maxsize=64)
+def off_at_l(L: int, d: int) -> tuple:
+    """The pinned ``q.k`` schemes whose factor at ``n = L`` is not 1, with it (``("name x1.2", ...)``)."""
+    return tuple(f"{k} x{float(pinned(k, L).factor(L, d)):.4g}" for k in QK_SCHEMES
+                 if SCHEMES[k].pin_rule and float(pinned(k, L).factor(L, d)) != 1.0)

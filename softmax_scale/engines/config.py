@@ -164,6 +164,37 @@ class ModelScaling:
         return ROPE_VARIANTS.get(self.rope.rope_type)
 
     @property
+    def covered_length(self) -> int | None:
+        """The length the model's recipe covers: where its authors say it runs as trained.
+
+        One rule for every family: with YaRN, ``factor x original_max_position_embeddings`` (Qwen3:
+        4 x 32768 = 131072, whatever ``max_position_embeddings`` says); with any other RoPE scaling
+        (``llama3``, ``longrope``, ``linear``, ``dynamic``) the extended ``max_position_embeddings``
+        (Llama 3.1: 131072; Gemma 3: 131072); without RoPE scaling ``max_position_embeddings``.  Where
+        the key the rule reads is absent, the other one, then :attr:`train_length`.
+        :attr:`covered_length_key` names what was read.
+        """
+        return self._covered()[0]
+
+    @property
+    def covered_length_key(self) -> str:
+        """What :attr:`covered_length` was read from (``"factor x original_max_position_embeddings"``, ...)."""
+        return self._covered()[1]
+
+    def _covered(self) -> tuple:
+        r = self.rope
+        product = None
+        if r.factor is not None and r.original_max_position_embeddings is not None:
+            product = (int(round(r.factor * r.original_max_position_embeddings)),
+                       "factor x original_max_position_embeddings")
+        extended = (self.max_position_embeddings, "max_position_embeddings") if self.max_position_embeddings else None
+        order = (product, extended) if r.rope_type == "yarn" else (extended, product)
+        for found in order:
+            if found is not None:
+                return found
+        return self.train_length, self.train_length_key
+
+    @property
     def is_mla(self) -> bool:
         """Whether RoPE rotates only part of ``q.k`` (MLA's rope dimensions)."""
         return self.rope_dim != self.head_dim

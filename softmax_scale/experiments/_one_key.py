@@ -499,12 +499,12 @@ def share_markdown(table, column: str) -> str:
 
 
 def paired(a: dict, b: dict):
-    """``{seed: value}`` minus ``{seed: value}`` over their common seeds: ``(mean, sample std, seeds)``, or None."""
+    """``{seed: value}`` minus ``{seed: value}`` over their common seeds: ``(mean, sample std, seeds, differences)``, or None."""
     seeds = tuple(sorted(set(a) & set(b)))
     if not seeds:
         return None
     d = np.array([a[sd] - b[sd] for sd in seeds])
-    return float(np.mean(d)), float(tr.std(d)), seeds
+    return float(np.mean(d)), float(tr.std(d)), seeds, tuple(float(x) for x in d)
 
 
 def _train_without_checkpoint(config, seed, progress):

@@ -551,10 +551,14 @@ class RealOneKeyExperiment(Experiment):
                     out.append(Evidence(self.name, MODEL, PARAMETERS, "parameters", rope, self.evidence_task,
                                         float(n) / L, label, name, metric, float(d.mean()),
                                         float(d.std(ddof=1)) if d.size > 1 else float("nan"),
-                                        tuple(prompts[p] for p in diff), head_dim, L, "tokens", self.replicates))
+                                        tuple(prompts[p] for p in diff), head_dim, L, "tokens", self.replicates,
+                                        values=tuple(float(x) for x in d),
+                                        binary=self.binary_accuracy and metric == "accuracy"))
         return out
 
     #: :attr:`Evidence.task` of the rows.
     evidence_task = ""
     #: :attr:`Evidence.replicates` of the rows: what the paired sequences are.
     replicates = "documents"
+    #: Whether a cell's accuracy is 0 or 1 (every scored token right, or not): :attr:`Evidence.binary`.
+    binary_accuracy = False

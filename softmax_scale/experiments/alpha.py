@@ -120,7 +120,8 @@ class AlphaExperiment(tr.TrainingExperiment):
             for metric, key in (("loss", "test_loss"), ("accuracy", "test_accuracy")):
                 d = v[key][i] - ref[key][j]
                 out.append(Evidence(self.name, "byte-level masked LM", size, "parameters", "none", "masked bytes", 1.0,
-                                    label, PER_QUERY, metric, float(np.mean(d)), float(tr.std(d)), seeds))
+                                    label, PER_QUERY, metric, float(np.mean(d)), float(tr.std(d)), seeds,
+                                    values=tuple(float(x) for x in d)))
         return out
 
 

@@ -88,6 +88,12 @@ class Evidence:
         What a position is: ``"bytes"``, ``"tokens"``, ``"bits"`` (``""``: not stated).
     replicates : {"seeds", "documents", "prompts"}
         What :attr:`seeds` count: training seeds, or documents or prompts one model was run on.
+    values : tuple of float
+        The paired differences themselves, one per replicate in the order of :attr:`seeds` (empty:
+        not given; then only :attr:`difference` and :attr:`spread` are known).
+    binary : bool
+        Whether each replicate's outcome is 0 or 1 (a pass key retrieved or not), so that each
+        paired difference is -1, 0 or 1.
     """
 
     experiment: str
@@ -107,6 +113,15 @@ class Evidence:
     train_length: int = 0
     length_unit: str = ""
     replicates: str = "seeds"
+    values: tuple = ()
+    binary: bool = False
+
+    def __post_init__(self):
+        if self.values and len(self.values) != len(self.seeds):
+            raise ValueError(f"`values` must have one paired difference per replicate ({len(self.seeds)}), "
+                             f"got {len(self.values)}")
+        if self.binary and any(v not in (-1.0, 0.0, 1.0) for v in self.values):
+            raise ValueError("`values` of a binary outcome must be -1, 0 or 1")
 
 
 class Experiment:

@@ -500,7 +500,7 @@ class CausalExperiment(tr.TrainingExperiment):
                                             "next byte", float(n) / L, name,
                                             "sliding window of L" if ref_name == "window" else ref_name, metric,
                                             float(np.mean(d)), float(tr.std(d)), seeds, cfg.d_model // cfg.heads, L,
-                                            "bytes"))
+                                            "bytes", values=tuple(float(x) for x in d)))
         return out
 
 

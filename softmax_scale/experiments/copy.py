@@ -178,7 +178,7 @@ class CopyExperiment(ok.OneKeyExperiment):
             if (label, scale) != (ok.REFERENCE, "trained"):
                 refs.append((ok.REFERENCE, s["rows"].get((ok.REFERENCE, rope, "trained"))))
             for i, m in enumerate(s["distances"]):
-                if m <= L:
+                if 2 * m <= L:  # the copy at distance m is read in a sequence of 2m keys
                     continue
                 for ref_name, ref in refs:
                     if ref is None:
@@ -187,8 +187,8 @@ class CopyExperiment(ok.OneKeyExperiment):
                         p = ok.paired(v[f"{metric}_by_seed"][i], ref[f"{metric}_by_seed"][i])
                         if p is not None:
                             out.append(Evidence(self.name, "byte-level decoder", cfg.n_params, "parameters", rope,
-                                                "copy a segment m bytes back", float(m) / L, name, ref_name, metric, *p,
-                                                cfg.d_model // cfg.heads, L, "bytes"))
+                                                "copy a segment m bytes back", 2.0 * m / L, name, ref_name, metric,
+                                                *p[:3], cfg.d_model // cfg.heads, L, "bytes", values=p[3]))
         return out
 
 

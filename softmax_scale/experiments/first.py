@@ -346,7 +346,8 @@ class FirstExperiment(Experiment):
                 d = np.array([a[s] - b[s] for s in seeds])
                 out.append(Evidence(self.name, "FIRST encoder (Chiang & Cholak)", fm.n_params, "parameters", "none",
                                     "first bit", float(n) / L, first_scale_name(scheme, scale), _REFERENCE, "accuracy",
-                                    float(np.mean(d)), float(tr.std(d)), seeds, fm.d_model // fm.heads, L, "bits"))
+                                    float(np.mean(d)), float(tr.std(d)), seeds, fm.d_model // fm.heads, L, "bits",
+                                    values=tuple(float(x) for x in d)))
         return out
 
 

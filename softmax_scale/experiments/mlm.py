@@ -133,7 +133,8 @@ class MLMExperiment(tr.TrainingExperiment):
                     if seeds:
                         out.append(Evidence(self.name, "byte-level masked LM", size, "parameters", "none",
                                             "masked bytes", float(n) / L, name, REFERENCE, metric, float(np.mean(d)),
-                                            float(tr.std(d)), seeds, _head_dim(cfg), L, "bytes"))
+                                            float(tr.std(d)), seeds, _head_dim(cfg), L, "bytes",
+                                            values=tuple(float(x) for x in d)))
         return out
 
 

@@ -171,8 +171,8 @@ class PasskeyExperiment(ok.OneKeyExperiment):
                     p = ok.paired(v[f"{metric}_by_seed"][i], ref[f"{metric}_by_seed"][i])
                     if p is not None:
                         out.append(Evidence(self.name, "byte-level decoder", cfg.n_params, "parameters", rope,
-                                            "passkey retrieval", float(n) / L, name, ok.REFERENCE, metric, *p,
-                                            cfg.d_model // cfg.heads, L, "bytes"))
+                                            "passkey retrieval", float(n) / L, name, ok.REFERENCE, metric, *p[:3],
+                                            cfg.d_model // cfg.heads, L, "bytes", values=p[3]))
         return out
 
 

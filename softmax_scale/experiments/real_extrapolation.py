@@ -415,7 +415,8 @@ def _evidence(name, res: ExtrapolationResult) -> list:
                 label = scheme if scheme == REFERENCE else at_test_label(REFERENCE, scheme)  # trained with standard
                 out.append(Evidence(name, model, _size(model), "parameters", rope, "next token", float(lo + hi) / (2 * L),
                                     label, ref_name, "loss", float(d.mean()), spread,
-                                    tuple(docs[x] for x in both), res.head_dim, L, "tokens", "documents"))
+                                    tuple(docs[x] for x in both), res.head_dim, L, "tokens", "documents",
+                                    values=tuple(float(x) for x in d)))
     return out
 
 

@@ -133,6 +133,7 @@ class RealPasskeyExperiment(rk.RealOneKeyExperiment):
     figure_names = ("real_passkey",)
     evidence_task = "passkey retrieval"
     replicates = "prompts"
+    binary_accuracy = True
 
     def config(self, quick: bool = False) -> RealPasskeyConfig:
         """:class:`RealPasskeyConfig` or its quick form."""

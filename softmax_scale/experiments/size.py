@@ -97,9 +97,9 @@ class SizeExperiment(CopyExperiment):
             seeds = tuple(sorted(d))
             v = np.array([d[s] for s in seeds])
             out.append(Evidence(self.name, "byte-level decoder", size_parameters(table, d_model), "parameters", rope,
-                                "copy a segment m bytes back", m / base.train_length, "log_L n trained in", ok.REFERENCE,
+                                "copy a segment m bytes back", 2 * m / base.train_length, "log_L n trained in", ok.REFERENCE,
                                 "accuracy", float(v.mean()), float(tr.std(v)), seeds, d_model // base.heads,
-                                base.train_length, "bytes"))
+                                base.train_length, "bytes", values=tuple(float(x) for x in v)))
         return out
 
 
