@@ -18,13 +18,15 @@ def from_config():
     return ss.advise(config=YARN, n=131072)
 
 
-def test_the_config_gives_d_l_and_the_rope_variant(from_config):
-    assert (from_config.d, from_config.train_length, from_config.rope) == (128, 32768, "yarn")
+def test_the_config_gives_d_the_covered_length_and_the_rope_variant(from_config):
+    # YaRN covers factor x original_max_position_embeddings = 4 x 32768
+    assert (from_config.d, from_config.train_length, from_config.rope) == (128, 131072, "yarn")
 
 
-def test_the_recommendation_is_the_one_for_the_same_numbers_given_by_hand(from_config):
-    by_hand = ss.advise(128, 32768, 131072, rope="yarn")
-    assert from_config.recommendations == by_hand.recommendations
+def test_the_recommendation_keeps_the_authors_multiplier(from_config):
+    rec = from_config.recommendations[0]
+    # attention_factor 1.0 on cos/sin: the authors' code runs at x1 (transformers reads it)
+    assert (rec.factor, rec.change, rec.scheme) == (1.0, "keep x1", "recipe")
 
 
 def test_the_scope_starts_with_the_config_and_each_engines_factor(from_config):
@@ -55,7 +57,7 @@ def test_the_command_reads_the_config_file(tmp_path, capsys):
     path.write_text(json.dumps(YARN))
     assert cli.main(["advise", "--config", str(path), "--n", "131072", "--json"]) in (0, None)
     out = json.loads(capsys.readouterr().out)
-    assert (out["d"], out["train_length"], out["rope"]) == (128, 32768, "yarn")
+    assert (out["d"], out["train_length"], out["rope"]) == (128, 131072, "yarn")
     assert out["scope"][0].startswith(f"Your config ({path}")
 
 
