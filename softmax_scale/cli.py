@@ -431,7 +431,8 @@ def _parser() -> argparse.ArgumentParser:
     json_opt(sp)
 
     sp = add("advise", _cmd_advise, "the multiplier on q.k to run with for head dimension d, trained to L, run at n: "
-             "the model's own recipe unless the evidence supports a change; its scope, the published scales, the evidence", epilog=lambda: "--rope (the rotation "
+             "the model's own recipe unless the evidence supports a change; its scope, the published scales, the "
+             "evidence", epilog=lambda: "--rope (the rotation "
              "frequencies only; the scale is apart):\n" + "\n".join(f"  {k:<12} {v}" for k, v in ROPE_CHANGES.items()))
     for k, v in _ADVISE_NEEDS.items():
         flags = [f"--{k.replace('_', '-')}"] + (["--trained-length"] if k == "train_length" else [])

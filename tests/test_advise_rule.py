@@ -12,10 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-import softmax_scale as ss
 from scipy import stats
 
+import softmax_scale as ss
 from softmax_scale.advice._rule import CLAUSES, LEVEL, RULE, below_one_inside, holm, judge, paired_test
 from softmax_scale.experiments import EXPERIMENTS, Evidence, Experiment
 

@@ -354,7 +354,6 @@ def _keep(rope, at_test, baseline: Baseline, reason, cs, side=()) -> Recommendat
     reach = max((c.measured_to for c in cs), default=math.nan)
     task = ", ".join(sorted({c.task for c in cs}))
     models = "; ".join(sorted({_models(c) for c in cs}))
-    keep = "keep the authors' recipe" if not baseline.assumed else "keep 1/sqrt(d)"
     return Recommendation(rope, at_test, STANDARD, "recipe" if not baseline.assumed else STANDARD, baseline.factor,
                           baseline.factor, f"keep x{baseline.factor:.5g}", baseline.label, (),
                           math.nan, math.nan, "", task, models, reach, reason, tuple(side))
