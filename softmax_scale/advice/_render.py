@@ -258,8 +258,7 @@ def short_answers(brief: bool = False) -> str:
     out = [f"For head dimension {d}, trained at L = {L} and run at n = {n} ({times(n / L)}), as `{cmd} --task TASK` "
            f"prints it for each RoPE variant measured (`--rope` picks one):"]
     if brief:
-        out[0] = out[0].replace("):", "), for a model trained without a temperature (with `--config` the baseline "
-                                      "is the model's own recipe):") + "\n"
+        out[0] = out[0].replace("):", "), for a model trained without a temperature:") + "\n"
     for task, name in TASKS.items():
         a = advise(**DOCS_CALL, task=task)
         at_test = [r for r in a.recommendations if r.at_test]
