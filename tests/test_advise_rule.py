@@ -338,3 +338,30 @@ def test_the_scope_says_what_was_not_measured_past_n_over_l_and_warns_of_a_far_h
                for s in _advise(tmp_path, rows, d=1024).scope)
     assert any(s.startswith("Not measured past 8L: n/L = 64 is past every measured multiple")
                for s in _advise(tmp_path, rows, n=64 * L).scope)
+
+
+# ---------------------------------------------------------------------------------------------
+# the baseline: the model's own recipe
+
+
+PLAIN = {"model_type": "llama", "head_dim": 128, "hidden_size": 4096, "num_attention_heads": 32,
+         "max_position_embeddings": 4096}
+TRAINED_WITH_YARN = {**PLAIN, "rope_scaling": {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 2048}}
+
+
+def test_a_config_without_a_temperature_takes_the_change_and_says_how_to_set_it(tmp_path):
+    a = _advise(tmp_path, [_row("standard + qwen_logn@128 at test", -0.05, 0.001)], d=None, train_length=None,
+                config=PLAIN)
+    rec = a.recommendations[0]
+    assert rec.scale == "qwen_logn at test" and rec.baseline == 1.0 and rec.change == f"x1 -> x{rec.factor:.5g}"
+    assert "none applies" in a.engines and "each query row times the factor at its position" in a.engines
+
+
+def test_a_config_trained_with_yarn_keeps_its_recipe_whatever_the_evidence(tmp_path):
+    rows = [_row("standard + qwen_logn@128 at test", -0.05, 0.001), _row("standard + yarn@128 at test", -0.05, 0.001)]
+    a = _advise(tmp_path, rows, d=None, train_length=None, config=TRAINED_WITH_YARN)
+    rec = a.recommendations[0]
+    yarn = (0.1 * math.log(2.0) + 1.0) ** 2  # YaRN's temperature at factor 2, on every position
+    assert rec.scale == "standard" and rec.factor == pytest.approx(yarn, rel=1e-12)
+    assert "no measured model was" in rec.reason
+    assert any(line.startswith("yarn at test: toy_rule") for line in a.recipe_evidence)  # shown as context only

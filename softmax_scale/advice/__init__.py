@@ -28,9 +28,9 @@ from pathlib import Path
 from .._util.validation import check_choice, check_int
 from ..entropy import extrapolation_table
 from ..experiments import RESULTS
-from ..schemes import QK_SCHEMES, SCHEMES, pinned
+from ..schemes import QK_SCHEMES, SCHEMES, STANDARD, pinned
 from ..schemes.rope import ROPES
-from ._config import config_lines, engine_summary, recipe_baseline
+from ._config import config_lines, engine_summary, recipe_baseline, recipe_evidence
 from ._evidence import TASKS, Comparison, comparisons, read_evidence, scope
 from ._render import DOCS_CALL, docs_block, headline, markdown, short_answers, text, write_docs
 from ._rule import LEVEL, RULE, Baseline, Recommendation, recommend
@@ -99,6 +99,10 @@ class Advice:
         What the model runs with now: its authors' recipe (with ``config``) or ``1/sqrt(d)``.
     engines : str
         With ``config``: what each inference engine applies at ``n`` against the first recommendation.
+    recipe_evidence : tuple of str
+        With ``config``: the measured comparisons of the recipe's own rules (YaRN's temperature,
+        Llama 4's, Qwen's log n) applied at test to models trained without them; context, never a verdict
+        on the recipe.
     rule : str
         :data:`RULE`.
     """
@@ -118,6 +122,7 @@ class Advice:
     scope: tuple
     baseline: Baseline = Baseline()
     engines: str = ""
+    recipe_evidence: tuple = ()
     rule: str = RULE
 
     @property
@@ -256,11 +261,12 @@ def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="l
             for r in ropes for at in (True, False)]
     lines = scope(found, missing, empty, comps, d=d, task=task, rope=rope, target=target,
                   results_label=label)
-    engines = ""
+    engines, about_recipe = "", ()
     if model is not None:
         lines = config_lines(model, L, n) + tuple(lines)
-        engines = engine_summary(model, n, recs[0].factor)
+        engines = engine_summary(model, n, recs[0].factor, change=recs[0].scale != STANDARD)
+        about_recipe = recipe_evidence(model, [c for c in comps if c.at_test])
     return Advice(d=d, train_length=L, n=n, rope=rope, task=task, results=str(folder.resolve()),
                   score_model=score_model, match=float(match), schemes=tuple(schemes), comparisons=tuple(comps),
                   baselines=tuple(baselines), recommendations=tuple(recs), scope=tuple(lines), baseline=baseline,
-                  engines=engines)
+                  engines=engines, recipe_evidence=about_recipe)

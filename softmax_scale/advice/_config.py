@@ -103,8 +103,17 @@ def recipe_baseline(model, n: int):
     return Baseline(factor if math.isfinite(factor) else math.nan, label, base, why, assumed=False)
 
 
-def engine_summary(model, n: int, factor: float) -> str:
-    """What each engine applies at ``n`` against ``factor`` (the recommended whole multiplier): which agree, which differ."""
+def _and(items) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def engine_summary(model, n: int, factor: float, change: bool = False) -> str:
+    """What each engine applies at ``n`` against ``factor`` (the whole multiplier to run with): which agree, which differ.
+
+    With ``change`` (the answer moves away from the recipe) it says how to set the new factor: no
+    engine in the table reads a config key that puts a per-position factor on ``q.k`` of a model whose
+    recipe has none, so it goes in the attention code, each query row times the factor at its position.
+    """
     from ..engines import engine_scales
 
     table = engine_scales(model, [n])
@@ -123,10 +132,38 @@ def engine_summary(model, n: int, factor: float) -> str:
             where = "" if e.layers is None else f" on {len(e.layers)} layers"
             differ.append(f"{name} x{f:.5g}{where}{why}")
     out = []
-    if same:
-        out.append(f"{', '.join(same)} appl{'ies' if len(same) == 1 else 'y'} it")
-    if differ:
-        out.append("differ: " + "; ".join(differ))
+    if change:
+        out.append(f"none applies x{factor:.5g} now, and none reads a config key that sets a per-position factor on "
+                   "q.k for a model whose recipe has none: set it in the attention code, each query row times the "
+                   "factor at its position (in transformers the attention's `scaling`, in llama.cpp `kq_scale`, "
+                   "per position)")
+    elif same:
+        out.append(f"{_and(same)} appl{'ies' if len(same) == 1 else 'y'} it")
+    if differ and not change:
+        out.append(f"{'differs' if len(differ) == 1 else 'differ'}: " + "; ".join(differ))
     if unknown:
-        out.append(f"not transcribed: {', '.join(unknown)}")
-    return ". ".join(out)
+        out.append(f"not transcribed: {_and(unknown)}")
+    return "; ".join(out)
+
+
+def recipe_rules(model) -> tuple:
+    """The scale labels (as advise's comparisons spell them) of the rules in a config's recipe: YaRN's temperature, ..."""
+    out = []
+    if model.rope.rope_type == "yarn":
+        out.append("yarn at test")
+    if model.rope.rope_type == "longrope":
+        out.append("longrope at test")
+    out += [f"{t.scheme} at test" for t in model.temperatures]
+    return tuple(dict.fromkeys(out))
+
+
+def recipe_evidence(model, comps) -> tuple:
+    """What the measured comparisons say about the recipe's own rules, one line each, labelled as context.
+
+    The measured models had the rule applied at test, not trained with it: their results are shown
+    beside the recipe and never overrule it.
+    """
+    from ._rule import where
+
+    rules = recipe_rules(model)
+    return tuple(f"{c.scale}: {where(c)}" for c in comps if c.scale in rules)

@@ -140,6 +140,13 @@ class Comparison:
         """The largest multiple pooled."""
         return max(self.multiples)
 
+    @property
+    def closeness(self) -> str:
+        """How close the situation is to a user's: the kind of model, how its RoPE was set, its head dimension, its reach."""
+        rope = "its trained RoPE frequencies" if self.rope == "none" else f"RoPE {self.rope} applied at test"
+        dim = f", head dimension {self.head_dim}" if self.head_dim else ""
+        return f"{self.kind}, {rope}{dim}, measured to {self.measured_to:.3g}L"
+
 
 def _has_evidence(exp: Experiment) -> bool:
     return type(exp).evidence is not Experiment.evidence

@@ -101,6 +101,8 @@ def outline(a, markdown: bool) -> list:
             text_ += f" {r.reason[0].upper()}{r.reason[1:]}."
         items.append(text_)
         items += [f"Side by side: {s}." for s in r.side_by_side]
+    items += [f"The recipe's own rule, measured applied at test to a model trained without it (context: it does not "
+              f"overrule the recipe): {s}." for s in a.recipe_evidence]
     out += [("ul", items or ["keep x1 (1/sqrt(d)): no measured comparison speaks to this situation."]),
             ("p", f"The rule: {a.rule}"),
             ("h", f"The published scales at n = {a.n:,}, pinned at L = {a.train_length:,} (theory)"),
@@ -130,9 +132,9 @@ def outline(a, markdown: bool) -> list:
             cs = [c for c in mine if c.situation == sit]
             c0 = cs[0]
             span = ", ".join(times(m) for m in c0.multiples)
-            out.append(("p", f"{c0.experiment}: {c0.model} ({c0.size:,} {c0.size_unit}, {c0.kind}), {c0.task}, "
-                             f"{c0.metric}, pooled over {span} (measured to {times(c0.measured_to)}"
-                             f"{'' if c0.reaches else ', short of n/L'}), {len(c0.seeds)} {c0.replicates}:"))
+            out.append(("p", f"{c0.experiment}: {c0.model} ({c0.size:,} {c0.size_unit}; {c0.closeness}"
+                             f"{'' if c0.reaches else ', short of n/L'}), {c0.task}, {c0.metric}, pooled over {span}, "
+                             f"{len(c0.seeds)} {c0.replicates}:"))
             out.append(("table", ["scale", c0.metric, "test", "p", "Holm", "verdict"],
                         [[c.scale, _se(c), c.test, "-" if not math.isfinite(c.p) else f"{c.p:.3g}",
                           "-" if not math.isfinite(c.p_adjusted) else f"{c.p_adjusted:.3g}", c.verdict]
@@ -209,10 +211,17 @@ def _way(recs, a) -> str:
     parts = []
     for scale, rs in sorted(groups.items(), key=lambda kv: kv[0] == "standard"):
         if scale == "standard":
-            parts.append(f"under {_ropes(rs)} keep 1/sqrt(d): no change passes the rule")
+            parts.append(f"under {_ropes(rs)} keep 1/sqrt(d): no change passes the rule{_evidence_scope(rs)}")
         else:
             parts.append(f"under {_ropes(rs)} {_line(rs[0], a)}")
     return "; ".join(parts) + "."
+
+
+def _evidence_scope(recs) -> str:
+    """`` (evidence: models, measured to n/L = k)`` of kept recommendations: how far what they rest on reaches."""
+    reach = max((r.reaches for r in recs if math.isfinite(r.reaches)), default=math.nan)
+    models = sorted({m.split(" (")[0] for r in recs for m in r.models.split("; ") if m})
+    return f" (evidence: {', '.join(models)}, measured to n/L = {reach:.3g})" if models else ""
 
 
 def _window(a) -> str:
@@ -239,10 +248,7 @@ def _brief(recs, a) -> str:
         parts.append(f"under {_ropes([r])} {r.change} (`{r.scheme}`), {_num(r.effect, r.effect_se)} {r.unit} (± standard "
                      f"error) in {r.models.split(' (')[0]}, measured to n/L = {r.reaches:.3g}")
     if keep:
-        reach = max((r.reaches for r in keep if math.isfinite(r.reaches)), default=math.nan)
-        models = sorted({m.split(" (")[0] for r in keep for m in r.models.split("; ") if m})
-        scope_ = f" (evidence: {', '.join(models)}, measured to n/L = {reach:.3g})" if models else ""
-        parts.append(f"under {_ropes(keep)} keep 1/sqrt(d): no change passes the rule{scope_}")
+        parts.append(f"under {_ropes(keep)} keep 1/sqrt(d): no change passes the rule{_evidence_scope(keep)}")
     return "; ".join(parts)
 
 

@@ -346,7 +346,7 @@ def where(c) -> str:
     span = f"{c.multiples[0]:.3g}L" if len(c.multiples) == 1 else f"{c.multiples[0]:.3g}L-{c.multiples[-1]:.3g}L"
     se = f" ± {c.effect_se:.4f} (standard error)" if math.isfinite(c.effect_se) else ""
     p = "no test" if not math.isfinite(c.p) else f"{c.test}, p = {c.p:.3g}, Holm {c.p_adjusted:.3g}"
-    return f"{c.experiment} ({_models(c)}, {c.kind}) at {span}, {len(c.seeds)} {c.replicates}: {c.metric} " \
+    return f"{c.experiment} ({_models(c)}; {c.closeness}) at {span}, {len(c.seeds)} {c.replicates}: {c.metric} " \
            f"{_num(c.effect)}{se} ({p})"
 
 
