@@ -53,9 +53,11 @@ def _band(ax, x, mean, sd, **kw):
 
 
 def one_key_copy_figure(table=None, csv=None):
-    """Copy accuracy against the copy distance (one panel per RoPE variant), and the retrieving head's share.
+    """Copy accuracy against the keys ``n = 2m`` a copy at distance ``m`` is read among, over ``L`` (one panel per RoPE variant).
 
-    Top row: each curve is the mean over seeds with ± one standard deviation shaded; grey: the same
+    The second copy at distance ``m`` closes a sequence of ``2m`` keys: the x axis is ``n/L = 2m/L``,
+    the axis every experiment and ``advise`` use.  Top row: each curve is the mean over seeds with ± one
+    standard deviation shaded; grey: the same
     bytes without the copy (``standard``, as trained); black: the sliding window of ``L``.  Bottom
     row: the retrieving head's share on the source key, measured and predicted from ``L``, under
     each RoPE variant the share was measured under (the models as trained).
@@ -69,7 +71,7 @@ def one_key_copy_figure(table=None, csv=None):
     r = table.rows
     m0 = (r["status"] == "ok") & (r["kind"] == "share") & (r["scale"] == "trained")
     share_ropes = sorted(set(r["rope"][m0]), key=lambda x: (x != "none", x))
-    x = dist / L
+    x = 2 * dist / L
     fig, axes = new_figure(len(ropes), 2, width=3.2 * len(ropes), height=6.4)
     axes = np.asarray(axes).reshape(2, len(ropes))
     for ax, rope in zip(axes[0], ropes):
@@ -85,7 +87,7 @@ def one_key_copy_figure(table=None, csv=None):
             ax.plot(x, 100 * win["accuracy"], color="k", lw=1, ls=":", label="sliding window of L")
         ax.axvline(1.0, color="0.8", lw=0.8)
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("copy distance m / L")
+        ax.set_xlabel("keys n / L (n = 2m, m the distance)")
         ax.set_title(f"RoPE {rope}", fontsize=10)
     axes[0, 0].set_ylabel("accuracy on the second copy (%)")
     axes[0, 0].legend(fontsize=6, loc="lower left")
@@ -101,12 +103,12 @@ def one_key_copy_figure(table=None, csv=None):
             d = np.unique(r["distance"][m])
             meas = np.array([np.mean(r["share"][m & (r["distance"] == v)]) for v in d])
             pred = np.array([np.nanmean(r["share_predicted"][m & (r["distance"] == v)]) for v in d])
-            ax.plot(d / L, meas, color=color, marker="o", ms=3, label=f"{prefix}: measured")
-            ax.plot(d / L, pred, color=color, ls="--", label=f"{prefix}: predicted from L")
+            ax.plot(2 * d / L, meas, color=color, marker="o", ms=3, label=f"{prefix}: measured")
+            ax.plot(2 * d / L, pred, color=color, ls="--", label=f"{prefix}: predicted from L")
         ax.axvline(1.0, color="0.8", lw=0.8)
         ax.set_xscale("log", base=2)
         ax.set_ylim(0, 1)
-        ax.set_xlabel("copy distance m / L")
+        ax.set_xlabel("keys n / L (n = 2m)")
         ax.set_title(f"share on the source key, RoPE {rope}", fontsize=10)
         ax.legend(fontsize=6)
     axes[1, 0].set_ylabel("share on the source key")
@@ -145,7 +147,8 @@ def one_key_passkey_figure(table=None, csv=None):
 def one_key_size_figure(table=None, csv=None):
     """``log_L n`` trained in minus ``standard`` in copy accuracy against the parameters, one panel per RoPE variant.
 
-    One line per copy distance past ``L``: the mean over seeds, each seed a dot.
+    One line per copy past ``L``, labelled by the keys it is read among (``n = 2m`` for distance ``m``):
+    the mean over seeds, each seed a dot.
     """
     from ..experiments.copy import copy_summary
     from ..experiments.size import size_differences, size_parameters
@@ -162,7 +165,7 @@ def one_key_size_figure(table=None, csv=None):
             keys = sorted(k for k in diffs if k[1] == rope and k[2] == m)
             x = np.array([size_parameters(table, k[0]) for k in keys], dtype=float)
             per = [100 * np.array(list(diffs[k].values())) for k in keys]
-            ax.plot(x, [p.mean() for p in per], marker="o", color=f"C{j}", label=f"m = {m / L:g}L")
+            ax.plot(x, [p.mean() for p in per], marker="o", color=f"C{j}", label=f"n = {2 * m / L:g}L (m = {m / L:g}L)")
             for xi, p in zip(x, per):
                 ax.scatter(np.full(p.size, xi), p, s=8, color=f"C{j}", alpha=0.5)
         ax.axhline(0.0, color="0.6", lw=0.8)
