@@ -265,14 +265,16 @@ def mean_std(a):
     return mean, sd
 
 
-def se(std, k) -> float:
+def se(std, k):
     """The standard error of a mean of ``k`` replicates whose sample standard deviation is ``std``: ``std / sqrt(k)``.
 
-    NaN where ``k < 2`` (one replicate says nothing of its spread) or ``std`` is NaN.  The one
-    definition every summary's ``±`` goes through (:func:`pm`).
+    NaN where ``k < 2`` (one replicate says nothing of its spread) or ``std`` is NaN; elementwise
+    for arrays (a float for scalars).  The one definition every summary's ``±`` and every error
+    bar of the experiments' figures goes through.
     """
-    k = int(k)
-    return float(std) / np.sqrt(k) if k >= 2 and np.isfinite(std) else np.nan
+    std, k = np.asarray(std, dtype=float), np.asarray(k, dtype=float)
+    out = np.where(k >= 2, std / np.sqrt(np.maximum(k, 1.0)), np.nan)
+    return float(out) if out.ndim == 0 else out
 
 
 def pm(mean, std, k, scale=1.0, digits=2, sign=False) -> str:
