@@ -477,13 +477,13 @@ def share_markdown(table, column: str) -> str:
     """The retrieving head's share on the source key per test ``column`` (``distance`` or ``length``).
 
     One row per (trained scale, RoPE the share was measured under, test scale): measured (mean ±
-    std over seeds) and predicted from ``L`` (mean over seeds).
+    standard error over seeds) and predicted from ``L`` (mean over seeds).
     """
     r = table.rows
     m0 = tr.ok(table) & (r["kind"] == "share")
     dist = np.unique(r[column][m0])
     sym = "m" if column == "distance" else "n"
-    lines = ["| trained | RoPE | scale (share measured / predicted from L; seeds) | "
+    lines = ["| trained | RoPE | scale (share measured, mean ± standard error over seeds / predicted from L; seeds) | "
              + " | ".join(f"{sym} = {m}" for m in dist) + " |", "|---|---|---|" + "---:|" * len(dist)]
     keys = sorted(set(zip(r["scheme"][m0], r["rope"][m0], r["scale"][m0])), key=lambda k: (k[0] != REFERENCE, k))
     for label, rope, scale in keys:
@@ -491,9 +491,9 @@ def share_markdown(table, column: str) -> str:
         cells = []
         for d in dist:
             md = m & (r[column] == d)
-            mean, sd = tr.mean_std(r["share"][md][None, :])
+            share = r["share"][md]
             pred = np.nanmean(r["share_predicted"][md]) if np.any(np.isfinite(r["share_predicted"][md])) else np.nan
-            cells.append(f"{tr.pm(mean[0], sd[0], digits=3)} / {pred:.3f}")
+            cells.append(f"{tr.pm_of(share[np.isfinite(share)], digits=3)} / {pred:.3f}")
         lines.append(f"| {label} | {rope} | {scale} ({np.unique(r['seed'][m]).size}) | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

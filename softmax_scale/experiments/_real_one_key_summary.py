@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _training as tr
+
 __all__ = ["score_markdown", "share_markdown"]
-
-
-def _sd(x) -> float:
-    return float(np.std(x, ddof=1)) if len(x) > 1 else float("nan")
 
 
 def _cells(r, m) -> list:
@@ -19,16 +17,18 @@ def _cells(r, m) -> list:
 
 
 def score_markdown(table, caption: str) -> str:
-    """Accuracy (mean over sequences) and loss (mean ± sd) of each (task, length, RoPE, scale), under ``caption``."""
+    """Accuracy (mean over sequences) and loss (mean ± standard error over sequences) of each cell, under ``caption``.
+
+    A cell is one (task, length, RoPE, scale).
+    """
     r = table.rows
     sc = r["kind"] == "score"
-    lines = [caption + ".", "", "| task | length | RoPE | scale | sequences | accuracy | loss |", "|---|---:|---|---|---:|---:|---:|"]
+    lines = [caption + ".", "", "| task | length | RoPE | scale | sequences | accuracy | loss (± standard error) |",
+             "|---|---:|---|---|---:|---:|---:|"]
     for task, n, rope, scale in _cells(r, sc):
         m = sc & (r["task"] == task) & (r["length"] == n) & (r["rope"] == rope) & (r["scale"] == scale)
         acc, loss = r["accuracy"][m], r["loss"][m]
-        sd = _sd(loss)
-        spread = "" if not np.isfinite(sd) else f" ± {sd:.3f}"
-        lines.append(f"| {task} | {n} | {rope} | {scale} | {m.sum()} | {np.mean(acc):.3f} | {np.mean(loss):.3f}{spread} |")
+        lines.append(f"| {task} | {n} | {rope} | {scale} | {m.sum()} | {np.mean(acc):.3f} | {tr.pm_of(loss, digits=3)} |")
     return "\n".join(lines)
 
 

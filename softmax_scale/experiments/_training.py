@@ -4,7 +4,8 @@
 common to :mod:`.mlm`, :mod:`.alpha` and :mod:`.causal`: a task is one training run
 (``label``, ``seed``), its rows are keyed ``(scheme, seed, status)``, a run that diverged is one
 row of kind ``diverged`` (status ``diverged``, its message in ``note``) and counts as done, and
-checkpoints live in ``out/.train-checkpoints/``.  :class:`Task`, :func:`run_task` and
+checkpoints live in ``out/.train-checkpoints/``.  Every ``±`` a summary prints is a standard
+error over the replicates of its cell, through :func:`pm`.  :class:`Task`, :func:`run_task` and
 :data:`COLUMNS` are the masked-LM run of :mod:`.mlm` and :mod:`.alpha`.  Reading needs numpy
 only; the runners import JAX when they run.
 """
@@ -24,7 +25,7 @@ from ..train.config import TrainConfig
 from .base import Experiment
 
 __all__ = ["COLUMNS", "INTS", "TEXT", "Task", "TrainingExperiment", "diverged_line", "diverged_runs", "expected_rows",
-           "mean_std", "ok", "pm", "run_summary", "run_task", "std"]
+           "mean_std", "ok", "pm", "pm_of", "run_summary", "run_task", "se", "std"]
 
 #: Columns of the masked-LM result files.  ``kind``: ``run`` (x = steps; final training loss and
 #: accuracy, mean over the last 5% of steps; seconds), ``curve`` (x = step; mean training loss and
@@ -264,11 +265,37 @@ def mean_std(a):
     return mean, sd
 
 
-def pm(mean, std, scale=1.0, digits=2) -> str:
-    """``mean ± std`` (both times ``scale``) with ``digits`` decimals; no ``±`` part for a NaN std, empty for a NaN mean."""
+def se(std, k):
+    """The standard error of a mean of ``k`` replicates whose sample standard deviation is ``std``: ``std / sqrt(k)``.
+
+    NaN where ``k < 2`` (one replicate says nothing of its spread) or ``std`` is NaN; elementwise
+    for arrays (a float for scalars).  The one definition every summary's ``±`` and every error
+    bar of the experiments' figures goes through.
+    """
+    std, k = np.asarray(std, dtype=float), np.asarray(k, dtype=float)
+    out = np.where(k >= 2, std / np.sqrt(np.maximum(k, 1.0)), np.nan)
+    return float(out) if out.ndim == 0 else out
+
+
+def pm(mean, std, k, scale=1.0, digits=2, sign=False) -> str:
+    """``mean ± standard error`` (both times ``scale``) with ``digits`` decimals, from the replicates' mean and sample std.
+
+    ``k`` is the number of replicates (seeds, documents, prompts) the mean is over; the ``±`` part
+    is :func:`se` of ``std`` and ``k``, left out where that is NaN (``k < 2`` or a NaN ``std``).
+    Empty for a NaN mean; ``sign``: the mean with its sign (``+0.12``).
+    """
     if not np.isfinite(mean):
         return ""
-    return f"{mean * scale:.{digits}f}" + (f" ± {std * scale:.{digits}f}" if np.isfinite(std) else "")
+    err = se(std, k)
+    return f"{mean * scale:{'+' if sign else ''}.{digits}f}" + (f" ± {err * scale:.{digits}f}" if np.isfinite(err) else "")
+
+
+def pm_of(values, scale=1.0, digits=2, sign=False) -> str:
+    """:func:`pm` of the replicates ``values`` themselves (their mean, sample std and number); empty for none."""
+    v = np.asarray(values, dtype=float).ravel()
+    if v.size == 0:
+        return ""
+    return pm(v.mean(), std(v), v.size, scale, digits, sign)
 
 
 def diverged_line(pairs) -> list:

@@ -157,20 +157,19 @@ def alpha_summary(table) -> dict:
 
 
 def alpha_markdown(table) -> str:
-    """The result as a markdown table, mean ± std over seeds, one row per scale in order of ``alpha``."""
+    """The result as a markdown table, mean ± standard error over seeds, one row per scale in order of ``alpha``."""
     s = alpha_summary(table)
     b = s["short_budget"]
-    lines = [f"| scale (seeds) | train loss at {b} steps | final train loss | held-out loss | held-out acc. % | "
+    lines = [f"| scale (seeds; mean ± standard error over seeds) | train loss at {b} steps | final train loss | "
+             "held-out loss | held-out acc. % | "
              "sigma at init (mean over heads) | sigma at end: mean [min, max] |", "|---|---:|---:|---:|---:|---:|---|"]
     labels = sorted((k for k in s if k not in ("short_budget", "diverged")),
                     key=lambda k: (np.isnan(s[k]["alpha"]), s[k]["alpha"]))
     for k in labels:
         v = s[k]
         se = v["sigma_end"]
-        lines.append(f"| {k} ({len(v['seeds'])}) | {tr.pm(v['short'].mean(), tr.std(v['short']), digits=3)} | "
-                     f"{tr.pm(v['final'].mean(), tr.std(v['final']), digits=3)} | "
-                     f"{tr.pm(v['test_loss'].mean(), tr.std(v['test_loss']), digits=3)} | "
-                     f"{tr.pm(v['test_accuracy'].mean(), tr.std(v['test_accuracy']), 100)} | "
+        lines.append(f"| {k} ({len(v['seeds'])}) | {tr.pm_of(v['short'], digits=3)} | {tr.pm_of(v['final'], digits=3)} | "
+                     f"{tr.pm_of(v['test_loss'], digits=3)} | {tr.pm_of(v['test_accuracy'], 100)} | "
                      f"{np.mean(v['sigma_init']):.2f} | {np.mean(se):.2f} [{np.min(se):.2f}, {np.max(se):.2f}] |")
     return "\n".join(lines + tr.diverged_line(s["diverged"]))
 

@@ -310,12 +310,13 @@ def run_causal_task(row, task: CausalTask) -> list[tuple]:
 
 
 def causal_summary(table) -> dict:
-    """Loss and accuracy per (trained scale, RoPE, test scale) at each test length, mean and std over seeds.
+    """Loss and accuracy per (trained scale, RoPE, test scale) at each test length, mean and sample std over seeds.
 
     Per run the whole-sequence value at a length is the count-weighted mean of its buckets.
-    Returns ``{"lengths", "L", "rows": {(label, rope, scale): {"loss", "loss_std", "accuracy",
-    "accuracy_std", "seeds"}}, "window": {...}, "diverged": [...]}``, the window keyed by
-    ``(label, "none", "window")``; arrays over the test lengths.
+    Returns ``{"lengths", "L", "rows": {(label, rope, scale): {"loss", "loss_std", "loss_n", "accuracy",
+    "accuracy_std", "accuracy_n", "seeds"}}, "window": {...}, "diverged": [...]}`` (``*_n``: the
+    seeds with a value at each length), the window keyed by ``(label, "none", "window")``; arrays
+    over the test lengths.
     """
     r = table.rows
     ok = tr.ok(table)
@@ -344,6 +345,7 @@ def causal_summary(table) -> dict:
             for what in ("loss", "accuracy"):
                 a = np.array(v[what], dtype=float).reshape(len(lengths), seeds.size)  # [lengths, seeds]
                 entry[what], entry[f"{what}_std"] = tr.mean_std(a)
+                entry[f"{what}_n"] = np.isfinite(a).sum(axis=-1)
                 entry[f"{what}_seeds"] = a
             out["rows"][name] = entry
     return out
@@ -359,9 +361,9 @@ _ABLATION = (("no log n", REFERENCE, "trained"), ("log n at test only (qwen_logn
 def causal_markdown(table, metric: str = "loss") -> str:
     """The ablation in the layout of the published one: rows RoPE x scale, columns ``L, 8L, 16L`` and the difference from the window.
 
-    ``metric`` is ``"loss"`` (nats per byte) or ``"accuracy"`` (%); mean ± std over seeds; the
-    last columns are each row's mean minus the sliding window's (same trained scale) at ``8L``
-    and ``16L``.
+    ``metric`` is ``"loss"`` (nats per byte) or ``"accuracy"`` (%); mean ± standard error over
+    seeds; the last columns are each row's mean minus the sliding window's (same trained scale) at
+    ``8L`` and ``16L``, per seed, then mean ± standard error of the differences.
     """
     from .._util.validation import check_choice
 
@@ -373,7 +375,7 @@ def causal_markdown(table, metric: str = "loss") -> str:
     far = [i for i, n in enumerate(lengths) if n > L]
     unit = "accuracy %" if metric == "accuracy" else "loss, nats per byte"
     head = [f"{n // L}L = {n}" if n != L else f"L = {n}" for n in lengths]
-    lines = [f"| RoPE | scale ({unit}; seeds) | " + " | ".join(head) + " | "
+    lines = [f"| RoPE | scale ({unit}, mean ± standard error over seeds; seeds) | " + " | ".join(head) + " | "
              + " | ".join(f"vs window at {lengths[i] // L}L" for i in far) + " |",
              "|---|---|" + "---:|" * (len(lengths) + len(far))]
     labels = sorted({k[0] for k in rows})
@@ -381,7 +383,7 @@ def causal_markdown(table, metric: str = "loss") -> str:
         w = rows.get((label, "none", "window"))
         if w is None or not label.startswith(REFERENCE):
             continue
-        cells = ["" if n <= L else tr.pm(mult * w[metric][i], mult * w[f"{metric}_std"][i], digits=dig)
+        cells = ["" if n <= L else tr.pm(w[metric][i], w[f"{metric}_std"][i], w[f"{metric}_n"][i], mult, dig)
                  for i, n in enumerate(lengths)]
         lines.append(f"| sliding window of L | {label} ({w['seeds']}) | " + " | ".join(cells) + " |"
                      + " |" * len(far))
@@ -393,17 +395,17 @@ def causal_markdown(table, metric: str = "loss") -> str:
                 continue
             v = rows[key]
             win = rows.get((key[0], "none", "window"))
-            cells = [tr.pm(mult * v[metric][i], mult * v[f"{metric}_std"][i], digits=dig) for i in range(len(lengths))]
+            cells = [tr.pm(v[metric][i], v[f"{metric}_std"][i], v[f"{metric}_n"][i], mult, dig)
+                     for i in range(len(lengths))]
             diff = []
             for i in far:
                 if win is None:
                     diff.append("")
                 elif v[f"{metric}_seeds"].shape != win[f"{metric}_seeds"].shape:  # a seed missing on one side
-                    diff.append(tr.pm(mult * (v[metric][i] - win[metric][i]), np.nan, digits=dig))
-                else:  # per seed, then mean ± std of the differences
-                    d = mult * (v[f"{metric}_seeds"][i] - win[f"{metric}_seeds"][i])
-                    m, sd = tr.mean_std(d[None, :])
-                    diff.append(tr.pm(m[0], sd[0], digits=dig))
+                    diff.append(tr.pm(v[metric][i] - win[metric][i], np.nan, 1, mult, dig))
+                else:  # per seed, then mean ± standard error of the differences
+                    d = v[f"{metric}_seeds"][i] - win[f"{metric}_seeds"][i]
+                    diff.append(tr.pm_of(d[np.isfinite(d)], mult, dig))
             lines.append(f"| {rope} | {name} ({v['seeds']}) | " + " | ".join(cells + diff) + " |")
     return "\n".join(lines + tr.diverged_line(s["diverged"]))
 

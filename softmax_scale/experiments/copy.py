@@ -195,10 +195,11 @@ class CopyExperiment(ok.OneKeyExperiment):
 def copy_summary(table) -> dict:
     """Copy accuracy and loss per (trained scale, RoPE, test scale) and distance, over seeds.
 
-    Returns ``{"L", "distances", "rows": {(label, rope, scale): {"accuracy", "accuracy_std", "loss",
-    "loss_std", "seeds", "accuracy_by_seed", "loss_by_seed"}}, "control": {...}, "diverged"}``; the
-    window under the key ``(label, "none", "window")``; arrays over the distances, ``*_by_seed``
-    a list over the distances of ``{seed: value}``.
+    Returns ``{"L", "distances", "rows": {(label, rope, scale): {"accuracy", "accuracy_std", "accuracy_n",
+    "loss", "loss_std", "loss_n", "seeds", "accuracy_by_seed", "loss_by_seed"}}, "control": {...},
+    "diverged"}``; the window under the key ``(label, "none", "window")``; arrays over the
+    distances (mean, sample std, ``*_n`` the seeds), ``*_by_seed`` a list over the distances of
+    ``{seed: value}``.
     """
     r = table.rows
     good = tr.ok(table)
@@ -220,13 +221,14 @@ def copy_summary(table) -> dict:
                 mean = np.array([np.mean(list(b.values())) if b else np.nan for b in by])
                 sd = np.array([tr.std(np.array(list(b.values()))) if b else np.nan for b in by])
                 entry[metric], entry[f"{metric}_std"] = mean, sd
+                entry[f"{metric}_n"] = np.array([len(b) for b in by])
             name = (key[0], key[1], "window" if kind == "window" else key[2])
             out[where][name] = entry
     return out
 
 
 def copy_markdown(table, metric: str = "accuracy") -> str:
-    """Rows trained scale x RoPE x test scale, columns the copy distances: mean ± std over seeds.
+    """Rows trained scale x RoPE x test scale, columns the copy distances: mean ± standard error over seeds.
 
     The control (the same bytes without the copy, under the same RoPE and scale) follows each
     row in brackets; the sliding window's row comes first.  Accuracy in %, loss in nats per byte.
@@ -239,7 +241,7 @@ def copy_markdown(table, metric: str = "accuracy") -> str:
     mult, dig = (100.0, 1) if metric == "accuracy" else (1.0, 3)
     unit = "accuracy % on the second copy" if metric == "accuracy" else "loss on the second copy, nats per byte"
     head = [f"m = {m} ({m / L:g}L)" if L else f"m = {m}" for m in dist]
-    lines = [f"| trained | RoPE | scale ({unit}; [control]; seeds) | " + " | ".join(head) + " |",
+    lines = [f"| trained | RoPE | scale ({unit}, mean ± standard error over seeds; [control]; seeds) | " + " | ".join(head) + " |",
              "|---|---|---|" + "---:|" * len(dist)]
     order = sorted(s["rows"], key=lambda k: (k[0] != ok.REFERENCE, k[0], k[2] != "window", k[1], k[2] != "trained", k[2]))
     for key in order:
@@ -247,7 +249,7 @@ def copy_markdown(table, metric: str = "accuracy") -> str:
         ctl = s["control"].get(key)
         cells = []
         for i in range(dist.size):
-            c = tr.pm(v[metric][i], v[f"{metric}_std"][i], mult, dig)
+            c = tr.pm(v[metric][i], v[f"{metric}_std"][i], v[f"{metric}_n"][i], mult, dig)
             if ctl is not None and np.isfinite(ctl[metric][i]):
                 c += f" [{mult * ctl[metric][i]:.{dig}f}]"
             cells.append(c)
@@ -295,8 +297,8 @@ def copy_differences(table, metric: str = "accuracy", reference: str = "trained"
 def copy_differences_markdown(table, metric: str = "accuracy") -> str:
     """:func:`copy_differences` as two tables: what the copy adds over its control, then each scale minus ``standard``.
 
-    Cells: mean ± std of the per-seed differences (accuracy in points, loss in nats per byte),
-    then how many seeds are above zero of how many.
+    Cells: mean ± standard error of the per-seed differences (accuracy in points, loss in nats per
+    byte), then how many seeds are above zero of how many.
     """
     d = copy_differences(table, metric)
     L, dist = d["L"], d["distances"]
@@ -307,17 +309,17 @@ def copy_differences_markdown(table, metric: str = "accuracy") -> str:
     def cell(x):
         if x is None:
             return ""
-        spread = f" ± {mult * x[1]:.{dig}f}" if np.isfinite(x[1]) else ""
-        return f"{mult * x[0]:+.{dig}f}{spread} ({x[2]}/{x[3]})"
+        return f"{tr.pm(x[0], x[1], x[3], mult, dig, sign=True)} ({x[2]}/{x[3]})"
 
     def order(k):
         return (k[0] != ok.REFERENCE, k[0], k[1], k[2] != "trained", k[2])
 
-    lines = [f"| trained | RoPE | scale (copy minus control, {unit}; seeds above) | {head} |",
+    lines = [f"| trained | RoPE | scale (copy minus control, {unit}, mean ± standard error over seeds; seeds above) | {head} |",
              "|---|---|---|" + "---:|" * len(dist)]
     lines += [f"| {k[0]} | {k[1]} | {k[2]} | " + " | ".join(cell(x) for x in d["copying"][k]) + " |"
               for k in sorted(d["copying"], key=order)]
-    lines += ["", f"| trained | RoPE | scale (minus {ok.REFERENCE} as trained, {unit}; seeds above) | {head} |",
+    lines += ["", f"| trained | RoPE | scale (minus {ok.REFERENCE} as trained, {unit}, mean ± standard error over seeds; "
+              f"seeds above) | {head} |",
               "|---|---|---|" + "---:|" * len(dist)]
     lines += [f"| {k[0]} | {k[1]} | {k[2]} | " + " | ".join(cell(x) for x in d["scales"][k]) + " |"
               for k in sorted(d["scales"], key=order)]

@@ -124,15 +124,16 @@ def _signs(d) -> str:
 
 
 def first_markdown(table) -> str:
-    """Accuracy at each test length per (L, trained scale, test scale), mean ± std over seeds; the published column at 1000.
+    """Accuracy at each test length per (L, trained scale, test scale), mean ± standard error over seeds; the published column at 1000.
 
-    Then, per ``n > L``, each scale minus ``standard`` as trained, paired by seed: mean ± std and
-    the seeds above, below and equal.
+    Then, per ``n > L``, each scale minus ``standard`` as trained, paired by seed: mean ± standard
+    error of the differences and the seeds above, below and equal.
     """
     cells = first_cells(table, "test", "accuracy")
     lengths = _lengths(cells)
     runs = _order({k[:3] for k in cells})
-    lines = ["| L | scale (accuracy; seeds) | " + " | ".join(f"n = {n}" for n in lengths) + " | published at 1000 |",
+    lines = ["| L | scale (accuracy, mean ± standard error over seeds; seeds) | "
+             + " | ".join(f"n = {n}" for n in lengths) + " | published at 1000 |",
              "|---:|---|" + "---:|" * (len(lengths) + 1)]
     pub = dict(zip(PUBLISHED_FIRST["train_lengths"], range(3)))
     for L, scheme, scale in runs:
@@ -144,12 +145,12 @@ def first_markdown(table) -> str:
                 continue
             a = np.array(list(v.values()))
             seeds = max(seeds, a.size)
-            out.append(tr.pm(a.mean(), tr.std(a), digits=3))
+            out.append(tr.pm_of(a, digits=3))
         base = scheme.split("@")[0]
         p = PUBLISHED_FIRST.get(base) if scale == "trained" else None
         published = f"{p[pub[L]]:.2f}" if p is not None and L in pub else ""
         lines.append(f"| {L} | {first_scale_name(scheme, scale)} ({seeds}) | " + " | ".join(out) + f" | {published} |")
-    lines += ["", "| L | scale minus standard (accuracy, paired by seed) | "
+    lines += ["", "| L | scale minus standard (accuracy, paired by seed, mean ± standard error over seeds) | "
               + " | ".join(f"n = {n}" for n in lengths) + " |", "|---:|---|" + "---:|" * len(lengths)]
     for L, scheme, scale in runs:
         if (scheme, scale) == (_REFERENCE, "trained"):
@@ -162,7 +163,7 @@ def first_markdown(table) -> str:
                 out.append("")
                 continue
             d = np.array([a[s] - b[s] for s in seeds])
-            out.append(f"{tr.pm(d.mean(), tr.std(d), digits=3)} ({_signs(d)})")
+            out.append(f"{tr.pm_of(d, digits=3)} ({_signs(d)})")
         lines.append(f"| {L} | {first_scale_name(scheme, scale)} | " + " | ".join(out) + " |")
     return "\n".join(lines + tr.diverged_line(_diverged(table)))
 

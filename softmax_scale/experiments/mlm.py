@@ -170,8 +170,9 @@ def _paired(r, m, ref, metric):
 def mlm_summary(table) -> dict:
     """Per (trained scale, test scale): test lengths, mean and sample std over seeds of accuracy and loss.
 
-    Returns ``{(label, scale): {"lengths", "accuracy", "accuracy_std", "loss", "loss_std", "seeds"}}`` and,
-    under ``"diverged"``, the ``(label, seed)`` pairs that diverged.
+    Returns ``{(label, scale): {"lengths", "accuracy", "accuracy_std", "accuracy_n", "loss", "loss_std",
+    "loss_n", "seeds"}}`` (``*_n``: the seeds at each length) and, under ``"diverged"``, the
+    ``(label, seed)`` pairs that diverged.
     """
     r = table.rows
     out: dict = {"diverged": tr.diverged_runs(table)}
@@ -184,12 +185,13 @@ def mlm_summary(table) -> dict:
         out[key] = {"lengths": lengths, "seeds": min(len(a) for a in acc),
                     "accuracy": np.array([a.mean() for a in acc]), "loss": np.array([x.mean() for x in loss]),
                     "accuracy_std": np.array([tr.std(a) for a in acc]),
-                    "loss_std": np.array([tr.std(x) for x in loss])}
+                    "loss_std": np.array([tr.std(x) for x in loss]),
+                    "accuracy_n": np.array([a.size for a in acc]), "loss_n": np.array([x.size for x in loss])}
     return out
 
 
 def mlm_markdown(table, metric: str = "accuracy") -> str:
-    """The result as a markdown table, mean ± std over seeds: ``"accuracy"`` (%, beside the published table) or ``"loss"``."""
+    """The result as a markdown table, mean ± standard error over seeds: ``"accuracy"`` (%, beside the published table) or ``"loss"``."""
     from .._util.validation import check_choice
 
     check_choice(metric, "metric", ("accuracy", "loss"))
@@ -198,13 +200,13 @@ def mlm_markdown(table, metric: str = "accuracy") -> str:
     keys = sorted((k for k in s if k != "diverged"), key=lambda k: (order.get(k[0], 9), k[0], k[1] != "trained"))
     lengths = s[keys[0]]["lengths"] if keys else ()
     unit = "accuracy %" if metric == "accuracy" else "loss, nats per masked byte"
-    lines = [f"| model (seeds), {unit} | " + " | ".join(str(n) for n in lengths) + " |",
+    lines = [f"| model (seeds), {unit}, mean ± standard error over seeds | " + " | ".join(str(n) for n in lengths) + " |",
              "|---|" + "---:|" * len(lengths)]
     for key in keys:
         v = s[key]
         name = key[0] if key[1] == "trained" else f"{key[0]}, {key[1]} at test only"
-        cells = (tr.pm(a, sd, 100) if metric == "accuracy" else tr.pm(a, sd, digits=3)
-                 for a, sd in zip(v[metric], v[f"{metric}_std"]))
+        cells = (tr.pm(a, sd, k, 100) if metric == "accuracy" else tr.pm(a, sd, k, digits=3)
+                 for a, sd, k in zip(v[metric], v[f"{metric}_std"], v[f"{metric}_n"]))
         lines.append(f"| {name} ({v['seeds']}) | " + " | ".join(cells) + " |")
     if metric == "loss":
         return "\n".join(lines)

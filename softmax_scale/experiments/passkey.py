@@ -190,9 +190,10 @@ def _stack(parts, rows=None):
 def passkey_summary(table) -> dict:
     """Exact-match rate and loss per digit per (trained scale, RoPE, test scale) and length, over depths, then seeds.
 
-    Returns ``{"lengths", "depths", "rows": {(label, rope, scale): {"accuracy", "accuracy_std", "loss",
-    "loss_std", "seeds", "accuracy_by_seed", "loss_by_seed", "by_depth"}}, "diverged"}``: per seed
-    the mean over depths (prompts weighted), ``by_depth`` the mean over seeds ``[lengths, depths]``.
+    Returns ``{"lengths", "depths", "rows": {(label, rope, scale): {"accuracy", "accuracy_std", "accuracy_n",
+    "loss", "loss_std", "loss_n", "seeds", "accuracy_by_seed", "loss_by_seed", "by_depth"}},
+    "diverged"}``: per seed the mean over depths (prompts weighted); over the seeds their mean,
+    sample std and number (``*_n``); ``by_depth`` the mean over seeds ``[lengths, depths]``.
     """
     r = table.rows
     m0 = tr.ok(table) & (r["kind"] == "passkey")
@@ -214,6 +215,7 @@ def passkey_summary(table) -> dict:
             entry[f"{metric}_by_seed"] = by
             entry[metric] = np.array([np.mean(list(b.values())) if b else np.nan for b in by])
             entry[f"{metric}_std"] = np.array([tr.std(np.array(list(b.values()))) if b else np.nan for b in by])
+            entry[f"{metric}_n"] = np.array([len(b) for b in by])
         entry["by_depth"] = np.array([[np.mean(r["accuracy"][m & (r["length"] == n) & (r["depth"] == d)])
                                        if np.any(m & (r["length"] == n) & (r["depth"] == d)) else np.nan
                                        for d in depths] for n in lengths])
@@ -222,16 +224,17 @@ def passkey_summary(table) -> dict:
 
 
 def passkey_markdown(table) -> str:
-    """Rows trained scale x RoPE x test scale, columns the test lengths: exact-match % (mean ± std over seeds)."""
+    """Rows trained scale x RoPE x test scale, columns the test lengths: exact-match % (mean ± standard error over seeds)."""
     s = passkey_summary(table)
     lengths = s["lengths"]
     L = int(lengths.min()) if lengths.size else 0
     head = [f"{n} ({n // L}L)" if L else str(n) for n in lengths]
-    lines = ["| trained | RoPE | scale (passkey exact match %, all depths; seeds) | " + " | ".join(head) + " |",
+    lines = ["| trained | RoPE | scale (passkey exact match %, all depths, mean ± standard error over seeds; seeds) | "
+             + " | ".join(head) + " |",
              "|---|---|---|" + "---:|" * len(lengths)]
     for key in sorted(s["rows"], key=lambda k: (k[0] != ok.REFERENCE, k[0], k[1], k[2] != "trained", k[2])):
         v = s["rows"][key]
-        cells = [tr.pm(v["accuracy"][i], v["accuracy_std"][i], 100.0, 1) for i in range(lengths.size)]
+        cells = [tr.pm(v["accuracy"][i], v["accuracy_std"][i], v["accuracy_n"][i], 100.0, 1) for i in range(lengths.size)]
         lines.append(f"| {key[0]} | {key[1]} | {key[2]} ({v['seeds']}) | " + " | ".join(cells) + " |")
     return "\n".join(lines + tr.diverged_line(s["diverged"]))
 

@@ -159,7 +159,8 @@ class RealCopyExperiment(rk.RealOneKeyExperiment):
     def summaries(self, table) -> list:
         """Accuracy and loss per (task, length, RoPE, scale); the retrieving heads' share measured and predicted."""
         return [rk_summary.score_markdown(table, "Tokens of the second copy given by greedy choice (accuracy) and "
-                                                 "their mean loss (nats), over the documents; control: the same "
+                                                 "their mean loss (nats), means over the documents, the loss ± its "
+                                                 "standard error over the documents; control: the same "
                                                  "tokens without the first copy"),
                 rk_summary.share_markdown(table)]
 

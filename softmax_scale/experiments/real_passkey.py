@@ -194,7 +194,8 @@ class RealPasskeyExperiment(rk.RealOneKeyExperiment):
     def summaries(self, table) -> list:
         """Retrieval and the digits' loss per (length, RoPE, scale); the retrieving heads' share measured and predicted."""
         return [rk_summary.score_markdown(table, "Pass keys retrieved (all five digits by greedy choice) and the "
-                                                 "digits' mean loss (nats), over the prompts"),
+                                                 "digits' mean loss (nats), means over the prompts, the loss ± its "
+                                                 "standard error over the prompts"),
                 rk_summary.share_markdown(table)]
 
 EXPERIMENT = RealPasskeyExperiment()

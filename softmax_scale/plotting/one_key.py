@@ -57,11 +57,12 @@ def one_key_copy_figure(table=None, csv=None):
 
     The second copy at distance ``m`` closes a sequence of ``2m`` keys: the x axis is ``n/L = 2m/L``,
     the axis every experiment and ``advise`` use.  Top row: each curve is the mean over seeds with ± one
-    standard deviation shaded; grey: the same
+    standard error over seeds shaded; grey: the same
     bytes without the copy (``standard``, as trained); black: the sliding window of ``L``.  Bottom
     row: the retrieving head's share on the source key, measured and predicted from ``L``, under
     each RoPE variant the share was measured under (the models as trained).
     """
+    from ..experiments._training import se
     from ..experiments.copy import copy_summary
 
     table = _table("copy", table, csv)
@@ -78,7 +79,8 @@ def one_key_copy_figure(table=None, csv=None):
         for prefix, scale, label, color, ls in _CURVES:
             v = _find(s["rows"], prefix, scale, rope)
             if v is not None:
-                _band(ax, x, 100 * v["accuracy"], 100 * v["accuracy_std"], color=color, ls=ls, label=label)
+                _band(ax, x, 100 * v["accuracy"], 100 * se(v["accuracy_std"], v["accuracy_n"]), color=color, ls=ls,
+                      label=label)
         ctl = _find(s["control"], STANDARD, "trained", rope)
         if ctl is not None:
             ax.plot(x, 100 * ctl["accuracy"], color="0.6", lw=1, label="no copy (control)")

@@ -46,9 +46,10 @@ def _config(table):
 def train_mlm_figure(table=None, csv=None):
     """Experiment 1: held-out masked-byte accuracy against test length, beside the published rows.
 
-    Per trained scale the mean and the seed spread (each seed a dot), the note's two rows in
-    their own panel, and the training curves.
+    Per trained scale the mean ± its standard error over seeds (each seed a dot), the note's two
+    rows in their own panel, and the training curves.
     """
+    from ..experiments._training import se
     from ..experiments.mlm import EXPERIMENT, PUBLISHED, mlm_summary
 
     table = committed_table(EXPERIMENT, table, csv)
@@ -62,7 +63,8 @@ def train_mlm_figure(table=None, csv=None):
         color = _color(label)
         style = "-" if scale == "trained" else "--"
         name = label if scale == "trained" else f"{label}, {scale} at test only"
-        ax.errorbar(v["lengths"], 100 * v["accuracy"], yerr=100 * np.nan_to_num(v["accuracy_std"]), fmt=style,
+        ax.errorbar(v["lengths"], 100 * v["accuracy"], yerr=100 * np.nan_to_num(se(v["accuracy_std"], v["accuracy_n"])),
+                    fmt=style,
                     marker="o", ms=4, capsize=3, color=color, label=f"{name} ({v['seeds']} seeds)")
         m = (r["kind"] == "test") & (r["scheme"] == label) & (r["scale"] == scale) & (r["status"] == "ok")
         ax.plot(r["x"][m], 100 * r["accuracy"][m], ".", color=color, alpha=0.35, ms=4)
@@ -77,7 +79,7 @@ def train_mlm_figure(table=None, csv=None):
         a.set_xlabel(f"test length n (trained at {L})")
         a.set_ylabel("masked-token accuracy (%)")
     ax.set_title(f"(a) this toolkit: byte-level MLM, {c.get('layers')} layers, d_model {c.get('d_model')},\n"
-                 f"{c.get('steps')} steps (mean ± std over seeds, each seed a dot)", fontsize=9)
+                 f"{c.get('steps')} steps (mean ± standard error over seeds, each seed a dot)", fontsize=9)
     ax.set_ylim(0, None)
     ax.legend(fontsize=7, loc="lower left")
     for name, scheme in zip(list(PUBLISHED)[1:], (STANDARD, ENTROPY_INVARIANT)):  # Attention-O and -E
@@ -108,10 +110,11 @@ def train_mlm_figure(table=None, csv=None):
 def train_alpha_figure(table=None, csv=None):
     """Experiment 2: loss against the constant ``alpha``, and each head's ``sigma`` before and after.
 
-    The training loss after a short budget and at the end and the held-out loss, with
-    ``optimal_alpha(L)`` (mean-field and geometric) marked; each head's ``sigma`` at the end
+    The training loss after a short budget and at the end and the held-out loss (mean ± standard
+    error over seeds, each seed a dot), with ``optimal_alpha(L)`` (mean-field and geometric) marked; each head's ``sigma`` at the end
     against its value at initialisation.
     """
+    from ..experiments._training import se, std
     from ..experiments.alpha import EXPERIMENT, alpha_summary
     from ..optimize import optimal_alpha
 
@@ -125,7 +128,7 @@ def train_alpha_figure(table=None, csv=None):
     for what, color, name in (("short", "C0", f"training loss at {s['short_budget']} steps"),
                               ("final", "C3", "final training loss"), ("test_loss", "C2", f"held-out loss at {L}")):
         y = np.array([np.mean(s[k][what]) for k in grid])
-        e = np.array([np.std(s[k][what], ddof=1) if len(s[k][what]) > 1 else 0.0 for k in grid])
+        e = np.nan_to_num([se(std(np.asarray(s[k][what])), len(s[k][what])) for k in grid])
         ax.errorbar(a, y, yerr=e, fmt="-o", ms=4, capsize=3, color=color, label=name)
         for k in grid:
             ax.plot(np.full(len(s[k][what]), s[k]["alpha"]), s[k][what], ".", color=color, alpha=0.35)
@@ -137,7 +140,7 @@ def train_alpha_figure(table=None, csv=None):
     ax.set_xscale("log", base=2)
     ax.set_xlabel("constant factor alpha on unit-variance scores")
     ax.set_ylabel("loss (nats per masked byte)")
-    ax.set_title("(a) loss against alpha (dotted: alpha_star per query)", fontsize=9)
+    ax.set_title("(a) loss against alpha, mean ± standard error over seeds (dotted: alpha_star per query)", fontsize=9)
     ax.legend(fontsize=7)
     values = []
     for i, k in enumerate(grid + (["alpha_star"] if "alpha_star" in s else [])):

@@ -137,7 +137,7 @@ def test_the_summary_prints_the_rows(quick):
            if r["kind"] == "test" and r["scheme"] == "ssmax" and r["length"] == "32"]
     text = exp.summaries(exp.read(path))[0]
     line = next(x for x in text.splitlines() if "| ssmax (s ln n) (2) |" in x)
-    assert f"{np.mean(acc):.3f} ± {np.std(acc, ddof=1):.3f}" in line
+    assert f"{np.mean(acc):.3f} ± {np.std(acc, ddof=1) / np.sqrt(len(acc)):.3f}" in line  # the standard error
 
 
 def test_bad_config_is_one_clear_error():
