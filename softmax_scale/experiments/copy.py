@@ -157,7 +157,7 @@ class CopyExperiment(ok.OneKeyExperiment):
     def summaries(self, table) -> list:
         """Copy accuracy, copy loss, and the retrieving head's share measured against predicted."""
         return [copy_markdown(table, "accuracy"), copy_markdown(table, "loss"), copy_differences_markdown(table, "accuracy"),
-                copy_differences_markdown(table, "loss"), ok.share_markdown(table, "distance")]
+                copy_differences_markdown(table, "loss"), ok.share_markdown(table, "length")]
 
     def evidence(self, table) -> list:
         """Every (trained scale, RoPE, test scale) against ``standard`` as trained and against the window, past ``L``."""
@@ -190,6 +190,11 @@ class CopyExperiment(ok.OneKeyExperiment):
                                                 "copy a segment m bytes back", 2.0 * m / L, name, ref_name, metric,
                                                 *p[:3], cfg.d_model // cfg.heads, L, "bytes", values=p[3]))
         return out
+
+
+def copy_column(m: int, L: int) -> str:
+    """A copy cell's column as the tables print it: the keys ``n = 2m`` it is read among over ``L``, then the distance."""
+    return f"n = {2 * m} ({2 * m / L:g}L), m = {m}" if L else f"n = {2 * m}, m = {m}"
 
 
 def copy_summary(table) -> dict:
@@ -240,7 +245,7 @@ def copy_markdown(table, metric: str = "accuracy") -> str:
     L, dist = s["L"], s["distances"]
     mult, dig = (100.0, 1) if metric == "accuracy" else (1.0, 3)
     unit = "accuracy % on the second copy" if metric == "accuracy" else "loss on the second copy, nats per byte"
-    head = [f"m = {m} ({m / L:g}L)" if L else f"m = {m}" for m in dist]
+    head = [copy_column(m, L) for m in dist]
     lines = [f"| trained | RoPE | scale ({unit}, mean ± standard error over seeds; [control]; seeds) | " + " | ".join(head) + " |",
              "|---|---|---|" + "---:|" * len(dist)]
     order = sorted(s["rows"], key=lambda k: (k[0] != ok.REFERENCE, k[0], k[2] != "window", k[1], k[2] != "trained", k[2]))
@@ -304,7 +309,7 @@ def copy_differences_markdown(table, metric: str = "accuracy") -> str:
     L, dist = d["L"], d["distances"]
     mult, dig = (100.0, 1) if metric == "accuracy" else (1.0, 3)
     unit = "accuracy points" if metric == "accuracy" else "loss, nats per byte"
-    head = " | ".join(f"m = {m} ({m / L:g}L)" if L else f"m = {m}" for m in dist)
+    head = " | ".join(copy_column(m, L) for m in dist)
 
     def cell(x):
         if x is None:
