@@ -46,7 +46,7 @@ RULES = {
 }
 
 
-def scale(ms, n):
-    """The multiplier SGLang puts on ``q.k`` at ``n`` keys."""
+def scale(ms, n, version=None):
+    """The multiplier SGLang puts on ``q.k`` at ``n`` keys (its rules carry no ranges: ``version`` is only the label)."""
     return generic(NAME, ms, n, deepseek_types=DEEPSEEK_TYPES, yarn_keys={"attn_factor"}, yarn_rule="yarn",
-                   apply_flag=False, fixed_nope=True)
+                   apply_flag=False, fixed_nope=True, version=version)

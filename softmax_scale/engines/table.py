@@ -5,15 +5,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 from .._util.validation import check_n_array
-from . import exllamav3, llama_cpp, reference, sglang, transformers, vllm
+from . import exllamav3, llama_cpp, mlx_lm, reference, sglang, tensorrt_llm, transformers, vllm
+from ._rules import parse_version
 from .config import ModelScaling, read_config
 
-__all__ = ["ENGINES", "EngineTable", "engine_rules", "engine_scales", "rules_markdown"]
+__all__ = ["ENGINES", "EngineTable", "engine_rules", "engine_scales", "parse_engine_pins", "rules_markdown"]
 
 #: Engine name -> its module (one per engine, each with ``RULES`` and ``scale``), the reference last.
-ENGINES = {m.NAME: m for m in (transformers, vllm, llama_cpp, sglang, exllamav3, reference)}
+ENGINES = {m.NAME: m for m in (transformers, vllm, llama_cpp, sglang, exllamav3, mlx_lm, tensorrt_llm, reference)}
+_BY_CANONICAL = {canonicalize_name(name): name for name in ENGINES if name != "reference"}
 #: Relative difference under which two engines' numbers are the same.
 RTOL = 1e-9
 
@@ -29,22 +33,29 @@ def rules_markdown() -> str:
     The table of the docs page "What each engine applies" (``docs/engines.md``), written from the
     engines' ``RULES``.
     """
-    lines = ["| engine | rule | what it does, with the keys it reads | positions | read from (repository, path, commit) |",
-             "|---|---|---|---|---|"]
+    lines = ["| engine | rule | versions | what it does, with the keys it reads | positions | "
+             "read from (repository, path, commit) |",
+             "|---|---|---|---|---|---|"]
     for engine, r in engine_rules():
         text = r.text.replace("|", "\\|")
         squared = " **Squared on the logits** (a factor on cos/sin)." if r.squared else ""
         scheme = f" Registry: `{r.scheme}`." if r.scheme else ""
         source = ", ".join(x for x in (r.repo, f"`{r.path}`" if r.path else "",
                                        f"`{r.commit}`" if r.commit else "commit not recorded") if x)
-        lines.append(f"| {engine} | `{r.name}` | {text}.{squared}{scheme} | {r.positions or '-'} | {source} |")
+        versions = f"`{r.versions}`" if r.versions else "range not read"
+        if r.source:
+            versions += f" ({r.source})"
+        lines.append(f"| {engine} | `{r.name}` | {versions} | {text}.{squared}{scheme} | {r.positions or '-'} | "
+                     f"{source} |")
     return "\n".join(lines) + "\n"
 
 
 def _same(a, b) -> bool:
+    """Whether two rows agree wherever both are known (NaN: unknown at that position)."""
     if a is None or b is None:
         return a is None and b is None
-    return bool(np.allclose(a, b, rtol=RTOL, atol=0.0))
+    known = ~(np.isnan(a) | np.isnan(b))
+    return bool(np.allclose(a[known], b[known], rtol=RTOL, atol=0.0))
 
 
 @dataclass(frozen=True)
@@ -69,7 +80,7 @@ class EngineTable:
     notes: tuple
 
     def disagreements(self, engine: str) -> bool:
-        """Whether ``engine`` differs from the reference anywhere."""
+        """Whether ``engine`` differs from the reference anywhere both are known."""
         e, ref = self.engines[engine], self.engines["reference"]
         return not (_same(e.scale, ref.scale) and _same(e.other_scale, ref.other_scale) and e.layers == ref.layers)
 
@@ -85,6 +96,8 @@ class EngineTable:
                 entry["nope_scale"] = e.nope_scale.tolist()
             entry["notes"] = list(e.notes)
             entry["rules"] = list(e.rules)
+            entry["version"] = e.version
+            entry["version_range"] = self.version_range(name)
             entry["agrees_with_reference"] = name == "reference" or not self.disagreements(name)
             out[name] = entry
         m = self.model
@@ -92,6 +105,12 @@ class EngineTable:
                 "base_scale": m.base_scale, "base_key": m.base_key, "train_length": m.train_length,
                 "rope_type": m.rope.rope_type, "rope_variant": m.rope_variant, "engines": out, "unknown_keys": list(m.unknown_keys),
                 "notes": list(self.notes)}
+
+    def version_range(self, engine: str) -> str:
+        """The ranges of the rules that gave ``engine``'s row (``""`` when none of them has a recorded range)."""
+        table = ENGINES[engine].RULES
+        return ", ".join(sorted({table[r].versions for r in self.engines[engine].rules if r in table and
+                                 table[r].versions}))
 
     def to_text(self) -> str:
         """A table engine x position, the reference beside it, each disagreement marked with its cause."""
@@ -101,17 +120,19 @@ class EngineTable:
                 f"RoPE {m.rope.rope_type}")
         cols = [f"n={int(x)}" for x in self.n]
         lines = [head, "multiplier on q.k (x sqrt(d) in brackets: relative to 1/sqrt(d)); * differs from the reference",
-                 f"{'engine':<13}" + "".join(f"{c:>20}" for c in cols)]
+                 f"{'engine':<14}{'version':<24}" + "".join(f"{c:>20}" for c in cols)]
         rd = np.sqrt(m.head_dim)
         for name, e in self.engines.items():
+            rng = self.version_range(name)
+            version = f"{e.version} ({rng})" if rng else e.version
             if e.scale is None:
-                lines.append(f"{name:<13}{'not transcribed':>20}   " + "; ".join(e.notes))
+                lines.append(f"{name:<14}{version:<24}{'unknown':>20}   " + "; ".join(e.notes))
                 continue
             mark = "*" if name != "reference" and self.disagreements(name) else " "
-            cells = "".join(f"{f'{v:.6g} [{v * rd:.4f}]':>20}" for v in e.scale)
+            cells = "".join(f"{'unknown' if np.isnan(v) else f'{v:.6g} [{v * rd:.4f}]':>20}" for v in e.scale)
             where = "" if e.layers is None else f"  layers {_ranges(e.layers)}; other layers {e.other_scale[0]:.6g}"
             cause = ("  " + "; ".join(e.notes)) if e.notes else ""
-            lines.append(f"{name + mark:<13}{cells}{where}{cause}")
+            lines.append(f"{name + mark:<14}{version:<24}{cells}{where}{cause}")
         if m.unknown_keys:
             lines.append("keys the reader does not know: " + ", ".join(f"`{k}`" for k in m.unknown_keys))
         lines += list(self.notes)
@@ -133,7 +154,45 @@ def _unread(ms) -> tuple:
 DEFAULT_N = (1, 2048, 4096, 8192, 32768)
 
 
-def engine_scales(config, n=None) -> EngineTable:
+def parse_engine_pins(specs) -> dict:
+    """Engine versions from pins as pip spells them: ``["vllm==0.11.0", "transformers==4.51.0"]``.
+
+    Parameters
+    ----------
+    specs : sequence of str
+        ``NAME==VERSION`` each, ``NAME`` an engine of :data:`ENGINES` other than the reference
+        (``llama.cpp``, ``llama-cpp``, ``mlx_lm`` and ``mlx-lm`` alike).
+
+    Returns
+    -------
+    dict
+        Engine name -> :class:`packaging.version.Version`.
+
+    Raises
+    ------
+    ValueError
+        Naming ``engine``: not ``NAME==VERSION``, an unknown name, an engine pinned twice.
+    """
+    pins = {}
+    names = ", ".join(_BY_CANONICAL.values())
+    for spec in specs:
+        try:
+            req = Requirement(spec)
+        except InvalidRequirement:
+            req = None
+        exact = [] if req is None else list(req.specifier)
+        if req is None or len(exact) != 1 or exact[0].operator != "==" or "*" in exact[0].version:
+            raise ValueError(f"`engine` must be NAME==VERSION (e.g. vllm==0.11.0), got {spec!r}")
+        name = _BY_CANONICAL.get(canonicalize_name(req.name))
+        if name is None:
+            raise ValueError(f"`engine` must name one of {names}, got {req.name!r}")
+        if name in pins:
+            raise ValueError(f"`engine`: {name} is pinned twice")
+        pins[name] = parse_version(exact[0].version, "engine")
+    return pins
+
+
+def engine_scales(config, n=None, versions=None) -> EngineTable:
     """The multiplier on ``q.k`` each inference engine applies to a model's config, and the authors' reference.
 
     Parameters
@@ -142,6 +201,11 @@ def engine_scales(config, n=None) -> EngineTable:
         A HF ``config.json`` (path or dict), a GGUF file, or what :func:`read_config` returned.
     n : int or sequence of int, optional
         Positions, as 1-based numbers of keys (``>= 1``); default :data:`DEFAULT_N`.
+    versions : Mapping, optional
+        Engine name -> version (a string or :class:`packaging.version.Version`) to read that
+        engine's rules at; the others get their newest known rules.  A rule known to have
+        changed whose ranges do not cover the version gives no value ("unknown"); a rule with no
+        recorded range is taken as read at its commit.
 
     Returns
     -------
@@ -156,8 +220,13 @@ def engine_scales(config, n=None) -> EngineTable:
     >>> round(float(t.engines["vllm"].scale[0] * math.sqrt(128)), 4)  # drops attention_factor
     1.2965
     """
+    pins = {}
+    for name, v in dict(versions or {}).items():
+        if name not in _BY_CANONICAL.values():
+            raise ValueError(f"`versions` must name engines of {', '.join(_BY_CANONICAL.values())}, got {name!r}")
+        pins[name] = parse_version(v, "versions")
     ms = config if isinstance(config, ModelScaling) else read_config(config)
     nn, _ = check_n_array(DEFAULT_N if n is None else n, "n", minimum=1)
     nn = np.atleast_1d(nn)
-    engines = {name: mod.scale(ms, nn) for name, mod in ENGINES.items()}
+    engines = {name: mod.scale(ms, nn, pins.get(name)) for name, mod in ENGINES.items()}
     return EngineTable(ms, nn, engines, _unread(ms))
