@@ -12,7 +12,7 @@ family ``yarn``); Mistral's ``llama_4_scaling_beta`` in ``rope_parameters`` is n
 
 from __future__ import annotations
 
-from ._rules import NEWEST, Rule, compose, every_fourth, mscale_sq, pick, unknown
+from ._rules import NEWEST, Rule, compose, every_fourth, longrope_sq, mscale_sq, pick, unknown
 
 __all__ = ["NAME", "RULES", "scale"]
 
@@ -53,6 +53,12 @@ RULES = {
                                "vllm/model_executor/models/llama4.py", "0303cbd848954bcc83204522e8ceab4503f3f4b9",
                                positions="p = positions (0-based): floor((p + 1)/floor_scale) = floor(n/floor_scale)",
                                scheme="llama4"),
+    "longrope": Rule("longrope", "Phi3LongRoPEScaledRotaryEmbedding: cos/sin x `short_mscale` / `long_mscale` when given, "
+                     "else sqrt(1 + ln s / ln L), s = max_position_embeddings / L, L = "
+                     "`original_max_position_embeddings`, the same factor on the short and the long cache; the long "
+                     "factors are chosen once from max_model_len > L (the allocated context, not the sequence); "
+                     "`attention_factor` is not read", _REPO, _ROPE + "phi3_long_rope_scaled_rope.py",
+                     "63c2b7abcd705edb754604f83ac72a4269c05a52", scheme="longrope", squared=True),
     "llama_4_scaling_beta": Rule("llama_4_scaling_beta", "MistralAttention reads Llama 4 scaling only from a top-level "
                                  "`llama_4_scaling` mapping: `rope_parameters.llama_4_scaling_beta` is not applied "
                                  "(vLLM issue #48621 at v0.25.0; the model file was not read, nor the top-level "
@@ -135,8 +141,15 @@ def generic(name, ms, n, *, deepseek_types, yarn_keys, yarn_rule, apply_flag, fi
             notes += dropped(r, yarn_keys)
         rules.append(row_name)
     elif r.rope_type == "longrope":
-        return compose(name, ms, n, base=ms.base_scale, rope_sq=None,
-                       notes=["its LongRoPE rule is not transcribed here"])
+        L, max_pos = r.original_max_position_embeddings, ms.max_position_embeddings
+        if L is None or max_pos is None or any(k in r.values for k in ("short_mscale", "long_mscale")):
+            return compose(name, ms, n, base=ms.base_scale, rope_sq=None, version=label,
+                           notes=["its LongRoPE rule for these keys (no lengths, or `short_mscale`/`long_mscale`, "
+                                  "whose forwarding was not read) is not transcribed here"])
+        rope_sq = longrope_sq(max_pos / L, L)
+        if r.attention_factor is not None:
+            notes.append("drops `attention_factor`")
+        rules.append("longrope")
     temps = [t for t in ms.temperatures if t.name == "llama4_temperature"]
     rules += ["llama4_temperature"] * bool(temps)
     if fixed_nope:

@@ -39,9 +39,10 @@ def test_transformers_longrope_gives_the_registry_longrope():
            "rope_scaling": {"type": "longrope", "long_factor": [1.0] * 48, "short_factor": [1.0] * 48}}
     t = engine_scales(cfg, N)
     want = ss.attention_scale(N, 96, "longrope", factor=32.0, train_length=4096)
-    for engine in ("transformers", "reference", "llama.cpp", "exllamav3"):
+    for engine in ("transformers", "reference", "llama.cpp", "exllamav3", "vllm", "sglang", "mlx-lm", "tensorrt-llm"):
         np.testing.assert_allclose(t.engines[engine].scale, want, rtol=1e-12)
-    assert t.engines["vllm"].scale is None and "not transcribed" in t.engines["vllm"].notes[0]
+    short = {**cfg, "rope_scaling": {**cfg["rope_scaling"], "short_mscale": 1.1, "long_mscale": 1.2}}
+    assert "not transcribed" in engine_scales(short, N).engines["vllm"].notes[0]
 
 
 def test_llama4_rules_give_the_registry_llama4():
