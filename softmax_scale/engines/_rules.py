@@ -154,7 +154,8 @@ class EngineScale:
 
 def unknown(engine, n, version, family, notes=()) -> EngineScale:
     """The row of an engine whose rule ``family`` was not read at ``version``: no value, and why."""
-    why = f"unknown at {engine}=={version}: its `{family}` rule was not read at that version"
+    at = f"in {engine}'s newest known rules" if str(version) == NEWEST else f"at {engine}=={version}"
+    why = f"unknown {at}: its `{family}` rule was not read at that version"
     return EngineScale(engine, n, None, notes=(why, *notes), version=str(version))
 
 

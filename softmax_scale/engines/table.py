@@ -98,6 +98,7 @@ class EngineTable:
             entry["rules"] = list(e.rules)
             entry["version"] = e.version
             entry["version_range"] = self.version_range(name)
+            entry["cost"] = self.cost(name)
             entry["agrees_with_reference"] = name == "reference" or not self.disagreements(name)
             out[name] = entry
         m = self.model
@@ -105,6 +106,49 @@ class EngineTable:
                 "base_scale": m.base_scale, "base_key": m.base_key, "train_length": m.train_length,
                 "rope_type": m.rope.rope_type, "rope_variant": m.rope_variant, "engines": out, "unknown_keys": list(m.unknown_keys),
                 "notes": list(self.notes)}
+
+    def cost(self, engine: str, csv=None):
+        """The measured cost of ``engine``'s disagreement with the reference, with its scope; ``None`` where it agrees.
+
+        A factor constant in ``n`` on every layer (or on the layers ``(i + 1) % 4 == 0``) and on every
+        dimension of ``q.k`` is looked up in the committed result of the experiment ``engine_cost``
+        (:func:`softmax_scale.experiments.engine_cost.measured_cost`), at the measured length
+        nearest the largest ``n`` asked; any other shape is said to be unmeasured.
+
+        Parameters
+        ----------
+        engine : str
+        csv : str or PathLike, optional
+            The result file (default: the committed ``figures/engine_cost.csv``).
+
+        Returns
+        -------
+        str or None
+        """
+        e, ref = self.engines[engine], self.engines["reference"]
+        if engine == "reference" or e.scale is None or ref.scale is None or not self.disagreements(engine):
+            return None
+        known = ~(np.isnan(e.scale) | np.isnan(ref.scale))
+        ratio = (e.scale / ref.scale)[known]
+        if ratio.size == 0 or not np.allclose(ratio, ratio[0], rtol=1e-9, atol=0.0) or ref.layers is not None:
+            return "no measured cost: the factor against the reference changes with n or its layers differ"
+        r = float(ratio[0])
+        every_fourth = tuple(i for i in range(self.model.n_layers or 0) if (i + 1) % 4 == 0)
+        if e.layers is None:
+            shape, where = "all", "on every layer"
+        elif e.layers == every_fourth and _same(e.other_scale, ref.scale):
+            shape, where = "every_fourth", f"on {len(e.layers)} of {self.model.n_layers} layers"
+        else:
+            return f"no measured cost for x{r:.4g} on layers {_ranges(e.layers)}"
+        if e.nope_scale is not None and _same(e.nope_scale, ref.scale if ref.nope_scale is None else ref.nope_scale):
+            return f"x{r:.4g} {where} on the rotated dimensions only: not measured (measured: every dimension)"
+        from ..experiments.engine_cost import measured_cost
+
+        m = measured_cost(r, shape, int(self.n.max()), csv=csv)
+        if m is None:
+            return f"no measured cost for x{r:.4g} {where} (engine_cost has not measured this factor)"
+        return (f"x{r:.4g} {where}: loss {m['delta_loss']:+.4f} ± {m['delta_se']:.4f} nats/token at n = {m['length']} "
+                f"on {m['model']} (measured; i.i.d. KL per head {m['iid_kl']:.3g})")
 
     def version_range(self, engine: str) -> str:
         """The ranges of the rules that gave ``engine``'s row (``""`` when none of them has a recorded range)."""
@@ -133,6 +177,8 @@ class EngineTable:
             where = "" if e.layers is None else f"  layers {_ranges(e.layers)}; other layers {e.other_scale[0]:.6g}"
             cause = ("  " + "; ".join(e.notes)) if e.notes else ""
             lines.append(f"{name + mark:<14}{version:<24}{cells}{where}{cause}")
+        costs = [(name, self.cost(name)) for name in self.engines]
+        lines += [f"cost of {name}'s disagreement: {c}" for name, c in costs if c is not None]
         if m.unknown_keys:
             lines.append("keys the reader does not know: " + ", ".join(f"`{k}`" for k in m.unknown_keys))
         lines += list(self.notes)

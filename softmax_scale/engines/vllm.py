@@ -63,6 +63,9 @@ RULES = {
                                  "`llama_4_scaling` mapping: `rope_parameters.llama_4_scaling_beta` is not applied "
                                  "(vLLM issue #48621 at v0.25.0; the model file was not read, nor the top-level "
                                  "mapping's formula; after PR #56446 not read)", "", "", "", versions="<0.29.1rc0"),
+    "layer_types": Rule("layer_types", "YaRN on the full-attention layers of `layer_types` only, on the rotated part "
+                        "(`partial_rotary_factor`) only: as prime-rl PR #2802 measured Laguna-XS.2 in vLLM (1.4159 on "
+                        "cos/sin; the per-layer RoPE code itself was not read)", "", "", ""),
     "deepseek_no_yarn_scale": Rule("deepseek_no_yarn_scale", "DeepSeek-type YaRN without the magnitude factor "
                                    "(Mistral-Large-3's `apply_scale: false`): before PR #56446 served through the "
                                    "Mistral adapter and deepseek_llama_scaling, neither read here; PR #56446 changed "
@@ -98,7 +101,7 @@ def deepseek_parts(r):
 
 
 def generic(name, ms, n, *, deepseek_types, yarn_keys, yarn_rule, apply_flag, fixed_nope=False, version=None,
-            rules_table=None):
+            rules_table=None, reads_layer_types=False):
     """The vLLM-style engines' multiplier (vLLM and SGLang share the shape of ``get_rope``).
 
     ``rules_table`` (the engine's ``RULES``) and ``version`` pick the YaRN row of family ``yarn``
@@ -140,6 +143,8 @@ def generic(name, ms, n, *, deepseek_types, yarn_keys, yarn_rule, apply_flag, fi
             rope_sq = (mscale_sq(r.factor, 1.0) if on else 1.0) * af ** 2
             notes += dropped(r, yarn_keys)
         rules.append(row_name)
+        if reads_layer_types and ms.rope_layers is not None:
+            rules.append("layer_types")
     elif r.rope_type == "longrope":
         L, max_pos = r.original_max_position_embeddings, ms.max_position_embeddings
         if L is None or max_pos is None or any(k in r.values for k in ("short_mscale", "long_mscale")):
@@ -158,10 +163,11 @@ def generic(name, ms, n, *, deepseek_types, yarn_keys, yarn_rule, apply_flag, fi
         notes.append("ignores `use_logn_attn`")
         rules.append("qwen_logn")
     return compose(name, ms, n, base=ms.base_scale, rope_sq=rope_sq, softmax_sq=softmax_sq, temps=temps,
-                   notes=notes, rules=["base", *rules], version=label, unread_temps=unread)
+                   notes=notes, rules=["base", *rules], version=label, unread_temps=unread,
+                   reads_layer_types=reads_layer_types)
 
 
 def scale(ms, n, version=None):
     """The multiplier vLLM puts on ``q.k`` at ``n`` keys (``version``: a :class:`packaging.version.Version` or None)."""
     return generic(NAME, ms, n, deepseek_types=DEEPSEEK_TYPES, yarn_keys={"attn_factor"}, yarn_rule="yarn",
-                   apply_flag=True, version=version, rules_table=RULES)
+                   apply_flag=True, version=version, rules_table=RULES, reads_layer_types=True)

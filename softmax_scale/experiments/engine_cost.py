@@ -64,8 +64,8 @@ class EngineCostConfig:
     query_block: int = 256
 
 
-#: The quick form: 256 tokens, one factor, both shapes.
-QUICK_CONFIG = EngineCostConfig(quick=True, lengths=(256,), ratios=(1.2965,))
+#: The quick form: 256 tokens, a factor of 1 (a control: the reference's own numbers) and one other, both shapes.
+QUICK_CONFIG = EngineCostConfig(quick=True, lengths=(256,), ratios=(1.0, 1.2965))
 
 
 @dataclass(frozen=True)
