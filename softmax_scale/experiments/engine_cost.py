@@ -205,4 +205,4 @@ def measured_cost(ratio: float, shape: str, n: int | None = None, *, csv=None):
     if n is not None:
         idx = idx[np.argsort(np.abs(np.log(r["length"][idx] / n)), kind="stable")]
     i = int(idx[0])
-    return {**{c: r[c][i].item() for c in EXPERIMENT.columns}, "model": t.header.get("model", "?")}
+    return {**{c: np.asarray(r[c][i]).item() for c in EXPERIMENT.columns}, "model": t.header.get("model", "?")}
