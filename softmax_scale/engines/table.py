@@ -9,14 +9,15 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from .._util.validation import check_n_array
-from . import exllamav3, llama_cpp, mlx_lm, reference, sglang, tensorrt_llm, transformers, vllm
+from . import exllamav3, llama_cpp, mlx_lm, onnxruntime_genai, reference, sglang, tensorrt_llm, transformers, vllm
 from ._rules import parse_version
 from .config import ModelScaling, read_config
 
 __all__ = ["ENGINES", "EngineTable", "engine_rules", "engine_scales", "parse_engine_pins", "rules_markdown"]
 
 #: Engine name -> its module (one per engine, each with ``RULES`` and ``scale``), the reference last.
-ENGINES = {m.NAME: m for m in (transformers, vllm, llama_cpp, sglang, exllamav3, mlx_lm, tensorrt_llm, reference)}
+ENGINES = {m.NAME: m for m in (transformers, vllm, llama_cpp, sglang, exllamav3, mlx_lm, tensorrt_llm, onnxruntime_genai,
+                                reference)}
 _BY_CANONICAL = {canonicalize_name(name): name for name in ENGINES if name != "reference"}
 #: Relative difference under which two engines' numbers are the same.
 RTOL = 1e-9

@@ -147,3 +147,18 @@ def test_engine_scales_refuses_an_unknown_engine_or_version():
         engine_scales(QWEN3_STATIC_YARN, [1], versions={"ollama": "1"})
     with pytest.raises(ValueError, match="`versions` must be a PEP 440 version"):
         engine_scales(QWEN3_STATIC_YARN, [1], versions={"vllm": "latest"})
+
+
+@pytest.mark.parametrize("version, want", [("0.13.2", get_mscale(16) ** 2), ("0.14.0", 1.0), (None, 1.0)])
+def test_onnxruntime_genai_before_and_after_2076(version, want):
+    """Ministral 3's explicit mscale = 1: ignored before PR #2076 (v0.14.0), the cos/sin factor after."""
+    t = engine_scales(MINISTRAL3, [1], versions={} if version is None else {"onnxruntime-genai": version})
+    np.testing.assert_allclose(rel(t, "onnxruntime-genai"), want, rtol=1e-12)
+
+
+def test_onnxruntime_genai_builds_yarn_only_with_beta_fast():
+    t = engine_scales(QWEN3_STATIC_YARN, [1])
+    np.testing.assert_allclose(rel(t, "onnxruntime-genai"), 1.0, rtol=1e-12)
+    assert "no `beta_fast`" in t.engines["onnxruntime-genai"].notes[0]
+    cfg = {**QWEN3_STATIC_YARN, "rope_scaling": {**QWEN3_STATIC_YARN["rope_scaling"], "beta_fast": 32.0}}
+    np.testing.assert_allclose(rel(engine_scales(cfg, [1]), "onnxruntime-genai"), get_mscale(4) ** 2, rtol=1e-12)
