@@ -27,7 +27,7 @@ MINISTRAL3 = {"model_type": "ministral3", "head_dim": 128, "hidden_size": 5120, 
               "rope_parameters": {"rope_type": "yarn", "factor": 16.0, "original_max_position_embeddings": 16384,
                                   "mscale": 1.0, "mscale_all_dim": 1.0, "beta_fast": 32.0, "beta_slow": 1.0,
                                   "llama_4_scaling_beta": 0.1, "rope_theta": 1e9}}
-#: YaRN 16 with mscale = mscale_all_dim = 1 and no Llama 4 scaling (exllamav3 issue #259's shape).
+#: YaRN 16 with mscale = mscale_all_dim = 1 and no Llama 4 scaling: the shape whose factor exllamav3 collapsed to 1.
 YARN_MSCALE_PAIR = {**MINISTRAL3, "model_type": "mistral", "rope_parameters": {
     k: v for k, v in MINISTRAL3["rope_parameters"].items() if k != "llama_4_scaling_beta"}}
 #: Mistral-Large-3's params.json in HF keys: DeepSeek-V3 attention, YaRN 36 without its magnitude factor,

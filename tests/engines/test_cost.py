@@ -39,9 +39,12 @@ def test_a_wrong_kl_fails_the_same_check():
 def test_invariants():
     alpha = np.array([0.5, 1.0, 2.0, 4.0])
     up, down, same = iid_cost(alpha, 4096, 1.3), iid_cost(alpha, 4096, 1 / 1.3), iid_cost(alpha, 4096, 1.0)
-    assert np.all(up.kl > 0) and np.all(down.kl > 0)
-    assert np.all(up.delta_entropy < 0) and np.all(down.delta_entropy > 0)
-    assert np.all(same.kl == 0) and np.all(same.delta_entropy == 0)
+    assert np.all(up.kl > 0)
+    assert np.all(down.kl > 0)
+    assert np.all(up.delta_entropy < 0)
+    assert np.all(down.delta_entropy > 0)
+    assert np.all(same.kl == 0)
+    assert np.all(same.delta_entropy == 0)
     assert np.all(np.diff(iid_cost(1.0, 4096, [1.1, 1.3, 1.6]).kl) > 0)
 
 

@@ -33,7 +33,8 @@ def test_the_quick_form_has_a_row_per_factor_and_shape(quick):
 def test_a_factor_of_one_is_the_reference_itself(quick):
     r = quick[0].rows
     one = r["ratio"] == 1.0
-    assert np.all(r["delta_loss"][one] == 0.0) and np.all(r["iid_kl"][one] == 0.0)
+    assert np.all(r["delta_loss"][one] == 0.0)
+    assert np.all(r["iid_kl"][one] == 0.0)
     assert np.all(r["loss"][one] == r["loss_reference"][one])
 
 
@@ -41,8 +42,10 @@ def test_the_change_is_the_loss_minus_the_reference_and_the_factor_moves_it(quic
     r = quick[0].rows
     np.testing.assert_allclose(r["delta_loss"], r["loss"] - r["loss_reference"], rtol=0, atol=1e-7)
     moved = (r["ratio"] != 1.0) & (r["shape"] == "all")
-    assert np.all(r["delta_loss"][moved] != 0.0) and np.all(r["delta_se"][moved] > 0)
-    assert np.all(r["iid_kl"][moved] > 0) and np.all(r["iid_delta_entropy"][moved] < 0)
+    assert np.all(r["delta_loss"][moved] != 0.0)
+    assert np.all(r["delta_se"][moved] > 0)
+    assert np.all(r["iid_kl"][moved] > 0)
+    assert np.all(r["iid_delta_entropy"][moved] < 0)
 
 
 def test_the_theory_column_is_a_mean_of_iid_cost_over_head_scales(quick):
@@ -56,14 +59,19 @@ def test_the_theory_column_is_a_mean_of_iid_cost_over_head_scales(quick):
 
 def test_the_header_has_the_provenance(quick):
     h = quick[0].header
-    assert len(h["model_sha256"]) == 64 and h["doc"] == "stdlib/argparse" and h["code"].startswith("softmax_scale at ")
-    assert h["ratios"] == "1 1.2965" and h["shapes"] == "all every_fourth"
+    assert len(h["model_sha256"]) == 64
+    assert h["doc"] == "stdlib/argparse"
+    assert h["code"].startswith("softmax_scale at ")
+    assert h["ratios"] == "1 1.2965"
+    assert h["shapes"] == "all every_fourth"
 
 
 def test_measured_cost_matches_a_factor_within_its_tolerance(quick):
     _, csv = quick
     m = measured_cost((1 + 0.1 * math.log(4)) ** 2, "all", 4096, csv=csv)
-    assert m["length"] == 256 and m["shape"] == "all" and m["ratio"] == 1.2965
+    assert m["length"] == 256
+    assert m["shape"] == "all"
+    assert m["ratio"] == 1.2965
     assert measured_cost(1.5, "all", csv=csv) is None
     assert measured_cost(1.2965, "all", csv=csv.with_name("missing.csv")) is None
 
@@ -73,9 +81,12 @@ def test_engines_prints_the_cost_beside_a_disagreement(quick):
     t = engine_scales(YARN_AF1, [4096], versions={"vllm": "0.29.0"})
     line = t.cost("vllm", csv=csv)
     m = measured_cost(1.2965, "all", csv=csv)
-    assert line.startswith("x1.296 on every layer: loss ") and f"{m['delta_loss']:+.4f}" in line
-    assert "at n = 256 on SmolLM2" in line and "measured" in line
-    assert t.cost("reference", csv=csv) is None and t.cost("transformers", csv=csv) is None
+    assert line.startswith("x1.296 on every layer: loss ")
+    assert f"{m['delta_loss']:+.4f}" in line
+    assert "at n = 256 on SmolLM2" in line
+    assert "measured" in line
+    assert t.cost("reference", csv=csv) is None
+    assert t.cost("transformers", csv=csv) is None
 
 
 def test_a_partly_rotated_factor_is_said_to_be_unmeasured(quick):
@@ -88,7 +99,8 @@ def test_a_partly_rotated_factor_is_said_to_be_unmeasured(quick):
 def test_factor_array_shapes():
     assert factor_array(2.0, "all", 30, 9, 5).tolist() == [2.0] * 5
     f = factor_array(2.0, "every_fourth", 8, 2, 3)
-    assert f.shape == (8, 2, 3) and np.flatnonzero(f[:, 0, 0] == 2.0).tolist() == [3, 7]
+    assert f.shape == (8, 2, 3)
+    assert np.flatnonzero(f[:, 0, 0] == 2.0).tolist() == [3, 7]
     with pytest.raises(ValueError, match="`shape`"):
         factor_array(2.0, "half", 8, 2, 3)
 

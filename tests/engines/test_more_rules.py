@@ -28,7 +28,8 @@ def test_exllamav3_deepseek_v3_is_the_mscale_squared_from_1_3():
     np.testing.assert_allclose(t.engines["exllamav3"].scale, (1 + 0.1 * math.log(40)) ** 2 / math.sqrt(192), rtol=1e-12)
     assert t.engines["exllamav3"].nope_scale is None
     old = engine_scales(DEEPSEEK_V3, [1], versions={"exllamav3": "1.2.1"}).engines["exllamav3"]
-    assert old.scale is None and "deepseek_softmax" in old.notes[0]
+    assert old.scale is None
+    assert "deepseek_softmax" in old.notes[0]
 
 
 def test_exllamav3_gemma_reads_query_pre_attn_scalar():

@@ -26,15 +26,19 @@ def test_qwen3_static_yarn_in_transformers_4_51_takes_s_from_the_lengths():
     want_old, want_new = get_mscale(40960 / 32768) ** 2, get_mscale(4.0) ** 2
     np.testing.assert_allclose(rel(old, "transformers"), want_old, rtol=1e-12)
     np.testing.assert_allclose(rel(new, "transformers"), want_new, rtol=1e-12)
-    assert round(want_old, 4) == 1.0451 and round(want_new, 4) == 1.2965
-    assert old.engines["transformers"].version == "4.51.0" and new.engines["transformers"].version == "newest"
-    assert old.disagreements("transformers") and not new.disagreements("transformers")
+    assert round(want_old, 4) == 1.0451
+    assert round(want_new, 4) == 1.2965
+    assert old.engines["transformers"].version == "4.51.0"
+    assert new.engines["transformers"].version == "newest"
+    assert old.disagreements("transformers")
+    assert not new.disagreements("transformers")
 
 
 def test_a_transformers_version_no_row_covers_is_unknown_not_a_guess():
     t = engine_scales(QWEN3_STATIC_YARN, [1], versions={"transformers": "4.55.0"})
     e = t.engines["transformers"]
-    assert e.scale is None and e.version == "4.55.0"
+    assert e.scale is None
+    assert e.version == "4.55.0"
     assert e.notes[0].startswith("unknown at transformers==4.55.0")
 
 
@@ -63,7 +67,8 @@ def test_ministral3_beta_temperature_at_16384_and_65536(engine):
 def test_ministral3_beta_is_unknown_where_its_handling_was_not_read(engine):
     t = engine_scales(MINISTRAL3, [16384, 16385])
     e = t.engines[engine]
-    assert not np.isnan(e.scale[0]) and np.isnan(e.scale[1])
+    assert not np.isnan(e.scale[0])
+    assert np.isnan(e.scale[1])
 
 
 @pytest.mark.parametrize("version, want", [("0.0.43", get_mscale(16) ** 2), ("1.0.0", 1.0), ("1.2.1", 1.0),
@@ -86,7 +91,8 @@ def test_mistral_large3_in_vllm_is_unknown_at_each_of_its_three_ranges(version):
     t = engine_scales(MISTRAL_LARGE3, [1, 8193], versions={} if version is None else {"vllm": version})
     e = t.engines["vllm"]
     assert e.scale is None
-    assert "#56446" in e.notes[1] and "#57563" in e.notes[1]
+    assert "#56446" in e.notes[1]
+    assert "#57563" in e.notes[1]
 
 
 def test_mistral_large3_reference_is_the_beta_alone_on_one_over_sqrt_192():
@@ -99,7 +105,8 @@ def test_laguna_vllm_puts_1_4159_on_cos_sin_of_the_rotated_half_of_the_full_laye
     t = engine_scales(LAGUNA, [1, 100000], versions={"vllm": "0.29.0"})
     e = t.engines["vllm"]
     full = tuple(i for i in range(40) if (i + 1) % 4 == 0)
-    assert t.model.rope_dim == 64 and t.model.rope_layers == full
+    assert t.model.rope_dim == 64
+    assert t.model.rope_layers == full
     assert round(get_mscale(64), 4) == 1.4159
     assert e.layers == full
     np.testing.assert_allclose(e.scale * math.sqrt(128), get_mscale(64) ** 2, rtol=1e-12)  # rotated half
