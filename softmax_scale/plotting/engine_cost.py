@@ -23,14 +23,22 @@ def engine_cost_figure(table=None, csv=None):
     for j, n in enumerate(lengths):
         for shape in dict.fromkeys(r["shape"].tolist()):
             m = (r["length"] == n) & (r["shape"] == shape)
-            order = np.argsort(r["ratio"][m])
-            x = r["ratio"][m][order]
+            # the reference itself (factor 1) costs 0 by definition: the point joins the two sides
+            x = np.append(r["ratio"][m], 1.0)
+            order = np.argsort(x)
             kw = dict(color=f"C{j}", ls=_STYLES.get(shape, ":"), marker="o", ms=3, label=f"n = {n}, {shape}")
-            a.errorbar(x, r["delta_loss"][m][order], yerr=r["delta_se"][m][order], capsize=2, **kw)
-            b.plot(x, r["iid_kl"][m][order], **kw)
+            a.errorbar(x[order], np.append(r["delta_loss"][m], 0.0)[order],
+                       yerr=np.append(r["delta_se"][m], 0.0)[order], capsize=2, **kw)
+            b.plot(x[order], np.append(r["iid_kl"][m], 0.0)[order], **kw)
     a.axhline(0.0, color="0.6", lw=0.8)
+    ticks = []
+    for v in sorted({1.0, *r["ratio"].tolist()}):  # labels at least 6% apart
+        if not ticks or v / ticks[-1] > 1.06:
+            ticks.append(v)
     for ax in (a, b):
         ax.set_xscale("log")
+        ax.set_xticks(ticks, [f"{v:.3g}" for v in ticks])
+        ax.minorticks_off()
         ax.axvline(1.0, color="0.6", lw=0.8)
         ax.set_xlabel("factor on q.k (engine over the authors')")
         ax.legend(fontsize=7)
