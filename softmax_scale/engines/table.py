@@ -101,6 +101,7 @@ class EngineTable:
             entry["version_range"] = self.version_range(name)
             entry["cost"] = self.cost(name)
             entry["agrees_with_reference"] = name == "reference" or not self.disagreements(name)
+            entry["unknown_n"] = [] if e.scale is None else self.n[np.isnan(e.scale)].astype(int).tolist()
             out[name] = entry
         m = self.model
         return {"config": m.source, "n": self.n.astype(int).tolist(), "head_dim": m.head_dim,
@@ -164,7 +165,8 @@ class EngineTable:
                 f"{m.base_scale:.6g} ({m.base_key}), training length {m.train_length} ({m.train_length_key or '-'}), "
                 f"RoPE {m.rope.rope_type}")
         cols = [f"n={int(x)}" for x in self.n]
-        lines = [head, "multiplier on q.k (x sqrt(d) in brackets: relative to 1/sqrt(d)); * differs from the reference",
+        lines = [head, "multiplier on q.k (x sqrt(d) in brackets: relative to 1/sqrt(d)); * differs from the reference, "
+                 "? agrees where known",
                  f"{'engine':<14}{'version':<24}" + "".join(f"{c:>20}" for c in cols)]
         rd = np.sqrt(m.head_dim)
         for name, e in self.engines.items():
@@ -173,7 +175,7 @@ class EngineTable:
             if e.scale is None:
                 lines.append(f"{name:<14}{version:<24}{'unknown':>20}   " + "; ".join(e.notes))
                 continue
-            mark = "*" if name != "reference" and self.disagreements(name) else " "
+            mark = "*" if name != "reference" and self.disagreements(name) else "?" if np.isnan(e.scale).any() else " "
             cells = "".join(f"{'unknown' if np.isnan(v) else f'{v:.6g} [{v * rd:.4f}]':>20}" for v in e.scale)
             where = "" if e.layers is None else f"  layers {_ranges(e.layers)}; other layers {e.other_scale[0]:.6g}"
             cause = ("  " + "; ".join(e.notes)) if e.notes else ""

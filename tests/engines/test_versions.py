@@ -169,3 +169,11 @@ def test_onnxruntime_genai_builds_yarn_only_with_beta_fast():
     assert "no `beta_fast`" in t.engines["onnxruntime-genai"].notes[0]
     cfg = {**QWEN3_STATIC_YARN, "rope_scaling": {**QWEN3_STATIC_YARN["rope_scaling"], "beta_fast": 32.0}}
     np.testing.assert_allclose(rel(engine_scales(cfg, [1]), "onnxruntime-genai"), get_mscale(4) ** 2, rtol=1e-12)
+
+
+def test_a_row_known_only_in_part_is_marked_and_lists_its_unknown_positions():
+    t = engine_scales(MINISTRAL3, [1, 16385], versions={"vllm": "0.29.1"})
+    assert not t.disagreements("vllm")
+    row = next(line for line in t.to_text().splitlines() if line.startswith("vllm"))
+    assert row.startswith("vllm?")
+    assert t.to_json()["engines"]["vllm"]["unknown_n"] == [16385]
