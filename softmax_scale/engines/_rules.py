@@ -17,8 +17,8 @@ from packaging.version import InvalidVersion, Version
 
 from ..schemes import pinned
 
-__all__ = ["NEWEST", "EngineScale", "Rule", "compose", "every_fourth", "longrope_sq", "mscale_sq", "parse_version",
-           "pick", "position_factor", "unknown"]
+__all__ = ["NEWEST", "EngineScale", "Rule", "compose", "every_fourth", "lengths_s", "longrope_sq", "mscale_sq",
+           "parse_version", "pick", "position_factor", "unknown"]
 
 #: The label of an engine's newest known rules (no version asked).
 NEWEST = "newest"
@@ -164,6 +164,20 @@ def mscale_sq(s: float, m: float) -> float:
     if s is None or s <= 1.0:
         return 1.0
     return float(pinned("deepseek_yarn", factor=s, mscale_all_dim=m).factor(1, 1))
+
+
+def lengths_s(ms, notes) -> float:
+    """YaRN's ``s`` from the lengths: ``max_position_embeddings / original_max_position_embeddings``, else ``factor``.
+
+    The rule of exllamav3's and of transformers' ``yarn_s_from_lengths`` rows; a note is appended
+    to ``notes`` where it differs from ``factor``.
+    """
+    r = ms.rope
+    orig, max_pos = r.original_max_position_embeddings, ms.max_position_embeddings
+    s = max_pos / orig if orig and max_pos else r.factor
+    if orig and max_pos and r.factor is not None and s != r.factor:
+        notes.append(f"takes s = max_position_embeddings / original_max_position_embeddings = {s:g}, not `factor`")
+    return s
 
 
 def longrope_sq(s: float, L: int) -> float:

@@ -12,7 +12,7 @@ sets the static factor to 1.  LongRoPE's factor is ``sqrt(1 + ln s / ln L)`` wha
 
 from __future__ import annotations
 
-from ._rules import NEWEST, Rule, compose, longrope_sq, mscale_sq, pick, unknown
+from ._rules import NEWEST, Rule, compose, lengths_s, longrope_sq, mscale_sq, pick, unknown
 
 __all__ = ["NAME", "RULES", "scale"]
 
@@ -63,10 +63,7 @@ GEMMA_TYPES = frozenset({"gemma2", "gemma3", "gemma3_text"})
 
 def _yarn_sq(ms, row, notes):
     r = ms.rope
-    orig, max_pos = r.original_max_position_embeddings, ms.max_position_embeddings
-    s = max_pos / orig if orig and max_pos else r.factor
-    if orig and max_pos and r.factor is not None and s != r.factor:
-        notes.append(f"takes s = max_position_embeddings / original_max_position_embeddings = {s:g}, not `factor`")
+    s = lengths_s(ms, notes)
     if r.attention_factor is not None:
         return r.attention_factor ** 2
     both = bool(r.mscale and r.mscale_all_dim)

@@ -10,7 +10,7 @@ between releases (``RULES`` rows of family ``yarn``).
 
 from __future__ import annotations
 
-from ._rules import NEWEST, Rule, compose, longrope_sq, mscale_sq, pick, unknown
+from ._rules import NEWEST, Rule, compose, lengths_s, longrope_sq, mscale_sq, pick, unknown
 
 __all__ = ["NAME", "RULES", "scale"]
 
@@ -70,16 +70,18 @@ DEEPSEEK_TYPES = frozenset({"deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek2"
 BETA_TYPES = frozenset({"ministral3"})
 
 
-def yarn_sq(ms, rule="yarn") -> float | None:
-    """The YaRN attention factor squared under the :data:`RULES` row ``rule``; ``None`` where that row was not read for these keys."""
+def yarn_sq(ms, rule="yarn", notes=None) -> float | None:
+    """The YaRN attention factor squared under the :data:`RULES` row ``rule``; ``None`` where that row was not read for these keys.
+
+    ``notes`` (a list) gets the departures of the row from the reference.
+    """
     r = ms.rope
     if rule == "yarn_s_from_lengths":
         if r.attention_factor is not None:
             return r.attention_factor ** 2
         if r.mscale is not None or r.mscale_all_dim is not None:
             return None
-        orig, max_pos = r.original_max_position_embeddings, ms.max_position_embeddings
-        return mscale_sq(max_pos / orig if orig and max_pos else r.factor, 1.0)
+        return mscale_sq(lengths_s(ms, [] if notes is None else notes), 1.0)
     s = r.factor if r.factor is not None else ms.max_position_embeddings / r.original_max_position_embeddings
     if r.attention_factor is not None:
         return r.attention_factor ** 2
@@ -106,12 +108,12 @@ def deepseek_softmax_sq(ms) -> float:
     return mscale_sq(r.factor, r.mscale_all_dim)
 
 
-def rope_rules(ms, reads_logn: bool, yarn_rule: str = "yarn"):
-    """The parts shared by transformers and the reference: ``(rope_sq, softmax_sq, temps, rules)``."""
+def rope_rules(ms, reads_logn: bool, yarn_rule: str = "yarn", notes=None):
+    """The parts shared by transformers and the reference: ``(rope_sq, softmax_sq, temps, rules)``; departures to ``notes``."""
     kind, rules = ms.rope.rope_type, []
     rope_sq = 1.0
     if kind == "yarn":
-        rope_sq, rules = yarn_sq(ms, yarn_rule), [yarn_rule]
+        rope_sq, rules = yarn_sq(ms, yarn_rule, notes), [yarn_rule]
     elif kind == "longrope":
         rope_sq, rules = longrope_factor_sq(ms), ["longrope"]
     softmax_sq = deepseek_softmax_sq(ms)
@@ -141,18 +143,15 @@ def scale(ms, n, version=None):
     yarn = pick(RULES, "yarn", version) if ms.rope.rope_type == "yarn" else None
     if ms.rope.rope_type == "yarn" and yarn is None:
         return unknown(NAME, n, label, "yarn")
-    rope_sq, softmax_sq, temps, rules = rope_rules(ms, reads_logn=True, yarn_rule=yarn.name if yarn else "yarn")
+    departures = []
+    rope_sq, softmax_sq, temps, rules = rope_rules(ms, reads_logn=True, yarn_rule=yarn.name if yarn else "yarn",
+                                                   notes=departures)
     if rope_sq is None:
         return unknown(NAME, n, label, "yarn", ("its reading of `mscale`/`mscale_all_dim` at that version",))
     beta, unread, beta_names = beta_rules(ms)
     notes = ["`use_logn_attn` only through the model's remote code"] if any(t.scheme == "qwen_logn" for t in temps) else []
     if ms.rope.attn_factor is not None and ms.format == "hf" and ms.rope.rope_type in ("yarn", "longrope"):
         notes.append("ignores `attn_factor` (reads `attention_factor`)")
-    if yarn is not None and yarn.name == "yarn_s_from_lengths" and ms.rope.factor is not None and \
-            ms.rope.original_max_position_embeddings and ms.max_position_embeddings and \
-            ms.rope.attention_factor is None and \
-            ms.max_position_embeddings / ms.rope.original_max_position_embeddings != ms.rope.factor:
-        s = ms.max_position_embeddings / ms.rope.original_max_position_embeddings
-        notes.append(f"takes s = max_position_embeddings / original_max_position_embeddings = {s:g}, not `factor`")
+    notes += departures
     return compose(NAME, ms, n, base=ms.base_scale, rope_sq=rope_sq, softmax_sq=softmax_sq, temps=[*temps, *beta],
                    notes=notes, rules=["base", *rules, *beta_names], version=label, unread_temps=unread)
