@@ -144,8 +144,12 @@ class EngineTable:
             return f"no measured cost for x{r:.4g} on layers {_ranges(e.layers)}"
         if e.nope_scale is not None and _same(e.nope_scale, ref.scale if ref.nope_scale is None else ref.nope_scale):
             return f"x{r:.4g} {where} on the rotated dimensions only: not measured (measured: every dimension)"
-        from ..experiments.engine_cost import measured_cost
+        import os
 
+        from ..experiments.engine_cost import committed_file, measured_cost
+
+        if not os.path.exists(committed_file() if csv is None else csv):
+            return f"x{r:.4g} {where}: no measured cost here (the result file of engine_cost is not in this installation)"
         m = measured_cost(r, shape, int(self.n.max()), csv=csv)
         if m is None:
             return f"no measured cost for x{r:.4g} {where} (engine_cost has not measured this factor)"

@@ -26,7 +26,7 @@ from .._util.store import source_revision
 from .base import RESULTS, Experiment
 
 __all__ = ["EXPERIMENT", "QUICK_CONFIG", "RATIOS", "SHAPES", "EngineCostConfig", "EngineCostExperiment",
-           "factor_array", "measured_cost"]
+           "committed_file", "factor_array", "measured_cost"]
 
 #: Factors on ``q.k`` measured: transformers 4.51 against now on Qwen3's static YaRN, its inverse, YaRN 4's
 #: temperature, YaRN 64's cos/sin factor, YaRN 16's temperature (vLLM on Ministral 3), DeepSeek-V3's.
@@ -174,6 +174,11 @@ class EngineCostExperiment(Experiment):
 EXPERIMENT = EngineCostExperiment()
 
 
+def committed_file():
+    """The committed result file, ``figures/engine_cost.csv`` of the source checkout (absent from an installed wheel)."""
+    return EXPERIMENT.result_path(EXPERIMENT.config(), RESULTS)
+
+
 def measured_cost(ratio: float, shape: str, n: int | None = None, *, csv=None):
     """The committed measurement nearest ``n`` for a factor ``ratio`` in ``shape``, or ``None`` if it was not measured.
 
@@ -193,7 +198,7 @@ def measured_cost(ratio: float, shape: str, n: int | None = None, *, csv=None):
     dict or None
         The row's columns (``length``, ``delta_loss``, ``delta_se``, ``iid_kl``, ...) and ``model``.
     """
-    path = csv if csv is not None else EXPERIMENT.result_path(EXPERIMENT.config(), RESULTS)
+    path = csv if csv is not None else committed_file()
     if not os.path.exists(path):
         return None
     t = EXPERIMENT.read(path)

@@ -111,3 +111,8 @@ def test_the_experiment_is_registered_with_its_figure(quick):
     assert EXPERIMENTS["engine_cost"].config(True) == QUICK_CONFIG
     fig = engine_cost_figure(table=quick[0])
     assert len(fig.axes) == 2
+
+
+def test_a_missing_result_file_is_said_so_not_taken_for_an_unmeasured_factor(quick):
+    t = engine_scales(YARN_AF1, [4096], versions={"vllm": "0.29.0"})
+    assert "not in this installation" in t.cost("vllm", csv=quick[1].with_name("missing.csv"))
