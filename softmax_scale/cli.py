@@ -357,9 +357,9 @@ def _cmd_heads(args):
 
 
 def _cmd_engines(args):
-    from .engines import engine_scales
+    from .engines import engine_scales, parse_engine_pins
 
-    t = engine_scales(args.config, args.n)
+    t = engine_scales(args.config, args.n, versions=parse_engine_pins(args.engine or ()))
     _emit(args, t.to_json(), t.to_text())
 
 
@@ -523,6 +523,9 @@ def _parser() -> argparse.ArgumentParser:
     sp = add("engines", _cmd_engines, "the multiplier on q.k each engine applies to a model's config, and the authors' own")
     sp.add_argument("config", help="a config.json (Hugging Face) or .gguf file")
     sp.add_argument("--n", nargs="+", type=_number, help="positions, as 1-based numbers of keys (default 1 2048 4096 8192 32768)")
+    sp.add_argument("--engine", nargs="+", metavar="NAME==VERSION",
+                    help="read these engines' rules at these versions (e.g. vllm==0.11.0 transformers==4.51.0); "
+                    "the others at their newest known; a rule not read at a version prints unknown")
     json_opt(sp)
 
     sp = add("table", _cmd_table, "print the alpha* table with the fitted laws")

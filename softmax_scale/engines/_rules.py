@@ -12,10 +12,18 @@ import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
 
 from ..schemes import pinned
 
-__all__ = ["EngineScale", "Rule", "compose", "every_fourth", "longrope_sq", "mscale_sq", "position_factor"]
+__all__ = ["NEWEST", "EngineScale", "Rule", "compose", "every_fourth", "lengths_s", "longrope_sq", "mscale_sq",
+           "parse_version", "pick", "position_factor", "unknown"]
+
+#: The label of an engine's newest known rules (no version asked).
+NEWEST = "newest"
+#: Specifier operators that bound a range from above: a row with one is not the newest.
+_UPPER = frozenset({"<", "<=", "==", "===", "~="})
 
 
 @dataclass(frozen=True)
@@ -36,6 +44,13 @@ class Rule:
         The registry scheme whose formula it calls; ``""`` when it only sets a constant.
     squared : bool
         Whether it is a factor on cos/sin, hence squared on the logits.
+    versions : str
+        The engine's releases it holds for, as a PEP 440 specifier set (``">=0.29.1"``,
+        ``">=1.0.0,<1.3.0"``); ``""``: its range was not read (the rule as read at ``commit``).
+    source : str
+        What started the range (a PR or commit), ``""`` where the range is not recorded.
+    family : str
+        The rule it is one version of (rows of one family hold for disjoint ranges); default ``name``.
     """
 
     name: str
@@ -46,6 +61,59 @@ class Rule:
     positions: str = ""
     scheme: str = ""
     squared: bool = False
+    versions: str = ""
+    source: str = ""
+    family: str = ""
+
+    def __post_init__(self):
+        try:
+            SpecifierSet(self.versions)
+        except InvalidSpecifier:
+            raise ValueError(f"`versions` of rule {self.name!r} must be a PEP 440 specifier set, "
+                             f"got {self.versions!r}") from None
+
+    @property
+    def specifier(self) -> SpecifierSet:
+        """:attr:`versions` as a :class:`packaging.specifiers.SpecifierSet`."""
+        return SpecifierSet(self.versions)
+
+    @property
+    def newest(self) -> bool:
+        """Whether the range is open above (or not recorded): the row for the newest known version."""
+        return not any(s.operator in _UPPER for s in self.specifier)
+
+    def holds_at(self, version: Version | None) -> bool:
+        """Whether the rule holds at ``version`` (``None``: the newest known; a row without a range holds only there)."""
+        if version is None:
+            return self.newest
+        return bool(self.versions) and self.specifier.contains(version, prereleases=True)
+
+
+def parse_version(version, name: str = "version") -> Version | None:
+    """``version`` as a :class:`packaging.version.Version` (``None`` stays ``None``); ValueError naming ``name``."""
+    if version is None or isinstance(version, Version):
+        return version
+    try:
+        return Version(str(version))
+    except InvalidVersion:
+        raise ValueError(f"`{name}` must be a PEP 440 version such as 0.11.0, got {version!r}") from None
+
+
+def pick(rules: dict, family: str, version: Version | None):
+    """The row of ``family`` in an engine's ``rules`` that holds at ``version``; ``None`` if no row does.
+
+    Parameters
+    ----------
+    rules : dict
+        The engine's ``RULES``.
+    family : str
+        The rule asked for; every row with that :attr:`Rule.family` (or name) is a candidate.
+    version : packaging.version.Version or None
+        ``None``: the newest known row.
+    """
+    rows = [r for r in rules.values() if (r.family or r.name) == family]
+    held = [r for r in rows if r.holds_at(version)]
+    return held[0] if held else None
 
 
 @dataclass(frozen=True)
@@ -69,6 +137,8 @@ class EngineScale:
         How it departs from the reference, and why a value is missing.
     rules : tuple of str
         The rules of the engine's table that applied.
+    version : str
+        The engine version the row is for: a release (``"0.11.0"``) or :data:`NEWEST`.
     """
 
     engine: str
@@ -79,6 +149,14 @@ class EngineScale:
     nope_scale: np.ndarray | None = None
     notes: tuple = ()
     rules: tuple = field(default_factory=tuple)
+    version: str = NEWEST
+
+
+def unknown(engine, n, version, family, notes=()) -> EngineScale:
+    """The row of an engine whose rule ``family`` was not read at ``version``: no value, and why."""
+    at = f"in {engine}'s newest known rules" if str(version) == NEWEST else f"at {engine}=={version}"
+    why = f"unknown {at}: its `{family}` rule was not read at that version"
+    return EngineScale(engine, n, None, notes=(why, *notes), version=str(version))
 
 
 def mscale_sq(s: float, m: float) -> float:
@@ -86,6 +164,20 @@ def mscale_sq(s: float, m: float) -> float:
     if s is None or s <= 1.0:
         return 1.0
     return float(pinned("deepseek_yarn", factor=s, mscale_all_dim=m).factor(1, 1))
+
+
+def lengths_s(ms, notes) -> float:
+    """YaRN's ``s`` from the lengths: ``max_position_embeddings / original_max_position_embeddings``, else ``factor``.
+
+    The rule of exllamav3's and of transformers' ``yarn_s_from_lengths`` rows; a note is appended
+    to ``notes`` where it differs from ``factor``.
+    """
+    r = ms.rope
+    orig, max_pos = r.original_max_position_embeddings, ms.max_position_embeddings
+    s = max_pos / orig if orig and max_pos else r.factor
+    if orig and max_pos and r.factor is not None and s != r.factor:
+        notes.append(f"takes s = max_position_embeddings / original_max_position_embeddings = {s:g}, not `factor`")
+    return s
 
 
 def longrope_sq(s: float, L: int) -> float:
@@ -96,8 +188,17 @@ def longrope_sq(s: float, L: int) -> float:
 
 
 def position_factor(rule, n: np.ndarray) -> np.ndarray:
-    """The factor a temperature rule (:class:`~.config.TemperatureRule`) puts on ``q.k`` at ``n`` keys (registry formula)."""
-    return np.asarray(pinned(rule.scheme, **dict(rule.params)).factor(n, 1), dtype=np.float64)
+    """The factor a temperature rule (:class:`~.config.TemperatureRule`) puts on ``q.k`` at ``n`` keys (registry formula).
+
+    A rule with ``shift = 1`` reads the 0-based position ``p = n - 1`` where the registry formula
+    reads ``n``; at ``p = 0`` the position forms it is used with (``llama4``) are 1.
+    """
+    m = np.asarray(n, dtype=np.float64) - rule.shift
+    out = np.ones(m.shape)
+    live = m >= 1
+    if live.any():
+        out[live] = pinned(rule.scheme, **dict(rule.params)).factor(m[live], 1)
+    return out
 
 
 def every_fourth(ms, temps, notes):
@@ -117,7 +218,8 @@ def every_fourth(ms, temps, notes):
     return out
 
 
-def compose(engine, ms, n, *, base, rope_sq, softmax_sq=1.0, temps=(), notes=(), rules=()) -> EngineScale:
+def compose(engine, ms, n, *, base, rope_sq, softmax_sq=1.0, temps=(), notes=(), rules=(), version=NEWEST,
+            reads_layer_types=True, unread_temps=()) -> EngineScale:
     """One engine's :class:`EngineScale` from its parts.
 
     Parameters
@@ -129,15 +231,31 @@ def compose(engine, ms, n, *, base, rope_sq, softmax_sq=1.0, temps=(), notes=(),
         The scale on ``q.k`` before any rule.
     rope_sq : float or None
         The factor on the rotated dimensions' logits (cos/sin factor squared); ``None``: not transcribed.
+        It applies on :attr:`~.config.ModelScaling.rope_layers` (every layer when that is ``None``).
     softmax_sq : float
         A factor on the whole softmax scale (DeepSeek's ``mscale_all_dim`` term).
     temps : sequence of TemperatureRule
         The temperature rules the engine applies.
     notes, rules : sequence of str
+    version : str
+        The version the row is for.
+    reads_layer_types : bool
+        Whether the engine's handling of RoPE given per layer type was read; if not, a config
+        that gives it gets no value.
+    unread_temps : sequence of TemperatureRule
+        Temperature rules the config sets whose handling by the engine (at this version) was not
+        read: the value is NaN (unknown) wherever such a rule's factor is not 1.
     """
+    notes, rules, version = tuple(notes), tuple(rules), str(version)
+    rope_layers = ms.rope_layers if rope_sq not in (None, 1.0) else None
+    if rope_sq is not None and rope_layers is not None and not reads_layer_types:
+        rope_sq, notes = None, (*notes, "its handling of RoPE per layer type (`layer_types`) was not read")
     if rope_sq is None:
-        return EngineScale(engine, n, None, notes=tuple(notes), rules=tuple(rules))
+        return EngineScale(engine, n, None, notes=notes, rules=rules, version=version)
     whole = np.full(n.shape, base * softmax_sq)
+    for t in unread_temps:
+        whole = np.where(position_factor(t, n) == 1.0, whole, np.nan)
+        notes = (*notes, f"unknown where `{t.key}` changes the scale: its handling was not read at this version")
     layered = None
     for t in temps:
         f = position_factor(t, n)
@@ -147,8 +265,16 @@ def compose(engine, ms, n, *, base, rope_sq, softmax_sq=1.0, temps=(), notes=(),
             layered = (t.layers, f if layered is None else layered[1] * f)
     scale = whole * rope_sq
     nope = whole if ms.is_mla and rope_sq != 1.0 else None
-    if layered is None:
-        return EngineScale(engine, n, scale, nope_scale=nope, notes=tuple(notes), rules=tuple(rules))
+    if layered is None and rope_layers is None:
+        return EngineScale(engine, n, scale, nope_scale=nope, notes=notes, rules=rules, version=version)
+    if layered is None:  # the RoPE factor on some layers only
+        return EngineScale(engine, n, scale, other_scale=whole, layers=tuple(rope_layers), nope_scale=nope,
+                           notes=notes, rules=rules, version=version)
     layers, f = layered
-    return EngineScale(engine, n, scale * f, other_scale=scale, layers=tuple(layers),
-                       nope_scale=None if nope is None else nope * f, notes=tuple(notes), rules=tuple(rules))
+    if rope_layers is not None and tuple(rope_layers) != tuple(layers):
+        return EngineScale(engine, n, None, notes=(*notes, "a per-layer RoPE factor and a per-layer temperature on "
+                                                   "different layers are not modelled here"), rules=rules,
+                           version=version)
+    other = whole if rope_layers is not None else scale
+    return EngineScale(engine, n, scale * f, other_scale=other, layers=tuple(layers),
+                       nope_scale=None if nope is None else nope * f, notes=notes, rules=rules, version=version)

@@ -26,7 +26,7 @@ ROPE_NUMBER_KEYS = ("factor", "beta_fast", "beta_slow", "mscale", "mscale_all_di
                     "extrapolation_factor", "low_freq_factor", "high_freq_factor", "short_mscale", "long_mscale")
 ROPE_OTHER_KEYS = ("rope_type", "type", "original_max_position_embeddings", "truncate", "rope_theta",
                    "partial_rotary_factor", "short_factor", "long_factor", "apply_yarn_scaling", "mrope_section",
-                   "mrope_interleaved")
+                   "mrope_interleaved", "llama_4_scaling_beta")
 #: Top-level keys the reader reads or knows to leave the multiplier on q.k alone.
 KNOWN_KEYS = frozenset({
     "head_dim", "hidden_size", "num_attention_heads", "num_hidden_layers", "qk_nope_head_dim", "qk_rope_head_dim",
@@ -36,6 +36,7 @@ KNOWN_KEYS = frozenset({
     "model_type", "text_config", "rope_theta", "partial_rotary_factor", "rope_interleave", "use_dynamic_ntk",
     "rope_local_base_freq", "embedding_multiplier", "residual_multiplier", "logits_scaling", "scale_embedding",
     "attn_logit_softcapping", "final_logit_softcapping", "rotary_emb_base", "rotary_pct", "routed_scaling_factor",
+    "llama_4_scaling", "layer_types",
 })
 #: HF ``rope_type`` -> the toolkit's RoPE variant of the same frequencies (:data:`~softmax_scale.schemes.rope.ROPES`).
 ROPE_VARIANTS = {"default": "none", "linear": "pi", "dynamic": "dynamic_ntk", "yarn": "yarn"}
@@ -86,12 +87,28 @@ class TemperatureRule:
         0-based layer indices it applies to; ``None``: every layer.
     keys : tuple of str
         The config keys that set it.
+    shift : int
+        0: the formula reads the number of keys ``n``; 1: it reads the 0-based position
+        ``p = n - 1`` in its place (Mistral's ``floor(p / original_max_position_embeddings)``).
     """
 
     scheme: str
     params: Mapping
     layers: tuple | None
     keys: tuple
+    shift: int = 0
+
+    @property
+    def key(self) -> str:
+        """The config key that switches it on (``use_logn_attn``, ``attn_temperature_tuning``, ``...llama_4_scaling_beta``)."""
+        return self.keys[0]
+
+    @property
+    def name(self) -> str:
+        """Which rule it is: ``"qwen_logn"``, ``"llama4_temperature"`` or ``"llama_4_scaling_beta"``."""
+        if self.scheme == "qwen_logn":
+            return "qwen_logn"
+        return "llama4_temperature" if self.key == "attn_temperature_tuning" else "llama_4_scaling_beta"
 
 
 @dataclass(frozen=True)
@@ -130,6 +147,11 @@ class ModelScaling:
         The scaling keys among them the reader does not know.
     dynamic_ntk : bool
         Qwen (v1)'s ``use_dynamic_ntk``.
+    rope_layers : tuple of int or None
+        0-based layers the RoPE scaling keys apply to, when ``rope_parameters`` is given per layer
+        type and ``layer_types`` names them (the ``full_attention`` layers); ``None``: every layer.
+    partial_rotary_factor : float or None
+        ``partial_rotary_factor`` as set (``rope_dim`` is ``head_dim`` times it).
     """
 
     source: str
@@ -150,6 +172,8 @@ class ModelScaling:
     set_keys: tuple = ()
     unknown_keys: tuple = ()
     dynamic_ntk: bool = False
+    rope_layers: tuple | None = None
+    partial_rotary_factor: float | None = None
 
     @property
     def rope_variant(self) -> str | None:
@@ -196,8 +220,14 @@ class ModelScaling:
 
     @property
     def is_mla(self) -> bool:
-        """Whether RoPE rotates only part of ``q.k`` (MLA's rope dimensions)."""
+        """Whether RoPE rotates only part of ``q.k`` (MLA's rope dimensions, or a ``partial_rotary_factor`` below 1)."""
         return self.rope_dim != self.head_dim
+
+    @property
+    def has_mla_head(self) -> bool:
+        """Whether ``q.k`` is MLA's (``qk_nope_head_dim`` + ``qk_rope_head_dim``), not a partly rotated head."""
+        prf = self.partial_rotary_factor
+        return self.is_mla and (prf is None or self.rope_dim != int(self.head_dim * prf))
 
 
 def _fail(source, key, rule):
@@ -236,6 +266,24 @@ def _rope(cfg, source):
     return {}, "rope_scaling."
 
 
+def _rope_layers(cfg, n_layers, prefix, source):
+    """The layers the RoPE scaling applies to: the ``full_attention`` ones of ``layer_types`` when the RoPE dict is per type."""
+    if not prefix.endswith(".full_attention."):
+        return None
+    types = cfg.get("layer_types")
+    if types is None:
+        return None
+    if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
+        raise _fail(source, "layer_types", f"must be a list of strings, got {types!r}")
+    if n_layers is not None and len(types) != n_layers:
+        raise _fail(source, "layer_types", f"must have `num_hidden_layers` ({n_layers}) entries, got {len(types)}")
+    per_type = cfg[prefix.split(".")[0]]
+    scaled = [t for t, v in per_type.items() if v.get("rope_type", v.get("type", "default")) != "default"]
+    if scaled != ["full_attention"]:
+        return None
+    return tuple(i for i, t in enumerate(types) if t == "full_attention")
+
+
 def _read_rope(r, prefix, source):
     kind = r.get("rope_type", r.get("type", "default"))
     if not isinstance(kind, str):
@@ -266,7 +314,29 @@ def _nope_layers(cfg, n_layers, source):
     return tuple(i for i, f in enumerate(flags) if f == 0)
 
 
-def _temperatures(cfg, n_layers, source):
+def _llama4_beta(cfg, r, prefix, source):
+    """Mistral's ``llama_4_scaling_beta`` (in the RoPE dict, or vLLM's top-level ``llama_4_scaling``), or None."""
+    beta = _number(r, "llama_4_scaling_beta", source, prefix, positive=False)
+    if beta is not None:
+        L = _number(r, "original_max_position_embeddings", source, prefix, integer=True)
+        keys = (prefix + "llama_4_scaling_beta", prefix + "original_max_position_embeddings")
+    else:
+        top = cfg.get("llama_4_scaling")
+        if top is None:
+            return None
+        if not isinstance(top, Mapping):
+            raise _fail(source, "llama_4_scaling", f"must be an object, got {top!r}")
+        beta = _number(top, "beta", source, "llama_4_scaling.", positive=False)
+        L = _number(top, "original_max_position_embeddings", source, "llama_4_scaling.", integer=True)
+        keys = ("llama_4_scaling.beta", "llama_4_scaling.original_max_position_embeddings")
+    if not beta:
+        return None
+    if L is None:
+        raise _fail(source, keys[1], "is required by `llama_4_scaling_beta` (the length in floor(p / L))")
+    return TemperatureRule("llama4", MappingProxyType({"floor_scale": L, "attn_scale": beta}), None, keys, shift=1)
+
+
+def _temperatures(cfg, n_layers, source, r=None, prefix="rope_scaling."):
     rules = []
     if cfg.get("use_logn_attn"):
         L = _number(cfg, "seq_length", source, integer=True)
@@ -279,6 +349,9 @@ def _temperatures(cfg, n_layers, source):
                   "attn_scale": _number(cfg, "attn_scale", source, positive=False, default=0.1)}
         rules.append(TemperatureRule("llama4", MappingProxyType(params), _nope_layers(cfg, n_layers, source),
                                      ("attn_temperature_tuning", "floor_scale", "attn_scale", "no_rope_layers")))
+    beta = _llama4_beta(cfg, r or {}, prefix, source)
+    if beta is not None:
+        rules.append(beta)
     return tuple(rules)
 
 
@@ -321,6 +394,11 @@ def _from_hf(cfg, source) -> ModelScaling:
             break
     r, prefix = _rope(cfg, source)
     rope = _read_rope(r, prefix, source)
+    prf = _number(r, "partial_rotary_factor", source, prefix) or _number(cfg, "partial_rotary_factor", source)
+    if prf is not None and prf > 1:
+        raise _fail(source, "partial_rotary_factor", f"must be <= 1, got {prf!r}")
+    if prf is not None and rope_dim == d:
+        rope_dim = int(d * prf)
     top_orig = _number(cfg, "original_max_position_embeddings", source, integer=True)
     rope_orig = rope.original_max_position_embeddings
     if rope_orig is None and top_orig is not None and rope.rope_type != "default":
@@ -339,7 +417,8 @@ def _from_hf(cfg, source) -> ModelScaling:
     return ModelScaling(source, "hf", model_type, d, rope_dim, n_layers, base, base_key, L, L_key, max_pos,
                         _number(cfg, "hidden_size", source, integer=True),
                         _number(cfg, "num_attention_heads", source, integer=True), rope,
-                        _temperatures(cfg, n_layers, source), set_keys, unknown, bool(cfg.get("use_dynamic_ntk")))
+                        _temperatures(cfg, n_layers, source, r, prefix), set_keys, unknown,
+                        bool(cfg.get("use_dynamic_ntk")), _rope_layers(cfg, n_layers, prefix, source), prf)
 
 
 #: GGUF keys (after ``{arch}.``) the reader reads or knows.

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from ._rules import Rule, compose, every_fourth, longrope_sq, mscale_sq
+from ._rules import NEWEST, Rule, compose, every_fourth, longrope_sq, mscale_sq
 
 __all__ = ["NAME", "RULES", "scale"]
 
@@ -81,8 +81,12 @@ def _base(ms, notes, rules):
     return ms.base_scale
 
 
-def scale(ms, n):
-    """The multiplier llama.cpp puts on ``q.k`` at ``n`` keys (a HF config as ``convert_hf_to_gguf`` converts it)."""
+def scale(ms, n, version=None):
+    """The multiplier llama.cpp puts on ``q.k`` at ``n`` keys (a HF config as ``convert_hf_to_gguf`` converts it).
+
+    Its rules carry no ranges: ``version`` is only the label.  ``llama_4_scaling_beta`` (llama.cpp
+    PR #17744) was not read: the value is unknown where it changes the scale.
+    """
     r, notes, rules = ms.rope, [], []
     base = _base(ms, notes, rules)
     raf = (r.attn_factor or 1.0) if ms.format == "gguf" else 1.0  # rope.scaling.attn_factor
@@ -109,10 +113,11 @@ def scale(ms, n):
         L = r.original_max_position_embeddings or ms.max_position_embeddings
         s = ms.max_position_embeddings / L if ms.max_position_embeddings else r.factor
         rope_sq, rules = longrope_sq(s, L), ["convert_longrope"]
-    temps = every_fourth(ms, [t for t in ms.temperatures if t.scheme == "llama4"], notes)
+    temps = every_fourth(ms, [t for t in ms.temperatures if t.name == "llama4_temperature"], notes)
     rules += ["llama4_temperature", "llama4_nope_layers"] * bool(temps)
     if any(t.scheme == "qwen_logn" for t in ms.temperatures):
         notes.append("ignores `use_logn_attn`")
         rules.append("qwen_logn")
     return compose(NAME, ms, n, base=base, rope_sq=rope_sq, softmax_sq=softmax_sq, temps=temps, notes=notes,
-                   rules=rules)
+                   rules=rules, version=NEWEST if version is None else str(version), reads_layer_types=False,
+                   unread_temps=[t for t in ms.temperatures if t.name == "llama_4_scaling_beta"])

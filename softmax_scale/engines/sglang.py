@@ -40,13 +40,19 @@ RULES = {
                                "python/sglang/srt/models/llama4.py", "871da34db32b429e59d81b726a48776edaa9baf9",
                                positions="p = positions (0-based): floor((p + 1)/floor_scale) = floor(n/floor_scale)",
                                scheme="llama4"),
+    "longrope": Rule("longrope", "Phi3LongRoPEScaledRotaryEmbedding: cos/sin x `short_mscale` / `long_mscale` when "
+                     "given, else sqrt(1 + ln s / ln L), s = max_position_embeddings / L, L = "
+                     "`original_max_position_embeddings`, the same factor on the short and the long cache; the long "
+                     "factors are chosen per batch when a position exceeds L; `attention_factor` is not read", _REPO,
+                     _ROPE + "rope_variant.py", "6170d9756796c155352a595848308d3380e023a1", scheme="longrope",
+                     squared=True),
     "qwen_logn": Rule("qwen_logn", "`use_logn_attn` is not read: QWenAttention passes scaling = head_dim^-1/2 to "
                       "RadixAttention and never scales the query by position",
                       _REPO, "python/sglang/srt/models/qwen.py", "01925ca8c3ab348298b25a81a552dd08c448980a"),
 }
 
 
-def scale(ms, n):
-    """The multiplier SGLang puts on ``q.k`` at ``n`` keys."""
+def scale(ms, n, version=None):
+    """The multiplier SGLang puts on ``q.k`` at ``n`` keys (its rules carry no ranges: ``version`` is only the label)."""
     return generic(NAME, ms, n, deepseek_types=DEEPSEEK_TYPES, yarn_keys={"attn_factor"}, yarn_rule="yarn",
-                   apply_flag=False, fixed_nope=True)
+                   apply_flag=False, fixed_nope=True, version=version)

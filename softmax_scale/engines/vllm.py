@@ -6,12 +6,13 @@
 cache is multiplied by ``yarn_get_mscale(factor) * attn_factor`` (squared on the logits).
 DeepSeek's models switch the type to ``deepseek_yarn``, which reads ``mscale`` (default 1) and
 ``mscale_all_dim`` (default 0), and multiply the softmax scale by ``yarn_get_mscale(factor,
-mscale_all_dim)^2``.
+mscale_all_dim)^2``.  PR #56446 (first in 0.29.1rc0) changed the YaRN rule (``RULES`` rows of
+family ``yarn``); Mistral's ``llama_4_scaling_beta`` in ``rope_parameters`` is not applied before it.
 """
 
 from __future__ import annotations
 
-from ._rules import Rule, compose, every_fourth, mscale_sq
+from ._rules import NEWEST, Rule, compose, every_fourth, longrope_sq, mscale_sq, pick, unknown
 
 __all__ = ["NAME", "RULES", "scale"]
 
@@ -26,7 +27,16 @@ RULES = {
     "yarn": Rule("yarn", "cos/sin x yarn_get_mscale(`factor`) x `attn_factor` (default 1), or `attn_factor` alone "
                  "when `apply_yarn_scaling` is false; `attention_factor`, `mscale`, `mscale_all_dim` are not passed",
                  _REPO, _ROPE + "yarn_scaling_rope.py", "ffdc985737c94233f2c88629c4450022e5bf4925",
-                 scheme="deepseek_yarn", squared=True),
+                 scheme="deepseek_yarn", squared=True, versions="<0.29.1rc0",
+                 source="ended by PR #56446 (commit c191787a6861868069bc4f6ed6f842af541de23a)"),
+    "yarn_mscale": Rule("yarn_mscale", "cos/sin x get_mscale(s, `mscale`)/get_mscale(s, `mscale_all_dim`) when both are "
+                        "set, else get_mscale(s) = 0.1 ln s + 1, s = `factor`: the PR's description (vLLM's YaRN "
+                        "aligned with transformers' _compute_yarn_parameters, `mscale`/`mscale_all_dim` honoured); "
+                        "its diff was not read, so `attention_factor`, `attn_factor` and `apply_yarn_scaling` after "
+                        "it give no value", _REPO, _ROPE + "yarn_scaling_rope.py",
+                        "c191787a6861868069bc4f6ed6f842af541de23a", scheme="deepseek_yarn", squared=True,
+                        versions=">=0.29.1rc0", source="PR #56446, merged 2026-09-11, after the v0.29.0 tag",
+                        family="yarn"),
     "get_rope_keys": Rule("get_rope_keys", "the keys get_rope forwards per rope_type (yarn: extrapolation_factor, "
                           "attn_factor, beta_fast, beta_slow, apply_yarn_scaling, truncate)", _REPO,
                           _ROPE + "__init__.py", "926c71f6f25f8fe0a71ba4b168205e64bef24a36"),
@@ -43,6 +53,26 @@ RULES = {
                                "vllm/model_executor/models/llama4.py", "0303cbd848954bcc83204522e8ceab4503f3f4b9",
                                positions="p = positions (0-based): floor((p + 1)/floor_scale) = floor(n/floor_scale)",
                                scheme="llama4"),
+    "longrope": Rule("longrope", "Phi3LongRoPEScaledRotaryEmbedding: cos/sin x `short_mscale` / `long_mscale` when given, "
+                     "else sqrt(1 + ln s / ln L), s = max_position_embeddings / L, L = "
+                     "`original_max_position_embeddings`, the same factor on the short and the long cache; the long "
+                     "factors are chosen once from max_model_len > L (the allocated context, not the sequence); "
+                     "`attention_factor` is not read", _REPO, _ROPE + "phi3_long_rope_scaled_rope.py",
+                     "63c2b7abcd705edb754604f83ac72a4269c05a52", scheme="longrope", squared=True),
+    "llama_4_scaling_beta": Rule("llama_4_scaling_beta", "MistralAttention reads Llama 4 scaling only from a top-level "
+                                 "`llama_4_scaling` mapping: `rope_parameters.llama_4_scaling_beta` is not applied "
+                                 "(vLLM issue #48621 at v0.25.0; the model file was not read, nor the top-level "
+                                 "mapping's formula; after PR #56446 not read)", "", "", "", versions="<0.29.1rc0"),
+    "layer_types": Rule("layer_types", "YaRN on the full-attention layers of `layer_types` only, on the rotated part "
+                        "(`partial_rotary_factor`) only: as prime-rl PR #2802 measured Laguna-XS.2 in vLLM (1.4159 on "
+                        "cos/sin; the per-layer RoPE code itself was not read)", "", "", ""),
+    "deepseek_no_yarn_scale": Rule("deepseek_no_yarn_scale", "DeepSeek-type YaRN without the magnitude factor "
+                                   "(Mistral-Large-3's `apply_scale: false`): before PR #56446 served through the "
+                                   "Mistral adapter and deepseek_llama_scaling, neither read here; PR #56446 changed "
+                                   "what the adapter produces (`attention_factor: 1.0`, no `apply_yarn_scaling`, as "
+                                   "PR #57563 reads) and PR #57563 (merged 2026-09-18) changed it again; neither "
+                                   "diff was read, nor the release that took #57563: not read, so no value",
+                                   "", "", ""),
     "qwen_logn": Rule("qwen_logn", "QWenAttention: scaling = head_dim^-1/2, `use_logn_attn` is not read (vLLM #36880)",
                       _REPO, "vllm/model_executor/models/qwen.py", "9c2cc275fb22e65ac499d1dbefb484a0df851933"),
 }
@@ -70,23 +100,62 @@ def deepseek_parts(r):
     return mscale_sq(r.factor, m) / mscale_sq(r.factor, mad) * af ** 2, mscale_sq(r.factor, mad)
 
 
-def generic(name, ms, n, *, deepseek_types, yarn_keys, yarn_rule, apply_flag, fixed_nope=False):
-    """The vLLM-style engines' multiplier (vLLM and SGLang share the shape of ``get_rope``)."""
+def generic(name, ms, n, *, deepseek_types, yarn_keys, yarn_rule, apply_flag, fixed_nope=False, version=None,
+            rules_table=None, reads_layer_types=False):
+    """The vLLM-style engines' multiplier (vLLM and SGLang share the shape of ``get_rope``).
+
+    ``rules_table`` (the engine's ``RULES``) and ``version`` pick the YaRN row of family ``yarn``
+    that holds at that version (vLLM); ``None``: the one row ``yarn_rule``.
+    """
     r, notes, rules = ms.rope, [], []
+    label = NEWEST if version is None else str(version)
     rope_sq, softmax_sq = 1.0, 1.0
+    unread = [t for t in ms.temperatures if t.name == "llama_4_scaling_beta"]
+    if rules_table is not None and "llama_4_scaling_beta" in rules_table and unread:
+        beta_rule = pick(rules_table, "llama_4_scaling_beta", version)
+        if beta_rule is not None and all(t.key.startswith("rope_") for t in unread):
+            notes.append("ignores `llama_4_scaling_beta` in the RoPE parameters (reads a top-level `llama_4_scaling`)")
+            rules.append(beta_rule.name)
+            unread = []
+    if r.rope_type == "yarn" and ms.model_type in deepseek_types and apply_flag and \
+            r.values.get("apply_yarn_scaling") is False:
+        row = rules_table["deepseek_no_yarn_scale"]
+        return unknown(name, n, label, "deepseek_no_yarn_scale", (row.text,))
     if r.rope_type == "yarn" and ms.model_type in deepseek_types:
         rope_sq, softmax_sq = deepseek_parts(r)
         rules = ["deepseek_yarn", "deepseek_softmax"]
         notes = dropped(r, {"mscale", "mscale_all_dim"})
     elif r.rope_type == "yarn":
+        row = pick(rules_table, "yarn", version) if rules_table is not None else None
+        if rules_table is not None and row is None:
+            return unknown(name, n, label, "yarn")
+        row_name = yarn_rule if row is None else row.name
         af = 1.0 if r.attn_factor is None else r.attn_factor
         on = r.values.get("apply_yarn_scaling", True) if apply_flag else True
-        rope_sq = (mscale_sq(r.factor, 1.0) if on else 1.0) * af ** 2
-        rules, notes = [yarn_rule], dropped(r, yarn_keys)
+        if row_name == "yarn_mscale":
+            if r.attention_factor is not None or r.attn_factor is not None or "apply_yarn_scaling" in r.values:
+                return unknown(name, n, label, "yarn", ("after PR #56446 its reading of `attention_factor`, "
+                                                       "`attn_factor` and `apply_yarn_scaling` was not read",))
+            both = r.mscale and r.mscale_all_dim
+            rope_sq = mscale_sq(r.factor, r.mscale) / mscale_sq(r.factor, r.mscale_all_dim) if both else \
+                mscale_sq(r.factor, 1.0)
+        else:
+            rope_sq = (mscale_sq(r.factor, 1.0) if on else 1.0) * af ** 2
+            notes += dropped(r, yarn_keys)
+        rules.append(row_name)
+        if reads_layer_types and ms.rope_layers is not None:
+            rules.append("layer_types")
     elif r.rope_type == "longrope":
-        return compose(name, ms, n, base=ms.base_scale, rope_sq=None,
-                       notes=["its LongRoPE rule is not transcribed here"])
-    temps = [t for t in ms.temperatures if t.scheme == "llama4"]
+        L, max_pos = r.original_max_position_embeddings, ms.max_position_embeddings
+        if L is None or max_pos is None or any(k in r.values for k in ("short_mscale", "long_mscale")):
+            return compose(name, ms, n, base=ms.base_scale, rope_sq=None, version=label,
+                           notes=["its LongRoPE rule for these keys (no lengths, or `short_mscale`/`long_mscale`, "
+                                  "whose forwarding was not read) is not transcribed here"])
+        rope_sq = longrope_sq(max_pos / L, L)
+        if r.attention_factor is not None:
+            notes.append("drops `attention_factor`")
+        rules.append("longrope")
+    temps = [t for t in ms.temperatures if t.name == "llama4_temperature"]
     rules += ["llama4_temperature"] * bool(temps)
     if fixed_nope:
         temps = every_fourth(ms, temps, notes)
@@ -94,10 +163,11 @@ def generic(name, ms, n, *, deepseek_types, yarn_keys, yarn_rule, apply_flag, fi
         notes.append("ignores `use_logn_attn`")
         rules.append("qwen_logn")
     return compose(name, ms, n, base=ms.base_scale, rope_sq=rope_sq, softmax_sq=softmax_sq, temps=temps,
-                   notes=notes, rules=["base", *rules])
+                   notes=notes, rules=["base", *rules], version=label, unread_temps=unread,
+                   reads_layer_types=reads_layer_types)
 
 
-def scale(ms, n):
-    """The multiplier vLLM puts on ``q.k`` at ``n`` keys."""
+def scale(ms, n, version=None):
+    """The multiplier vLLM puts on ``q.k`` at ``n`` keys (``version``: a :class:`packaging.version.Version` or None)."""
     return generic(NAME, ms, n, deepseek_types=DEEPSEEK_TYPES, yarn_keys={"attn_factor"}, yarn_rule="yarn",
-                   apply_flag=True)
+                   apply_flag=True, version=version, rules_table=RULES, reads_layer_types=True)

@@ -13,6 +13,7 @@ looked up, so listing the names costs nothing.
 ``causal``             decoders trained at ``L``, tested at ``8L`` and ``16L`` (:mod:`.causal`)
 ``real_passkey``       SmolLM2-135M retrieving a pass key inside and past ``L`` (:mod:`.real_passkey`)
 ``real_copy``          SmolLM2-135M copying ``m`` tokens back inside and past ``L`` (:mod:`.real_copy`)
+``engine_cost``        SmolLM2-135M's loss under an engine's wrong factor on ``q.k`` (:mod:`.engine_cost`)
 =====================  =============================================================
 """
 

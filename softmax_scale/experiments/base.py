@@ -244,7 +244,7 @@ _PACKAGE = __name__.rpartition(".")[0]
 #: Name -> the module defining it (as its ``EXPERIMENT``), in the order ``run --help`` lists them.
 _MODULES = {"alpha_table": "alpha_table", "real_heads": "real_heads", "real_extrapolation": "real_extrapolation",
             "mlm": "mlm", "alpha": "alpha", "causal": "causal", "copy": "copy", "passkey": "passkey", "size": "size",
-            "first": "first", "real_passkey": "real_passkey", "real_copy": "real_copy"}
+            "first": "first", "real_passkey": "real_passkey", "real_copy": "real_copy", "engine_cost": "engine_cost"}
 
 
 class _Registry(MutableMapping):

@@ -13,7 +13,7 @@ import importlib
 
 #: Submodules holding figures, in the order the figures are made.
 FIGURE_MODULES = ("alpha", "exact", "entropy", "moments", "real", "real_extrapolation", "train", "train_causal", "one_key",
-                  "one_key_first", "real_one_key")
+                  "one_key_first", "real_one_key", "engine_cost")
 
 
 class FigureUnavailable(RuntimeError):

@@ -25,10 +25,14 @@ def write(tmp_path, cfg, name="config.json"):
 
 
 def test_json_has_n_and_every_engine_with_scale_and_notes(tmp_path, capsys):
-    code, out, _ = run(capsys, "engines", write(tmp_path, YARN_AF1), "--n", "1", "4096", "--json")
+    code, out, _ = run(capsys, "engines", write(tmp_path, YARN_AF1), "--n", "1", "4096", "--json",
+                       "--engine", "vllm==0.29.0")
     obj = json.loads(out)
     assert code == 0 and obj["n"] == [1, 4096]
-    assert list(obj["engines"]) == ["transformers", "vllm", "llama.cpp", "sglang", "exllamav3", "reference"]
+    assert list(obj["engines"]) == ["transformers", "vllm", "llama.cpp", "sglang", "exllamav3", "mlx-lm",
+                                    "tensorrt-llm", "onnxruntime-genai", "reference"]
+    assert obj["engines"]["vllm"]["version"] == "0.29.0"
+    assert obj["engines"]["vllm"]["version_range"] == "<0.29.1rc0"
     r = math.sqrt(128)
     assert [v * r for v in obj["engines"]["reference"]["scale"]] == pytest.approx([1.0, 1.0], rel=1e-12)
     assert [v * r for v in obj["engines"]["vllm"]["scale"]] == pytest.approx([(1 + 0.1 * math.log(4)) ** 2] * 2,
@@ -49,6 +53,7 @@ def test_text_marks_each_disagreement_with_its_cause(tmp_path, capsys):
     code, out, _ = run(capsys, "engines", write(tmp_path, QWEN_V1), "--n", "2048", "4096")
     assert code == 0
     rows = {line.split()[0]: line for line in out.splitlines()[3:]}
+    assert rows["vllm*"].split()[1] == "newest"
     assert rows["vllm*"].endswith("ignores `use_logn_attn`") and "[1.0909]" in rows["reference"]
     assert "[1.0000]" in rows["sglang*"] and "[1.0909]" not in rows["sglang*"]
 
@@ -82,3 +87,23 @@ def test_bad_input_exits_2_with_one_line_naming_the_file_and_the_key(tmp_path, c
 def test_a_position_below_one_is_refused(tmp_path, capsys):
     code, _, err = run(capsys, "engines", write(tmp_path, QWEN_V1), "--n", "0")
     assert code == 2 and "`n` must be an integer >= 1" in err
+
+
+def test_engine_pins_give_the_factor_at_those_versions_and_name_them(tmp_path, capsys):
+    from .configs import QWEN3_STATIC_YARN
+
+    path = write(tmp_path, QWEN3_STATIC_YARN)
+    code, out, _ = run(capsys, "engines", path, "--n", "1", "--engine", "transformers==4.51.0", "vllm==0.11.0")
+    rows = {line.split()[0]: line for line in out.splitlines()[3:]}
+    old, new = (1 + 0.1 * math.log(40960 / 32768)) ** 2, (1 + 0.1 * math.log(4)) ** 2
+    assert code == 0 and f"[{old:.4f}]" == "[1.0451]" and f"[{new:.4f}]" == "[1.2965]"
+    assert rows["transformers*"].split()[1:3] == ["4.51.0", "(>=4.51.0,<4.53)"] and "[1.0451]" in rows["transformers*"]
+    assert rows["vllm"].split()[1] == "0.11.0" and "[1.2965]" in rows["vllm"]
+    _, out, _ = run(capsys, "engines", path, "--n", "1")
+    assert "[1.2965]" in next(line for line in out.splitlines() if line.startswith("transformers"))
+
+
+@pytest.mark.parametrize("pin", ["vllm", "nosuch==1.0", "vllm==latest"])
+def test_a_bad_pin_exits_2_with_one_line(tmp_path, capsys, pin):
+    code, out, err = run(capsys, "engines", write(tmp_path, YARN_AF1), "--engine", pin)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "`engine`" in err

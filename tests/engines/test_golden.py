@@ -11,8 +11,9 @@ from .configs import DEEPSEEK_V3, GEMMA3, LLAMA4, QWEN_V1, YARN, YARN_AF1
 
 N = [1, 2048, 4096, 8191, 8192, 32768, 131072]
 ALL = list(ENGINES)
-#: exllamav3's model files were not read: no value for MLA, base-scale keys or temperature rules.
-READ_MODEL_FILES = [e for e in ALL if e != "exllamav3"]
+#: exllamav3's and TensorRT-LLM's model files for these were not read: no value for MLA (other than
+#: exllamav3's DeepSeek-V3), base-scale keys or temperature rules.
+READ_MODEL_FILES = [e for e in ALL if e not in ("exllamav3", "tensorrt-llm", "onnxruntime-genai")]
 
 
 def rel(table, engine):
@@ -23,7 +24,7 @@ def rel(table, engine):
 
 @pytest.mark.parametrize("engine", ALL)
 def test_yarn_without_attention_factor_is_the_mscale_squared_everywhere(engine):
-    t = engine_scales(YARN, N)
+    t = engine_scales({**YARN, "rope_scaling": {**YARN["rope_scaling"], "beta_fast": 32.0}}, N)
     np.testing.assert_allclose(rel(t, engine), (1 + 0.1 * math.log(4)) ** 2, rtol=1e-12)
     assert math.isclose((1 + 0.1 * math.log(4)) ** 2, 1.2965, abs_tol=5e-5)
 
@@ -31,9 +32,11 @@ def test_yarn_without_attention_factor_is_the_mscale_squared_everywhere(engine):
 @pytest.mark.parametrize("engine, expected", [("transformers", 1.0), ("reference", 1.0),
                                               ("vllm", (1 + 0.1 * math.log(4)) ** 2),
                                               ("sglang", (1 + 0.1 * math.log(4)) ** 2),
-                                              ("llama.cpp", (1 + 0.1 * math.log(4)) ** 2)])
+                                              ("llama.cpp", (1 + 0.1 * math.log(4)) ** 2),
+                                              ("mlx-lm", (1 + 0.1 * math.log(4)) ** 2),
+                                              ("tensorrt-llm", (1 + 0.1 * math.log(4)) ** 2)])
 def test_attention_factor_one_is_honoured_by_transformers_and_dropped_by_vllm(engine, expected):
-    t = engine_scales(YARN_AF1, N)
+    t = engine_scales(YARN_AF1, N, versions={"vllm": "0.29.0"})
     np.testing.assert_allclose(rel(t, engine), expected, rtol=1e-12)
     if expected != 1.0:
         assert "drops `attention_factor`" in " ".join(t.engines[engine].notes)
@@ -101,13 +104,13 @@ def test_gemma_query_pre_attn_scalar_replaces_the_head_dimension():
     assert "ignores `query_pre_attn_scalar`" in t.engines["llama.cpp"].notes[0]
 
 
-def test_ministral_mscale_is_ignored_by_vllm_and_sglang():
+def test_ministral_mscale_is_ignored_by_vllm_before_56446_and_sglang():
     cfg = {**YARN, "model_type": "ministral3", "rope_parameters": {
         "rope_type": "yarn", "factor": 16.0, "original_max_position_embeddings": 16384, "mscale": 1.0,
         "mscale_all_dim": 1.0, "rope_theta": 1e9}}
     del cfg["rope_scaling"]
-    t = engine_scales(cfg, [1])
-    for engine in ("transformers", "reference", "llama.cpp"):
+    t = engine_scales(cfg, [1], versions={"vllm": "0.29.0"})
+    for engine in ("transformers", "reference", "llama.cpp", "mlx-lm", "tensorrt-llm"):
         np.testing.assert_allclose(rel(t, engine), 1.0, rtol=1e-12)
     for engine in ("vllm", "sglang"):
         np.testing.assert_allclose(rel(t, engine), (1 + 0.1 * math.log(16)) ** 2, rtol=1e-12)
@@ -115,10 +118,10 @@ def test_ministral_mscale_is_ignored_by_vllm_and_sglang():
 
 
 def test_vllm_attention_factor_64_asks_one_gets_two():
-    """vLLM #46280: factor 64, attention_factor 1.0 -> 0.1 ln 64 + 1 = 1.4159 on cos/sin, 2.005 on q.k."""
+    """vLLM #46280: factor 64, attention_factor 1.0 -> 0.1 ln 64 + 1 = 1.4159 on cos/sin, 2.005 on q.k (before #56446)."""
     cfg = {**YARN, "max_position_embeddings": 64 * 32768,
            "rope_scaling": {**YARN["rope_scaling"], "factor": 64.0, "attention_factor": 1.0}}
-    t = engine_scales(cfg, [1])
+    t = engine_scales(cfg, [1], versions={"vllm": "0.29.0"})
     assert math.isclose(1 + 0.1 * math.log(64), 1.4159, abs_tol=5e-5)
     np.testing.assert_allclose(rel(t, "vllm"), (1 + 0.1 * math.log(64)) ** 2, rtol=1e-12)
     assert math.isclose(float(rel(t, "vllm")[0]), 2.005, abs_tol=5e-4)
@@ -126,7 +129,7 @@ def test_vllm_attention_factor_64_asks_one_gets_two():
 
 def test_vllms_spelling_attn_factor_is_read_by_vllm_and_not_by_transformers():
     cfg = {**YARN, "rope_scaling": {**YARN["rope_scaling"], "attn_factor": 0.5}}
-    t = engine_scales(cfg, [1])
+    t = engine_scales(cfg, [1], versions={"vllm": "0.29.0"})
     np.testing.assert_allclose(rel(t, "vllm"), (0.5 * (1 + 0.1 * math.log(4))) ** 2, rtol=1e-12)
     np.testing.assert_allclose(rel(t, "transformers"), (1 + 0.1 * math.log(4)) ** 2, rtol=1e-12)
     assert "ignores `attn_factor` (reads `attention_factor`)" in t.engines["transformers"].notes

@@ -18,7 +18,7 @@ N = np.array([1, 100, 4096, 8192, 20000, 32768, 100000])
 @pytest.mark.parametrize("engine", list(ENGINES))
 def test_yarn_rules_give_the_registry_yarn(engine, factor):
     cfg = {**YARN, "max_position_embeddings": int(32768 * factor),
-           "rope_scaling": {**YARN["rope_scaling"], "factor": factor}}
+           "rope_scaling": {**YARN["rope_scaling"], "factor": factor, "beta_fast": 32.0}}
     got = engine_scales(cfg, N).engines[engine].scale
     np.testing.assert_allclose(got, ss.attention_scale(N, 128, "yarn", factor=factor, train_length=32768), rtol=1e-12)
 
@@ -39,16 +39,17 @@ def test_transformers_longrope_gives_the_registry_longrope():
            "rope_scaling": {"type": "longrope", "long_factor": [1.0] * 48, "short_factor": [1.0] * 48}}
     t = engine_scales(cfg, N)
     want = ss.attention_scale(N, 96, "longrope", factor=32.0, train_length=4096)
-    for engine in ("transformers", "reference", "llama.cpp", "exllamav3"):
+    for engine in ("transformers", "reference", "llama.cpp", "exllamav3", "vllm", "sglang", "mlx-lm", "tensorrt-llm"):
         np.testing.assert_allclose(t.engines[engine].scale, want, rtol=1e-12)
-    assert t.engines["vllm"].scale is None and "not transcribed" in t.engines["vllm"].notes[0]
+    short = {**cfg, "rope_scaling": {**cfg["rope_scaling"], "short_mscale": 1.1, "long_mscale": 1.2}}
+    assert "not transcribed" in engine_scales(short, N).engines["vllm"].notes[0]
 
 
 def test_llama4_rules_give_the_registry_llama4():
     t = engine_scales(LLAMA4, N)
     want = ss.attention_scale(N, 128, "llama4", floor_scale=8192, attn_scale=0.1)
     for name, e in t.engines.items():
-        if name != "exllamav3":  # its Llama 4 model file was not read
+        if name not in ("exllamav3", "onnxruntime-genai"):  # their Llama 4 code was not read
             np.testing.assert_allclose(e.scale, want, rtol=1e-12)
 
 
@@ -69,7 +70,8 @@ def test_every_rule_names_its_source_and_a_registered_formula(engine, rule):
 
 
 def test_the_rule_tables_list_each_engine():
-    assert list(ENGINES) == ["transformers", "vllm", "llama.cpp", "sglang", "exllamav3", "reference"]
+    assert list(ENGINES) == ["transformers", "vllm", "llama.cpp", "sglang", "exllamav3", "mlx-lm", "tensorrt-llm",
+                             "onnxruntime-genai", "reference"]
     assert all(mod.RULES for mod in ENGINES.values())
     assert sum(bool(r.commit) for _, r in engine_rules()) >= 10
 

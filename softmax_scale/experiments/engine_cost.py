@@ -1,0 +1,213 @@
+"""What an engine's wrong factor costs a real decoder (SmolLM2-135M): the loss change when ``q.k`` is multiplied by ``r``.
+
+A document's first ``n`` tokens are read once as the model was trained (the reference) and once
+for each factor ``r`` of :data:`RATIOS` on ``q.k``, in each shape of :data:`SHAPES` (every layer, or
+one layer in four as Llama 4's and Laguna's per-layer rules put it); the loss is the mean
+next-token negative log-likelihood over the second half of the positions, and the change is
+paired position by position with its standard error.  Beside each row, the i.i.d. theory
+(:func:`softmax_scale.engines.cost.iid_cost`) at the reference pass's measured head scales: the KL
+between a head's attention rows at the two factors and the change of its entropy, averaged over the
+heads the factor reaches.  The next-token KL between the two passes is not measured: the decoder's
+public passes return the loss of the true token only.  It is the experiment ``engine_cost``
+(:data:`EXPERIMENT`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from .._util.store import source_revision
+from .base import RESULTS, Experiment
+
+__all__ = ["EXPERIMENT", "QUICK_CONFIG", "RATIOS", "SHAPES", "EngineCostConfig", "EngineCostExperiment",
+           "committed_file", "factor_array", "measured_cost"]
+
+#: Factors on ``q.k`` measured: transformers 4.51 against now on Qwen3's static YaRN, its inverse, YaRN 4's
+#: temperature, YaRN 64's cos/sin factor, YaRN 16's temperature (vLLM on Ministral 3), DeepSeek-V3's.
+RATIOS = (1.0451 / 1.2965, 1 / 1.2965, 1.2965, 1.4159, 1.6314, 1.8739)
+#: Where the factor goes: every layer, or the layers ``i`` with ``(i + 1) % 4 == 0``.
+SHAPES = ("all", "every_fourth")
+#: How close (relative) an engine's factor must be to a measured one for :func:`measured_cost` to report it.
+MATCH_RTOL = 1e-3
+
+
+@dataclass(frozen=True)
+class EngineCostConfig:
+    """The engine_cost experiment.
+
+    Attributes
+    ----------
+    quick : bool
+    model : str
+        The decoder (:func:`softmax_scale.models.load`).
+    lengths : tuple of int
+        Numbers of tokens ``n`` read (one task each).
+    ratios : tuple of float
+    shapes : tuple of str
+    doc : str
+        The corpus document read (:func:`softmax_scale.models.corpus`).
+    query_block : int
+    """
+
+    quick: bool = False
+    model: str = "smollm2"
+    lengths: tuple = (1024, 4096, 8192, 16384)
+    ratios: tuple = RATIOS
+    shapes: tuple = SHAPES
+    doc: str = "stdlib/argparse"
+    query_block: int = 256
+
+
+#: The quick form: 256 tokens, a factor of 1 (a control: the reference's own numbers) and one other, both shapes.
+QUICK_CONFIG = EngineCostConfig(quick=True, lengths=(256,), ratios=(1.0, 1.2965))
+
+
+@dataclass(frozen=True)
+class _Task:
+    config: EngineCostConfig
+    n: int
+
+
+def factor_array(ratio: float, shape: str, n_layers: int, n_heads: int, length: int) -> np.ndarray:
+    """The decoder's ``factors`` for ``ratio`` in ``shape``: ``[length]`` (``all``) or ``[layers, heads, length]``."""
+    if shape == "all":
+        return np.full(length, float(ratio))
+    if shape == "every_fourth":
+        f = np.ones((n_layers, n_heads, length))
+        f[3::4] = float(ratio)
+        return f
+    raise ValueError(f"`shape` must be one of {', '.join(SHAPES)}, got {shape!r}")
+
+
+class EngineCostExperiment(Experiment):
+    """One task per length ``n``: the reference pass and one pass per factor and shape."""
+
+    name = "engine_cost"
+    description = "SmolLM2-135M's loss when an engine multiplies q.k by a factor its authors do not (every layer or one in four)"
+    file_stem = "engine_cost"
+    columns = ("length", "ratio", "shape", "loss_reference", "loss", "delta_loss", "delta_se", "tokens", "heads",
+               "iid_kl", "iid_delta_entropy")
+    text = ("shape",)
+    ints = ("length", "tokens", "heads")
+    key = task_columns = ("length",)
+    match = ("model_sha256", "doc", "ratios", "shapes", "scoring")
+    in_process = True
+    figure_names = ("engine_cost",)
+
+    def config(self, quick: bool = False) -> EngineCostConfig:
+        """The full grid, or :data:`QUICK_CONFIG`."""
+        return QUICK_CONFIG if quick else EngineCostConfig()
+
+    def tasks(self, config, *, out=None, progress: bool = False) -> list:
+        """One task per length, shortest first."""
+        return [_Task(config, int(n)) for n in sorted(config.lengths)]
+
+    def task_cells(self, task) -> tuple:
+        """``(n,)``."""
+        return (task.n,)
+
+    def expected_rows(self, task) -> int:
+        """One row per factor and shape."""
+        return len(task.config.ratios) * len(task.config.shapes)
+
+    def run_task(self, task) -> list:
+        """The reference pass, then each factor and shape; the i.i.d. theory at the reference's head scales."""
+        from ..engines.cost import iid_cost
+        from ..models import corpus, load
+
+        c, n = task.config, task.n
+        model = load(c.model)
+        ids = model.tokenize(corpus(c.doc))[:n + 1]
+        if ids.size < n + 1:
+            raise ValueError(f"`lengths`: {c.doc} has {ids.size} tokens, fewer than {n + 1}")
+        L, H = model.config.n_layers, model.config.n_heads
+        scored = slice(n // 2, n)
+        ref = model.positions(ids, stop=n, query_block=c.query_block)
+        sigma = ref.sigma[:, :, scored].mean(axis=-1)  # [layers, heads]
+        rows = []
+        for ratio in c.ratios:
+            theory = iid_cost(sigma, n, ratio)
+            for shape in c.shapes:
+                run = model.positions(ids, stop=n, factors=factor_array(ratio, shape, L, H, n + 1),
+                                      query_block=c.query_block)
+                d = run.nll[scored] - ref.nll[scored]
+                reach = np.ones((L, H), bool) if shape == "all" else factor_array(2.0, shape, L, H, 1)[..., 0] != 1.0
+                rows.append((n, float(ratio), shape, float(ref.nll[scored].mean()), float(run.nll[scored].mean()),
+                             float(d.mean()), float(d.std(ddof=1) / np.sqrt(d.size)), int(d.size), int(reach.sum()),
+                             float(theory.kl[reach].mean()), float(theory.delta_entropy[reach].mean())))
+        return rows
+
+    def header(self, config, tasks, command) -> dict:
+        """The command, the model and its hash, the document, the grid, the scoring, the code."""
+        from ..models import load
+
+        m = load(config.model)
+        return {"command": command or " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
+                "experiment": f"{self.name}{' (quick)' if config.quick else ''}",
+                "model": os.path.basename(m.path or "?"), "model_sha256": m.sha256, "doc": config.doc,
+                "lengths": " ".join(str(n) for n in config.lengths),
+                "ratios": " ".join(f"{r:.6g}" for r in config.ratios), "shapes": " ".join(config.shapes),
+                "scoring": "mean next-token NLL over positions n/2 .. n-1 of the first n + 1 tokens; the change "
+                           "paired by position, its standard error over positions; iid_kl and iid_delta_entropy: "
+                           "engines.cost.iid_cost at each reached head's sigma (mean over the scored queries of the "
+                           "reference pass), averaged over the reached heads",
+                "config": json.dumps(asdict(config)),
+                "code": f"softmax_scale at {source_revision()}", "date": datetime.date.today().isoformat()}
+
+    def summaries(self, table) -> list:
+        """One markdown table: the loss change and the theory at each length, factor and shape."""
+        r = table.rows
+        out = ["| n | factor on q.k | where | loss change (nats/token) | i.i.d. KL per head | i.i.d. entropy change |",
+               "|---:|---:|---|---:|---:|---:|"]
+        for i in range(r["length"].size):
+            out.append(f"| {r['length'][i]} | {r['ratio'][i]:.4f} | {r['shape'][i]} | {r['delta_loss'][i]:+.4f} ± "
+                       f"{r['delta_se'][i]:.4f} | {r['iid_kl'][i]:.4f} | {r['iid_delta_entropy'][i]:+.4f} |")
+        return ["\n".join(out) + "\n"]
+
+
+EXPERIMENT = EngineCostExperiment()
+
+
+def committed_file():
+    """The committed result file, ``figures/engine_cost.csv`` of the source checkout (absent from an installed wheel)."""
+    return EXPERIMENT.result_path(EXPERIMENT.config(), RESULTS)
+
+
+def measured_cost(ratio: float, shape: str, n: int | None = None, *, csv=None):
+    """The committed measurement nearest ``n`` for a factor ``ratio`` in ``shape``, or ``None`` if it was not measured.
+
+    Parameters
+    ----------
+    ratio : float
+        The factor on ``q.k``; a row matches within :data:`MATCH_RTOL`.
+    shape : str
+        One of :data:`SHAPES`.
+    n : int, optional
+        The length wanted; the measured length nearest it (in ``log n``) is returned.
+    csv : str or PathLike, optional
+        The result file (default: the committed ``figures/engine_cost.csv``).
+
+    Returns
+    -------
+    dict or None
+        The row's columns (``length``, ``delta_loss``, ``delta_se``, ``iid_kl``, ...) and ``model``.
+    """
+    path = csv if csv is not None else committed_file()
+    if not os.path.exists(path):
+        return None
+    t = EXPERIMENT.read(path)
+    r = t.rows
+    hit = (r["shape"] == shape) & np.isclose(r["ratio"], ratio, rtol=MATCH_RTOL, atol=0.0)
+    if not hit.any():
+        return None
+    idx = np.flatnonzero(hit)
+    if n is not None:
+        idx = idx[np.argsort(np.abs(np.log(r["length"][idx] / n)), kind="stable")]
+    i = int(idx[0])
+    return {**{c: np.asarray(r[c][i]).item() for c in EXPERIMENT.columns}, "model": t.header.get("model", "?")}

@@ -1,0 +1,118 @@
+"""The experiment engine_cost in its quick form: a factor of 1 reproduces the reference, the rows add up, the cost is printed."""
+
+import math
+
+import numpy as np
+import pytest
+
+from softmax_scale.engines import engine_scales
+from softmax_scale.engines.cost import iid_cost
+from softmax_scale.experiments import EXPERIMENTS, run_experiment
+from softmax_scale.experiments.engine_cost import QUICK_CONFIG, factor_array, measured_cost
+
+from .configs import YARN_AF1
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    out = tmp_path_factory.mktemp("engine_cost")
+    table = run_experiment("engine_cost", quick=True, out=out, workers=0, progress=False, command="test")
+    return table, out / "engine_cost_quick.csv"
+
+
+def test_the_quick_form_has_a_row_per_factor_and_shape(quick):
+    table, _ = quick
+    r = table.rows
+    assert r["length"].tolist() == [256] * 4
+    assert list(zip(r["ratio"].tolist(), r["shape"].tolist())) == [(1.0, "all"), (1.0, "every_fourth"),
+                                                                   (1.2965, "all"), (1.2965, "every_fourth")]
+    assert r["heads"].tolist() == [270, 63, 270, 63]  # 30 layers x 9 heads; layers 3, 7, ..., 27
+    assert r["tokens"].tolist() == [128] * 4
+
+
+def test_a_factor_of_one_is_the_reference_itself(quick):
+    r = quick[0].rows
+    one = r["ratio"] == 1.0
+    assert np.all(r["delta_loss"][one] == 0.0)
+    assert np.all(r["iid_kl"][one] == 0.0)
+    assert np.all(r["loss"][one] == r["loss_reference"][one])
+
+
+def test_the_change_is_the_loss_minus_the_reference_and_the_factor_moves_it(quick):
+    r = quick[0].rows
+    np.testing.assert_allclose(r["delta_loss"], r["loss"] - r["loss_reference"], rtol=0, atol=1e-7)
+    moved = (r["ratio"] != 1.0) & (r["shape"] == "all")
+    assert np.all(r["delta_loss"][moved] != 0.0)
+    assert np.all(r["delta_se"][moved] > 0)
+    assert np.all(r["iid_kl"][moved] > 0)
+    assert np.all(r["iid_delta_entropy"][moved] < 0)
+
+
+def test_the_theory_column_is_a_mean_of_iid_cost_over_head_scales(quick):
+    """A mean over heads of iid_cost lies inside the range iid_cost takes over all scales."""
+    r = quick[0].rows
+    i = int(np.flatnonzero((r["ratio"] != 1.0) & (r["shape"] == "all"))[0])
+    grid = iid_cost(np.geomspace(0.05, 20.0, 60), 256, r["ratio"][i])
+    assert grid.kl.min() <= r["iid_kl"][i] <= grid.kl.max() * (1 + 1e-9)
+    assert grid.delta_entropy.min() <= r["iid_delta_entropy"][i] <= grid.delta_entropy.max() * (1 - 1e-9)
+
+
+def test_the_header_has_the_provenance(quick):
+    h = quick[0].header
+    assert len(h["model_sha256"]) == 64
+    assert h["doc"] == "stdlib/argparse"
+    assert h["code"].startswith("softmax_scale at ")
+    assert h["ratios"] == "1 1.2965"
+    assert h["shapes"] == "all every_fourth"
+
+
+def test_measured_cost_matches_a_factor_within_its_tolerance(quick):
+    _, csv = quick
+    m = measured_cost((1 + 0.1 * math.log(4)) ** 2, "all", 4096, csv=csv)
+    assert m["length"] == 256
+    assert m["shape"] == "all"
+    assert m["ratio"] == 1.2965
+    assert measured_cost(1.5, "all", csv=csv) is None
+    assert measured_cost(1.2965, "all", csv=csv.with_name("missing.csv")) is None
+
+
+def test_engines_prints_the_cost_beside_a_disagreement(quick):
+    _, csv = quick
+    t = engine_scales(YARN_AF1, [4096], versions={"vllm": "0.29.0"})
+    line = t.cost("vllm", csv=csv)
+    m = measured_cost(1.2965, "all", csv=csv)
+    assert line.startswith("x1.296 on every layer: loss ")
+    assert f"{m['delta_loss']:+.4f}" in line
+    assert "at n = 256 on SmolLM2" in line
+    assert "measured" in line
+    assert t.cost("reference", csv=csv) is None
+    assert t.cost("transformers", csv=csv) is None
+
+
+def test_a_partly_rotated_factor_is_said_to_be_unmeasured(quick):
+    from .configs import LAGUNA
+
+    t = engine_scales(LAGUNA, [4096], versions={"vllm": "0.29.0"})
+    assert "no measured cost" in t.cost("vllm", csv=quick[1]) or "not measured" in t.cost("vllm", csv=quick[1])
+
+
+def test_factor_array_shapes():
+    assert factor_array(2.0, "all", 30, 9, 5).tolist() == [2.0] * 5
+    f = factor_array(2.0, "every_fourth", 8, 2, 3)
+    assert f.shape == (8, 2, 3)
+    assert np.flatnonzero(f[:, 0, 0] == 2.0).tolist() == [3, 7]
+    with pytest.raises(ValueError, match="`shape`"):
+        factor_array(2.0, "half", 8, 2, 3)
+
+
+def test_the_experiment_is_registered_with_its_figure(quick):
+    from softmax_scale.plotting.engine_cost import engine_cost_figure
+
+    assert EXPERIMENTS["engine_cost"].config(True) == QUICK_CONFIG
+    fig = engine_cost_figure(table=quick[0])
+    assert len(fig.axes) == 2
+
+
+def test_a_missing_result_file_is_said_so_not_taken_for_an_unmeasured_factor(quick):
+    t = engine_scales(YARN_AF1, [4096], versions={"vllm": "0.29.0"})
+    assert "not in this installation" in t.cost("vllm", csv=quick[1].with_name("missing.csv"))

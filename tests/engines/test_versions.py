@@ -1,0 +1,179 @@
+"""Engine rules by version: each before/after golden computed here from its formula (math.log), never from the package."""
+
+import math
+
+import numpy as np
+import pytest
+from packaging.version import Version
+
+from softmax_scale.engines import ENGINES, engine_scales, parse_engine_pins
+
+from .configs import LAGUNA, MINISTRAL3, MISTRAL_LARGE3, QWEN3_STATIC_YARN, YARN_MSCALE_PAIR
+
+
+def get_mscale(s, m=1.0):
+    """YaRN's magnitude factor on cos/sin, 0.1 m ln s + 1 (1 for s <= 1)."""
+    return 1.0 if s <= 1 else 0.1 * m * math.log(s) + 1.0
+
+
+def rel(table, engine):
+    return table.engines[engine].scale * math.sqrt(table.model.head_dim)
+
+
+def test_qwen3_static_yarn_in_transformers_4_51_takes_s_from_the_lengths():
+    old = engine_scales(QWEN3_STATIC_YARN, [1, 65536], versions={"transformers": "4.51.0"})
+    new = engine_scales(QWEN3_STATIC_YARN, [1, 65536])
+    want_old, want_new = get_mscale(40960 / 32768) ** 2, get_mscale(4.0) ** 2
+    np.testing.assert_allclose(rel(old, "transformers"), want_old, rtol=1e-12)
+    np.testing.assert_allclose(rel(new, "transformers"), want_new, rtol=1e-12)
+    assert round(want_old, 4) == 1.0451
+    assert round(want_new, 4) == 1.2965
+    assert old.engines["transformers"].version == "4.51.0"
+    assert new.engines["transformers"].version == "newest"
+    assert old.disagreements("transformers")
+    assert not new.disagreements("transformers")
+
+
+def test_a_transformers_version_no_row_covers_is_unknown_not_a_guess():
+    t = engine_scales(QWEN3_STATIC_YARN, [1], versions={"transformers": "4.55.0"})
+    e = t.engines["transformers"]
+    assert e.scale is None
+    assert e.version == "4.55.0"
+    assert e.notes[0].startswith("unknown at transformers==4.55.0")
+
+
+def test_ministral3_in_vllm_before_and_after_56446():
+    n = np.array([1, 16384, 16385, 65537])  # p = n - 1: 0, 16383, 16384, 65536
+    before = engine_scales(MINISTRAL3, n, versions={"vllm": "0.29.0"}).engines["vllm"]
+    after = engine_scales(MINISTRAL3, n, versions={"vllm": "0.29.1"}).engines["vllm"]
+    np.testing.assert_allclose(before.scale * math.sqrt(128), get_mscale(16) ** 2, rtol=1e-12)  # no beta either
+    assert round(get_mscale(16) ** 2, 4) == 1.6314
+    assert "ignores `mscale` and `mscale_all_dim`" in before.notes
+    np.testing.assert_allclose(after.scale[:2] * math.sqrt(128), 1.0, rtol=1e-12)  # the ratio, beta still 1
+    assert np.isnan(after.scale[2:]).all()  # whether it applies the beta after the PR was not read
+    assert any("llama_4_scaling_beta" in note for note in after.notes)
+
+
+@pytest.mark.parametrize("engine", ["transformers", "reference", "mlx-lm", "exllamav3"])
+def test_ministral3_beta_temperature_at_16384_and_65536(engine):
+    p = np.array([0, 16383, 16384, 65536])
+    t = engine_scales(MINISTRAL3, p + 1)
+    want = np.array([1.0, 1.0, 1 + 0.1 * math.log(2), 1 + 0.1 * math.log(5)])
+    np.testing.assert_allclose(rel(t, engine), want, rtol=1e-12)  # every static factor is 1 here
+    assert t.engines[engine].layers is None  # every layer
+
+
+@pytest.mark.parametrize("engine", ["llama.cpp", "sglang", "tensorrt-llm"])
+def test_ministral3_beta_is_unknown_where_its_handling_was_not_read(engine):
+    t = engine_scales(MINISTRAL3, [16384, 16385])
+    e = t.engines[engine]
+    assert not np.isnan(e.scale[0])
+    assert np.isnan(e.scale[1])
+
+
+@pytest.mark.parametrize("version, want", [("0.0.43", get_mscale(16) ** 2), ("1.0.0", 1.0), ("1.2.1", 1.0),
+                                           ("1.3.0", get_mscale(16) ** 2), (None, get_mscale(16) ** 2)])
+def test_exllamav3_before_and_after_78b319e_and_its_fix(version, want):
+    """mscale == mscale_all_dim == 1: the ratio collapses to 1 from 78b319e (v1.0.0) until 65e724c (v1.3.0)."""
+    t = engine_scales(YARN_MSCALE_PAIR, [1, 4096], versions={} if version is None else {"exllamav3": version})
+    np.testing.assert_allclose(rel(t, "exllamav3"), want, rtol=1e-12)
+
+
+def test_exllamav3_from_1_3_sets_the_yarn_factor_to_one_under_the_beta():
+    t = engine_scales(MINISTRAL3, [1], versions={"exllamav3": "1.3.0"})
+    e = t.engines["exllamav3"]
+    np.testing.assert_allclose(e.scale * math.sqrt(128), 1.0, rtol=1e-12)
+    assert "sets the YaRN factor to 1 under `llama_4_scaling_beta`" in e.notes
+
+
+@pytest.mark.parametrize("version", ["0.29.0", "0.29.1", None])
+def test_mistral_large3_in_vllm_is_unknown_at_each_of_its_three_ranges(version):
+    t = engine_scales(MISTRAL_LARGE3, [1, 8193], versions={} if version is None else {"vllm": version})
+    e = t.engines["vllm"]
+    assert e.scale is None
+    assert "#56446" in e.notes[1]
+    assert "#57563" in e.notes[1]
+
+
+def test_mistral_large3_reference_is_the_beta_alone_on_one_over_sqrt_192():
+    t = engine_scales(MISTRAL_LARGE3, [1, 8192, 8193, 16385])
+    want = np.array([1.0, 1.0, 1 + 0.1 * math.log(2), 1 + 0.1 * math.log(3)]) / math.sqrt(192)
+    np.testing.assert_allclose(t.engines["reference"].scale, want, rtol=1e-12)
+
+
+def test_laguna_vllm_puts_1_4159_on_cos_sin_of_the_rotated_half_of_the_full_layers():
+    t = engine_scales(LAGUNA, [1, 100000], versions={"vllm": "0.29.0"})
+    e = t.engines["vllm"]
+    full = tuple(i for i in range(40) if (i + 1) % 4 == 0)
+    assert t.model.rope_dim == 64
+    assert t.model.rope_layers == full
+    assert round(get_mscale(64), 4) == 1.4159
+    assert e.layers == full
+    np.testing.assert_allclose(e.scale * math.sqrt(128), get_mscale(64) ** 2, rtol=1e-12)  # rotated half
+    np.testing.assert_allclose(e.nope_scale * math.sqrt(128), 1.0, rtol=1e-12)  # the half not rotated
+    np.testing.assert_allclose(e.other_scale * math.sqrt(128), 1.0, rtol=1e-12)  # sliding layers
+    ref = t.engines["reference"]
+    np.testing.assert_allclose(ref.scale * math.sqrt(128), 1.0, rtol=1e-12)
+    assert t.disagreements("vllm")
+
+
+def test_laguna_newest_vllm_is_unknown_because_the_56446_diff_was_not_read():
+    assert engine_scales(LAGUNA, [1]).engines["vllm"].scale is None
+
+
+def test_every_family_has_disjoint_ranges():
+    probes = [Version(v) for v in ("0.0.1", "0.0.43", "0.11.0", "0.29.0", "0.29.1rc0", "0.29.1", "1.0.0", "1.2.1",
+                                   "1.3.0", "1.4.1", "4.50.0", "4.51.0", "4.52.4", "4.53.0", "4.56.0", "9.0.0")]
+    for name, mod in ENGINES.items():
+        families = {}
+        for r in mod.RULES.values():
+            families.setdefault(r.family or r.name, []).append(r)
+        for family, rows in families.items():
+            for v in [*probes, None]:
+                assert sum(r.holds_at(v) for r in rows) <= 1, (name, family, v)
+
+
+def test_pins_are_read_as_pip_spells_them():
+    pins = parse_engine_pins(["vllm==0.11.0", "Transformers==4.51.0", "llama-cpp==6000", "mlx_lm==0.31.3"])
+    assert pins == {"vllm": Version("0.11.0"), "transformers": Version("4.51.0"), "llama.cpp": Version("6000"),
+                    "mlx-lm": Version("0.31.3")}
+
+
+@pytest.mark.parametrize("specs, msg", [(["vllm"], "NAME==VERSION"), (["vllm>=0.1"], "NAME==VERSION"),
+                                        (["vllm==0.*"], "NAME==VERSION"), (["foo==1"], "must name one of"),
+                                        (["reference==1"], "must name one of"),
+                                        (["vllm==1", "vllm==2"], "pinned twice")])
+def test_bad_pins_raise_naming_engine(specs, msg):
+    with pytest.raises(ValueError, match="`engine`") as exc:
+        parse_engine_pins(specs)
+    assert msg in str(exc.value)
+
+
+def test_engine_scales_refuses_an_unknown_engine_or_version():
+    with pytest.raises(ValueError, match="`versions`"):
+        engine_scales(QWEN3_STATIC_YARN, [1], versions={"ollama": "1"})
+    with pytest.raises(ValueError, match="`versions` must be a PEP 440 version"):
+        engine_scales(QWEN3_STATIC_YARN, [1], versions={"vllm": "latest"})
+
+
+@pytest.mark.parametrize("version, want", [("0.13.2", get_mscale(16) ** 2), ("0.14.0", 1.0), (None, 1.0)])
+def test_onnxruntime_genai_before_and_after_2076(version, want):
+    """Ministral 3's explicit mscale = 1: ignored before PR #2076 (v0.14.0), the cos/sin factor after."""
+    t = engine_scales(MINISTRAL3, [1], versions={} if version is None else {"onnxruntime-genai": version})
+    np.testing.assert_allclose(rel(t, "onnxruntime-genai"), want, rtol=1e-12)
+
+
+def test_onnxruntime_genai_builds_yarn_only_with_beta_fast():
+    t = engine_scales(QWEN3_STATIC_YARN, [1])
+    np.testing.assert_allclose(rel(t, "onnxruntime-genai"), 1.0, rtol=1e-12)
+    assert "no `beta_fast`" in t.engines["onnxruntime-genai"].notes[0]
+    cfg = {**QWEN3_STATIC_YARN, "rope_scaling": {**QWEN3_STATIC_YARN["rope_scaling"], "beta_fast": 32.0}}
+    np.testing.assert_allclose(rel(engine_scales(cfg, [1]), "onnxruntime-genai"), get_mscale(4) ** 2, rtol=1e-12)
+
+
+def test_a_row_known_only_in_part_is_marked_and_lists_its_unknown_positions():
+    t = engine_scales(MINISTRAL3, [1, 16385], versions={"vllm": "0.29.1"})
+    assert not t.disagreements("vllm")
+    row = next(line for line in t.to_text().splitlines() if line.startswith("vllm"))
+    assert row.startswith("vllm?")
+    assert t.to_json()["engines"]["vllm"]["unknown_n"] == [16385]
