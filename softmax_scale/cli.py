@@ -191,8 +191,12 @@ def _cmd_advise(args):
             setattr(args, k, _number(getattr(args, k)))
         except argparse.ArgumentTypeError:
             raise ValueError(f"`--{k.replace('_', '-')}` must be an integer, got {getattr(args, k)!r}") from None
+    from .engines import parse_engine_pins
+
+    if args.engine and args.config is None:
+        raise ValueError("`--engine` reads engines' rules for a model's config: pass `--config`")
     a = advise(args.d, args.train_length, args.n, config=args.config, rope=args.rope, task=args.task,
-               results=args.results)
+               results=args.results, engine_versions=parse_engine_pins(args.engine or ()))
     _emit(args, a.to_dict(), a.text())
 
 
@@ -442,6 +446,8 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--config", default=None, metavar="FILE", help="a model's config.json or GGUF file: its head "
                     "dimension, the length its recipe covers and its RoPE variant where --d, --train-length, --rope "
                     "are not given; the baseline becomes its authors' whole multiplier on q.k")
+    sp.add_argument("--engine", nargs="+", metavar="NAME==VERSION", help="with --config: the engine versions you run "
+                    "(e.g. vllm==0.11.0), to read their rules at; the others at their newest known")
     sp.add_argument("--rope", default=None, help="the RoPE variant past L (below); default: every variant measured")
     sp.add_argument("--task", default="lm", help="lm (language modelling; default) or retrieval (one key to find)")
     sp.add_argument("--results", default=None, metavar="DIR",

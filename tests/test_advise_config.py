@@ -15,7 +15,8 @@ YARN = {"model_type": "qwen2", "head_dim": 128, "max_position_embeddings": 13107
 
 @pytest.fixture(scope="module")
 def from_config():
-    return ss.advise(config=YARN, n=131072)
+    # vLLM read before it honoured attention_factor: it drops it, and its factor differs from the authors'
+    return ss.advise(config=YARN, n=131072, engine_versions={"vllm": "0.11.0"})
 
 
 def test_the_config_gives_d_the_covered_length_and_the_rope_variant(from_config):
@@ -66,3 +67,18 @@ def test_the_command_with_a_missing_config_file_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
     assert "nope.json" in err
+
+
+def test_the_newest_engines_are_read_unless_a_version_is_given(capsys, tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(YARN))
+    assert cli.main(["advise", "--config", str(path), "--n", "131072", "--engine", "vllm==0.11.0", "--json"]) == 0
+    pinned = json.loads(capsys.readouterr().out)
+    assert "vllm x1.296" in pinned["scope"][1]
+    assert cli.main(["advise", "--config", str(path), "--n", "131072", "--json"]) == 0
+    assert "vllm x1.296" not in json.loads(capsys.readouterr().out)["scope"][1]
+
+
+def test_engine_versions_without_a_config_is_one_line(capsys):
+    assert cli.main(["advise", "--d", "64", "--train-length", "4096", "--n", "8192", "--engine", "vllm==0.11.0"]) == 2
+    assert "`--engine`" in capsys.readouterr().err

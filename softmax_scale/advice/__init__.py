@@ -169,7 +169,7 @@ def _schemes(d: int, L: int, n: int, score_model: str, match: float) -> tuple:
 
 
 def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="lm", results=None, head_stats=None,
-           score_model="cosine", match=1.0) -> Advice:
+           score_model="cosine", match=1.0, engine_versions=None) -> Advice:
     """Which scale in front of ``q.k`` for a model of head dimension ``d`` trained at ``L`` and run at ``n`` keys.
 
     Parameters
@@ -203,6 +203,9 @@ def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="l
         The i.i.d. theory's score model, as in :func:`softmax_scale.extrapolation_table`.
     match : float
         The matching key's cosine with the query in the theory's signal-plus-noise columns.
+    engine_versions : Mapping, optional
+        With ``config``: engine name -> the version you run, to read its rules at
+        (:func:`softmax_scale.engines.engine_scales`); the others at their newest known.
 
     Returns
     -------
@@ -263,8 +266,8 @@ def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="l
                   results_label=label)
     engines, about_recipe = "", ()
     if model is not None:
-        lines = config_lines(model, L, n) + tuple(lines)
-        engines = engine_summary(model, n, recs[0].factor, change=recs[0].scale != STANDARD)
+        lines = config_lines(model, L, n, engine_versions) + tuple(lines)
+        engines = engine_summary(model, n, recs[0].factor, change=recs[0].scale != STANDARD, versions=engine_versions)
         about_recipe = recipe_evidence(model, [c for c in comps if c.at_test])
     return Advice(d=d, train_length=L, n=n, rope=rope, task=task, results=str(folder.resolve()),
                   score_model=score_model, match=float(match), schemes=tuple(schemes), comparisons=tuple(comps),

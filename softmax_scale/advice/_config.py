@@ -12,11 +12,14 @@ __all__ = ["config_lines", "engine_summary", "recipe_baseline"]
 
 
 def _factor(scale, head_dim: int) -> str:
-    """The last entry of an engine's multiplier on ``q.k``, over ``1/sqrt(head_dim)``, as ``x1.2965``."""
-    return "not transcribed" if scale is None else f"x{float(scale[-1]) * math.sqrt(head_dim):.4g}"
+    """The last entry of an engine's multiplier on ``q.k``, over ``1/sqrt(head_dim)``, as ``x1.2965`` (``unknown``: not read)."""
+    if scale is None:
+        return "not transcribed"
+    x = float(scale[-1]) * math.sqrt(head_dim)
+    return f"x{x:.4g}" if math.isfinite(x) else "unknown at this version"
 
 
-def config_lines(model, L: int, n: int) -> tuple:
+def config_lines(model, L: int, n: int, versions=None) -> tuple:
     """Scope lines for a :class:`~softmax_scale.engines.ModelScaling`: what it sets, and each engine's factor at ``n``.
 
     Parameters
@@ -25,6 +28,8 @@ def config_lines(model, L: int, n: int) -> tuple:
         :func:`softmax_scale.engines.read_config` of the user's config.
     L, n : int
         The training length advise uses and the length asked about.
+    versions : Mapping, optional
+        Engine name -> version to read its rules at (:func:`softmax_scale.engines.engine_scales`).
 
     Returns
     -------
@@ -45,7 +50,7 @@ def config_lines(model, L: int, n: int) -> tuple:
         where = "every layer" if t.layers is None else f"{len(t.layers)} layers"
         lines.append(f"It asks for a temperature rule on the query: `{t.scheme}` on {where} (set by "
                      + ", ".join(f"`{k}`" for k in t.keys) + ").")
-    table = engine_scales(model, [n])
+    table = engine_scales(model, [n], versions=versions)
     ref = table.engines["reference"]
     parts = []
     for name, e in table.engines.items():
@@ -107,7 +112,7 @@ def _and(items) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def engine_summary(model, n: int, factor: float, change: bool = False) -> str:
+def engine_summary(model, n: int, factor: float, change: bool = False, versions=None) -> str:
     """What each engine applies at ``n`` against ``factor`` (the whole multiplier to run with): which agree, which differ.
 
     With ``change`` (the answer moves away from the recipe) it says how to set the new factor: no
@@ -116,7 +121,7 @@ def engine_summary(model, n: int, factor: float, change: bool = False) -> str:
     """
     from ..engines import engine_scales
 
-    table = engine_scales(model, [n])
+    table = engine_scales(model, [n], versions=versions)
     d = model.head_dim
     same, differ, unknown = [], [], []
     for name, e in table.engines.items():
@@ -142,7 +147,7 @@ def engine_summary(model, n: int, factor: float, change: bool = False) -> str:
     if differ and not change:
         out.append(f"{'differs' if len(differ) == 1 else 'differ'}: " + "; ".join(differ))
     if unknown:
-        out.append(f"not transcribed: {_and(unknown)}")
+        out.append(f"not transcribed or not read at this version: {_and(unknown)}")
     return "; ".join(out)
 
 

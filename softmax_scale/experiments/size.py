@@ -140,8 +140,8 @@ def size_differences(table) -> dict:
 def size_markdown(table) -> str:
     """``log_L n`` trained in minus ``standard`` in copy accuracy (points) per size: mean ± standard error over seeds, and each seed's."""
     L = copy_summary(table)["L"]
-    lines = ["| d_model (parameters) | RoPE | n / L (n = 2m) | log_L n − standard (points, mean ± standard error over seeds; seeds) | per seed |",
-             "|---|---|---:|---:|---|"]
+    lines = ["| d_model (parameters) | RoPE | n / L (n = 2m) | log_L n − standard (points, mean ± standard error over "
+             "seeds; seeds) | per seed |", "|---|---|---:|---:|---|"]
     for (d_model, rope, m), d in sorted(size_differences(table).items()):
         v = 100 * np.array(list(d.values()))
         lines.append(f"| {d_model} ({size_parameters(table, d_model)}) | {rope} | {2 * m / L:g} | "
