@@ -187,7 +187,7 @@ def test_the_order_check_can_fail(tmp_path):
 
 def test_the_registry_holds_every_study():
     assert list(EXPERIMENTS) == ["alpha_table", "real_heads", "real_extrapolation", "mlm", "alpha", "causal", "copy",
-                                 "passkey", "size", "first", "real_passkey", "real_copy"]
+                                 "passkey", "size", "first", "real_passkey", "real_copy", "engine_cost"]
     for name in ("alpha_table", "mlm", "alpha", "causal", "copy", "passkey", "size", "first", "real_passkey",
                  "real_copy"):
         exp = EXPERIMENTS[name]
