@@ -183,7 +183,7 @@ _ADVISE_NEEDS = {"d": "the head dimension", "train_length": "the training length
 def _cmd_advise(args):
     from .advice import advise
 
-    needs = _ADVISE_NEEDS if args.config is None else {"n": _ADVISE_NEEDS["n"]}
+    needs = _ADVISE_NEEDS if args.config is None and args.evidence is None else {"n": _ADVISE_NEEDS["n"]}
     if missing := [k for k in needs if getattr(args, k) is None]:
         raise ValueError(" and ".join(f"`--{k.replace('_', '-')}` ({_ADVISE_NEEDS[k]})" for k in missing) + " required")
     for k in (k for k in _ADVISE_NEEDS if getattr(args, k) is not None):  # parsed here: a bad value is one line
@@ -196,7 +196,7 @@ def _cmd_advise(args):
     if args.engine and args.config is None:
         raise ValueError("`--engine` reads engines' rules for a model's config: pass `--config`")
     a = advise(args.d, args.train_length, args.n, config=args.config, rope=args.rope, task=args.task,
-               results=args.results, engine_versions=parse_engine_pins(args.engine or ()))
+               results=args.results, engine_versions=parse_engine_pins(args.engine or ()), evidence=args.evidence)
     _emit(args, a.to_dict(), a.text())
 
 
@@ -446,6 +446,8 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--config", default=None, metavar="FILE", help="a model's config.json or GGUF file: its head "
                     "dimension, the length its recipe covers and its RoPE variant where --d, --train-length, --rope "
                     "are not given; the baseline becomes its authors' whole multiplier on q.k")
+    sp.add_argument("--evidence", default=None, metavar="RESULT.csv", help="a result file of softmax-scale measure on "
+                    "your own model: read first (d and L from it where not given), the other results beside it")
     sp.add_argument("--engine", nargs="+", metavar="NAME==VERSION", help="with --config: the engine versions you run "
                     "(e.g. vllm==0.11.0), to read their rules at; the others at their newest known")
     sp.add_argument("--rope", default=None, help="the RoPE variant past L (below); default: every variant measured")

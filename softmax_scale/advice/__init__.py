@@ -22,7 +22,7 @@ prints now.
 from __future__ import annotations
 
 import functools
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from .._util.validation import check_choice, check_int
@@ -32,6 +32,7 @@ from ..schemes import QK_SCHEMES, SCHEMES, STANDARD, pinned
 from ..schemes.rope import ROPES
 from ._config import config_lines, engine_summary, recipe_baseline, recipe_evidence
 from ._evidence import TASKS, Comparison, comparisons, read_evidence, scope
+from ._own import own_evidence
 from ._render import DOCS_CALL, docs_block, headline, markdown, short_answers, text, write_docs
 from ._rule import LEVEL, RULE, Baseline, Recommendation, recommend
 
@@ -169,7 +170,7 @@ def _schemes(d: int, L: int, n: int, score_model: str, match: float) -> tuple:
 
 
 def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="lm", results=None, head_stats=None,
-           score_model="cosine", match=1.0, engine_versions=None) -> Advice:
+           score_model="cosine", match=1.0, engine_versions=None, evidence=None) -> Advice:
     """Which scale in front of ``q.k`` for a model of head dimension ``d`` trained at ``L`` and run at ``n`` keys.
 
     Parameters
@@ -203,6 +204,11 @@ def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="l
         The i.i.d. theory's score model, as in :func:`softmax_scale.extrapolation_table`.
     match : float
         The matching key's cosine with the query in the theory's signal-plus-noise columns.
+    evidence : str or PathLike, optional
+        A result file of :func:`softmax_scale.measure` on your own model: read first, the closest
+        evidence there is (each cell against the file's recipe, paired by document and prompt); its
+        header fills ``d`` and ``train_length`` where not given, and the toolkit's other results are
+        shown beside it as context.
     engine_versions : Mapping, optional
         With ``config``: engine name -> the version you run, to read its rules at
         (:func:`softmax_scale.engines.engine_scales`); the others at their newest known.
@@ -234,6 +240,13 @@ def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="l
                 raise ValueError(f"`config` {model.source} gives no training length: pass `train_length`")
             train_length = model.covered_length
         rope = model.rope_variant if rope is None else rope
+    own_rows, own_header = ([], {}) if evidence is None else own_evidence(evidence)
+    if evidence is not None:
+        d = int(own_header.get("head_dim") or 0) or None if d is None else d
+        train_length = int(own_header["train_length"]) if train_length is None else train_length
+        if rope is None:
+            word = str(own_header.get("recipe", "")).split(" ")[0]
+            rope = word if word in ROPES else None
     for name, value in (("d", d), ("train_length", train_length), ("n", n)):
         if value is None:
             raise TypeError(f"advise() needs `{name}` (or a `config` that gives it)")
@@ -259,6 +272,12 @@ def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="l
     else:
         comps = comparisons(found, task, rope, target)
         baselines = comparisons(found, task, rope, target, baselines=True)
+    if own_rows:
+        label_rope = rope if rope is not None else "your model's"
+        own = [replace(c, rope=label_rope) for c in comparisons({"measure": (Path(evidence).name, own_rows)}, task,
+                                                                   None, target)]
+        comps = own + [c for c in comps if rope is not None]
+        rope = label_rope
     ropes = [rope] if rope is not None else sorted({c.rope for c in comps})
     recs = [recommend(comps, r, at, d=d, L=L, n=n, heads=head_stats, baseline=baseline)
             for r in ropes for at in (True, False)]

@@ -23,6 +23,7 @@ from ..experiments import EXPERIMENTS, LM_TASKS, Experiment, applied_at_test
 from ..heads import SHARE_RULE, TOOLKIT_RULES
 from ..schemes import SCHEMES, STANDARD
 from ..schemes.rope import ROPES
+from ._own import OWN_EXPERIMENT, OWN_KIND
 from ._rule import DIRECTION, base_scheme, holm, paired_test, verdict
 
 __all__ = ["KINDS", "TASKS", "Comparison", "base_scheme", "comparisons", "pool", "read_evidence", "scale_label", "scope", "task_matches"]
@@ -295,7 +296,9 @@ def _comparison(rows: list, target: float) -> "Comparison":
     test, stat, p = paired_test(DIRECTION[first.metric], effect, sd, k, values, binary)
     return Comparison(
         first.experiment, first.model, first.size, first.size_unit, first.head_dim, first.train_length,
-        first.length_unit, first.replicates, KINDS.get(first.replicates, "small model trained here"), first.rope,
+        first.length_unit, first.replicates,
+        OWN_KIND if first.experiment == OWN_EXPERIMENT else KINDS.get(first.replicates, "small model trained here"),
+        first.rope,
         first.task, scale_label(first.scale, first.train_length), tuple(sorted({e.scale for e in rows})),
         first.reference, applied_at_test(first.scale), first.metric, tuple(e.multiple for e in used), measured_to,
         reaches, per, effect, se, tuple(values) if values is not None else (), seeds, binary, test, stat, p,

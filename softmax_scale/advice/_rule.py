@@ -199,6 +199,8 @@ def _candidate(v: list) -> tuple:
          "recommended; nor is one whose factor the toolkit cannot compute from what the user passed (a "
          "per-head rule needs the user's head_stats; the share rule a known source key).")
 def _admissible(scheme: str, at_test: bool, L: int, d: int, has_heads: bool) -> str:
+    if scheme == "constant":
+        return ""  # 1 inside L by construction; its factor past L is the label's
     if scheme == SHARE_RULE:
         return "a per-head rule on a known source key: ss.share_factors"
     if scheme in PER_HEAD and not has_heads:
@@ -221,8 +223,16 @@ def _pick(candidates: list, by_scale: dict) -> str | None:
     return wins[0] if len(wins) == 1 else None
 
 
+@_clause("Your own measurement (softmax-scale measure, --evidence) comes first: where it reaches n/L it alone "
+         "decides, under the same tests with Holm's correction over its own comparisons, against the file's recipe, "
+         "whatever its recipe; the toolkit's other results are shown beside it as context.")
+def _own_first(cs: list) -> list:
+    own = [c for c in cs if c.kind.startswith("your own model")]
+    return own if any(c.reaches for c in own) else cs
+
+
 #: The rule's clauses in the order they are printed.
-CLAUSES = (_inside, _reaches_model, _separated, _one_label, _reach, _candidate, _admissible, _pick)
+CLAUSES = (_inside, _own_first, _reaches_model, _separated, _one_label, _reach, _candidate, _admissible, _pick)
 #: The rule as printed (the clauses' texts).
 RULE = " ".join(c.text for c in CLAUSES)
 
@@ -312,8 +322,16 @@ def unit(c) -> str:
     return f"nats per {c.length_unit.removesuffix('s')}" if c.length_unit else "nats"
 
 
+def constant_factor(label: str) -> float | None:
+    """The multiplier of a constant cell's label (``"constant x1.1 at test"``: 1.1); None for any other label."""
+    m = re.match(r"constant x([0-9.eE+-]+)", label)
+    return float(m.group(1)) if m else None
+
+
 def _factor(scheme: str, label: str, d: int, L: int, n: int, heads) -> tuple:
     """``(factor at n, formula, per-head factors)`` of a scale pinned at ``L`` (times nothing: over ``1/sqrt(d)``)."""
+    if (f := constant_factor(label)) is not None:
+        return f, f"x{f:g} on the queries that see more than L = {L} keys, 1 inside L (measured on your model)", ()
     if scheme in TOOLKIT_RULES and heads is not None:
         f = np.asarray(head_factors(heads, L, n).factors[scheme], dtype=np.float64).ravel()
         med = float(np.nanmedian(f)) if np.isfinite(f).any() else math.nan
@@ -372,8 +390,11 @@ def recommend(comparisons: list, rope: str, at_test: bool, *, d: int, L: int, n:
     cs = [c for c in comparisons if c.rope == rope and c.at_test == at_test]
     if why := _inside(n, L):
         return _keep(rope, at_test, base, why, cs)
-    if why := _reaches_model(base, at_test):
+    decide = _own_first(cs)
+    own = decide is not cs
+    if not own and (why := _reaches_model(base, at_test)):
         return _keep(rope, at_test, base, why, cs)
+    cs = decide
     if not cs:
         return _keep(rope, at_test, base, "no scale measured this way", cs)
     if not _reach(cs):
@@ -415,7 +436,7 @@ def recommend(comparisons: list, rope: str, at_test: bool, *, d: int, L: int, n:
     decisive = [c for c in by_scale[best] if c.reaches and c.verdict == "better"]
     near = min(decisive, key=lambda c: (c.kind != "real pretrained model", -c.multiple, c.p_adjusted))
     factor, formula, per_head = _factor(base_scheme(best), best, d, L, n, heads)
-    whole = factor * base.factor
+    whole = factor * base.base  # the scale in place of the baseline's temperature, on the model's base scale
     reason = "better than standard in " + "; ".join(where(c) for c in decisive)
     reason += "".join(f"; {p}" for p in parts)
     others = [c for c in by_scale[best] if c not in decisive]
