@@ -4,11 +4,15 @@ The file's scaling keys are read by :func:`softmax_scale.engines.read_config`; t
 position is llama.cpp's (:func:`softmax_scale.engines.engine_scales`, the engine that runs GGUF
 files), and the frequencies are the toolkit's variant of the same type
 (:attr:`~softmax_scale.engines.ModelScaling.rope_variant`) at the file's factor, divided by the
-file's ``rope_freqs.weight`` where it has one (:func:`~.llama.model_frequencies`).
+file's ``rope_freqs.weight`` where it has one (:func:`~.llama.model_frequencies`).  llama.cpp puts
+YaRN's factor on cos/sin, so a layer without RoPE (SmolLM3's NoPE layers) does not get it: there
+the multiplier is the engine's for the same file without RoPE scaling (checked against llama.cpp
+itself in ``tests/models/test_architectures_llama_cpp.py``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from dataclasses import dataclass
@@ -60,18 +64,30 @@ class Recipe:
 
     def factors(self, model, n: int) -> np.ndarray:
         """The multiplier on ``q.k / sqrt(head_dim)`` at each position ``[n]`` (``[layers, heads, n]`` where it differs by layer)."""
-        from ..engines import engine_scales, read_config
+        from ..engines import RopeScaling, engine_scales, read_config
 
         c = model.config
-        es = engine_scales(read_config(model.path), np.arange(1, n + 1)).engines[self.engine]
+        ms = read_config(model.path)
+        es = engine_scales(ms, np.arange(1, n + 1)).engines[self.engine]
         if es.scale is None:
             raise ValueError(f"`model`: {self.engine}'s multiplier for this file's scaling is not transcribed "
                              f"({'; '.join(es.notes)})")
         root = math.sqrt(c.head_dim)
-        if es.layers is None:
+        if es.layers is None and not c.nope_layers:
             return np.asarray(es.scale, dtype=np.float64) * root
-        out = np.broadcast_to(np.asarray(es.other_scale) * root, (c.n_layers, c.n_heads, n)).copy()
-        out[list(es.layers)] = np.asarray(es.scale) * root
+        if es.layers is not None and c.nope_layers:
+            raise ValueError(f"`model`: {self.engine}'s multiplier on a file with NoPE layers and a per-layer "
+                             "temperature is not transcribed")
+        out = np.empty((c.n_layers, c.n_heads, n))
+        if es.layers is not None:
+            out[:] = np.asarray(es.other_scale) * root
+            out[list(es.layers)] = np.asarray(es.scale) * root
+            return out
+        # a NoPE layer does not rotate, so a factor riding on cos/sin (YaRN's mscale) never reaches it:
+        # its multiplier is that of the same file without RoPE scaling
+        bare = engine_scales(dataclasses.replace(ms, rope=RopeScaling()), np.arange(1, n + 1)).engines[self.engine]
+        out[:] = np.asarray(es.scale) * root
+        out[list(c.nope_layers)] = np.asarray(bare.scale) * root
         return out
 
 

@@ -20,7 +20,7 @@ from softmax_scale.models.llama import LlamaDecoder
 from softmax_scale.models.readout import read_out
 from softmax_scale.models.recipe import file_recipe
 
-from .tiny_gguf import ARCHS, SIZES, ggml_frequencies, naive_logits, write
+from .tiny_gguf import ARCHS, SIZES, ggml_frequencies, naive_logits, sizes_of, write
 
 S = 4.0
 L = SIZES["L"]
@@ -52,9 +52,12 @@ def decoder_logits(model, ids, factors, inv_freq):
 
 
 def naive_inputs(arch, weights):
-    """The naive pass's frequencies (ggml's, written out) and llama.cpp's YaRN multiplier (1 + 0.1 ln s)^2."""
+    """The naive pass's frequencies (ggml's, written out) and llama.cpp's YaRN multiplier (1 + 0.1 ln s)^2.
+
+    llama.cpp puts that multiplier on cos/sin, so a NoPE layer runs without it (``nope_factors = 1``).
+    """
     divisors = weights.get("rope_freqs.weight")
-    inv = ggml_frequencies(SIZES["head_dim"], SIZES["base"], L, S, divisors)
+    inv = ggml_frequencies(sizes_of(arch)["head_dim"], SIZES["base"], L, S, divisors)
     return inv, np.full(N, (1 + 0.1 * math.log(S)) ** 2)
 
 
@@ -67,7 +70,7 @@ def test_the_decoder_is_the_naive_pass_past_L_under_the_files_yarn(files, arch):
     ids = _ids()
     got = decoder_logits(model, ids, recipe.factors(model, N), recipe.frequencies(model.config, N))
     inv, f = naive_inputs(arch, weights)
-    want = naive_logits(weights, ids, arch, inv, f)
+    want = naive_logits(weights, ids, arch, inv, f, nope_factors=np.ones(N))
     assert np.abs(got - want).max() < TOL
 
 
@@ -80,17 +83,11 @@ def test_the_naive_pass_without_the_architectures_addition_is_far_outside(files,
     ids = _ids()
     got = decoder_logits(model, ids, recipe.factors(model, N), recipe.frequencies(model.config, N))
     inv, f = naive_inputs(arch, weights)
-    broken = dict(weights)
-    naive_arch = arch
+    without = {"smollm3": ("nope",), "qwen2": ("bias",), "qwen3": ("qk_norm",)}.get(arch, ())
     if arch == "llama":  # the divisors ignored
         inv = ggml_frequencies(SIZES["head_dim"], SIZES["base"], L, S)
-    elif arch == "smollm3":  # RoPE on every layer
-        naive_arch = "llama"
-    elif arch == "qwen2":
-        broken = {k: v for k, v in weights.items() if not k.endswith(".bias")}
-    else:  # qwen3 read as qwen2 without biases: no q/k norm
-        naive_arch = "qwen2"
-    assert np.abs(got - naive_logits(broken, ids, naive_arch, inv, f)).max() > CLEARLY * TOL
+    want = naive_logits(weights, ids, arch, inv, f, without=without, nope_factors=np.ones(N))
+    assert np.abs(got - want).max() > CLEARLY * TOL
 
 
 def test_one_broken_weight_is_far_outside(files):
@@ -109,9 +106,10 @@ def test_one_broken_weight_is_far_outside(files):
 @pytest.mark.parametrize("arch", ARCHS)
 def test_the_files_sizes_and_layers(files, arch):
     c = LlamaDecoder.from_gguf(files[arch][0]).config
-    assert (c.arch, c.n_layers, c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, c.d_ff) == (arch, 4, 32, 4, 2, 16, 256)
+    d = sizes_of(arch)["head_dim"]
+    assert (c.arch, c.n_layers, c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, c.d_ff) == (arch, 4, 32, 4, 2, d, 256)
     assert c.nope_layers == ((3,) if arch == "smollm3" else ())
-    assert len(c.freq_divisors) == (8 if arch == "llama" else 0)
+    assert len(c.freq_divisors) == (d // 2 if arch == "llama" else 0)
 
 
 @pytest.mark.parametrize("arch", ARCHS)

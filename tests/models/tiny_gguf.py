@@ -21,6 +21,13 @@ import numpy as np
 #: (``heads x head_dim != d_model``); ``d_ff`` 256 lets a K-quant (256-value blocks) hold ``ffn_down``.
 SIZES = dict(layers=4, d_model=32, heads=4, kv_heads=2, head_dim=16, d_ff=256, L=32, base=1000.0, eps=1e-5)
 ARCHS = ("llama", "smollm3", "qwen2", "qwen3")
+#: Per architecture, what differs from :data:`SIZES`: llama.cpp's qwen2 takes ``head_dim = d_model / heads``.
+ARCH_SIZES = {"qwen2": {"head_dim": 8}}
+
+
+def sizes_of(arch, sizes=None):
+    """:data:`SIZES` with ``arch``'s own (:data:`ARCH_SIZES`) and ``sizes`` over them."""
+    return dict(SIZES, **ARCH_SIZES.get(arch, {}), **(sizes or {}))
 #: The types :func:`write` can store a tensor in.
 TYPES = ("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
 #: Byte offsets of the float16 scales ``d`` (and ``dmin``) in one block of each K-quant.
@@ -56,12 +63,12 @@ def _k_quant(a, kind, rng):
         raw[..., off:off + 2] = np.frombuffer(np.float16(1.0).tobytes(), dtype=np.uint8)
     top = np.abs(gguf.quants.dequantize(raw.reshape(rows, -1), qt)).max()
     for off in _K_SCALES[kind]:
-        raw[..., off:off + 2] = np.frombuffer(np.float16(0.5 / top).tobytes(), dtype=np.uint8)
+        raw[..., off:off + 2] = np.frombuffer(np.float16(2.0 * np.abs(a).max() / top).tobytes(), dtype=np.uint8)
     raw = raw.reshape(rows, -1)
     return raw, gguf.quants.dequantize(raw, qt)
 
 
-def write(path, arch="llama", *, seed=0, types=None, rope_scaling=None, freq_divisors=False, sizes=None):
+def write(path, arch="llama", *, seed=0, types=None, rope_scaling=None, freq_divisors=False, sizes=None, gain=1.0):
     """Write a tiny random ``arch`` GGUF at ``path``; its weights as the decoder should read them.
 
     Parameters
@@ -74,6 +81,9 @@ def write(path, arch="llama", *, seed=0, types=None, rope_scaling=None, freq_div
         original context length ``L``.
     freq_divisors : bool
         Write a ``rope_freqs.weight`` (Llama 3's RoPE divisors).
+    gain : float
+        Multiplies every projection's weights (below 1: a smoother model, its logits less sensitive
+        to rounding).
 
     Returns
     -------
@@ -82,7 +92,7 @@ def write(path, arch="llama", *, seed=0, types=None, rope_scaling=None, freq_div
     """
     import gguf
 
-    t = dict(SIZES, **(sizes or {}))
+    t = sizes_of(arch, sizes)
     rng = np.random.default_rng([seed, ARCHS.index(arch)])
     tokens, merges = _byte_vocab()
     V, D, F = len(tokens), t["d_model"], t["d_ff"]
@@ -90,7 +100,7 @@ def write(path, arch="llama", *, seed=0, types=None, rope_scaling=None, freq_div
     pairs = arch in ("llama", "smollm3")
 
     def mat(o, i, scale=0.3):
-        return (rng.standard_normal((o, i)) * scale).astype(np.float32)
+        return (rng.standard_normal((o, i)) * scale * gain).astype(np.float32)
 
     def vec(n, centre=1.0, scale=0.1):
         return (centre + scale * rng.standard_normal(n)).astype(np.float32)
@@ -160,13 +170,15 @@ def write(path, arch="llama", *, seed=0, types=None, rope_scaling=None, freq_div
     return stored
 
 
-def naive_logits(weights, ids, arch, inv_freq, factors, sizes=None):
+def naive_logits(weights, ids, arch, inv_freq, factors, sizes=None, without=(), nope_factors=None):
     """Logits ``[len(ids), vocab]`` of the tiny model, float64, written out without the decoder's code.
 
     ``inv_freq`` ``[d/2]`` the RoPE frequency of each rotated pair; ``factors`` ``[len(ids)]`` the
-    multiplier on each query's ``q.k / sqrt(d)``.
+    multiplier on each query's ``q.k / sqrt(d)``; ``without`` the additions left out (``"nope"``,
+    ``"qk_norm"``, ``"bias"``: the negative controls); ``nope_factors`` the multiplier on a NoPE
+    layer (``factors`` where None).
     """
-    t = dict(SIZES, **(sizes or {}))
+    t = sizes_of(arch, sizes)
     W = weights
     H, G, d, eps = t["heads"], t["kv_heads"], t["head_dim"], t["eps"]
     n = len(ids)
@@ -192,19 +204,21 @@ def naive_logits(weights, ids, arch, inv_freq, factors, sizes=None):
     for layer in range(t["layers"]):
         p = f"blk.{layer}."
         h = norm(x, W[p + "attn_norm.weight"])
-        q = h @ W[p + "attn_q.weight"].T + W.get(p + "attn_q.bias", 0.0)
-        k = h @ W[p + "attn_k.weight"].T + W.get(p + "attn_k.bias", 0.0)
-        v = h @ W[p + "attn_v.weight"].T + W.get(p + "attn_v.bias", 0.0)
+        bias = "bias" not in without
+        q = h @ W[p + "attn_q.weight"].T + bias * W.get(p + "attn_q.bias", 0.0)
+        k = h @ W[p + "attn_k.weight"].T + bias * W.get(p + "attn_k.bias", 0.0)
+        v = h @ W[p + "attn_v.weight"].T + bias * W.get(p + "attn_v.bias", 0.0)
         att = np.zeros((n, H * d))
-        nope = arch == "smollm3" and (layer + 1) % 4 == 0
+        nope = arch == "smollm3" and (layer + 1) % 4 == 0 and "nope" not in without
         for hd in range(H):
             g = hd // (H // G)
             qh, kh, vh = q[:, hd * d:(hd + 1) * d], k[:, g * d:(g + 1) * d], v[:, g * d:(g + 1) * d]
-            if arch == "qwen3":
+            if arch == "qwen3" and "qk_norm" not in without:
                 qh, kh = norm(qh, W[p + "attn_q_norm.weight"]), norm(kh, W[p + "attn_k_norm.weight"])
             if not nope:
                 qh, kh = rotate(qh), rotate(kh)
-            S = qh @ kh.T / np.sqrt(d) * np.asarray(factors)[:, None]
+            f = factors if not nope or nope_factors is None else nope_factors
+            S = qh @ kh.T / np.sqrt(d) * np.asarray(f)[:, None]
             S = np.where(pos[None, :] <= pos[:, None], S, -np.inf)
             P = np.exp(S - S.max(axis=1, keepdims=True))
             att[:, hd * d:(hd + 1) * d] = (P / P.sum(axis=1, keepdims=True)) @ vh
