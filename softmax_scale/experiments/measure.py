@@ -14,11 +14,13 @@ applies (llama.cpp's) — it scores
 - pass-key retrieval (:func:`softmax_scale.experiments.real_passkey.passkey_sequence`): a key is
   retrieved when the greedy choice is right at all five digits, teacher-forced.
 
-**Units.** One unit is a (task, length, document or prompt): the positions where every cell's
-multiplier is 1 run once (the cached prefix), and every cell continues from their keys and values
-(:func:`softmax_scale.models.readout.read_out`); two cells with the same multipliers are read
-once.  Units go to any :class:`concurrent.futures.Executor` (:func:`~.sweep.run_sweep`); the
-result file is resumable and names the model's SHA-256, the command and the code revision.
+**Units.** One unit is a (task, length, document or prompt): the positions where the cells'
+multipliers are 1 run once (the cached prefix: up to ``L``, or ``L - 1`` with ``llama4``), and
+every cell continues from their keys and values (:func:`softmax_scale.models.readout.read_out`);
+a cell that changes the multiplier earlier (a recipe's factor on every position) reads its whole
+sequence, and two cells with the same multipliers are read once.  Units go to any
+:class:`concurrent.futures.Executor` (:func:`~.sweep.run_sweep`); the result file is resumable
+and names the model's SHA-256, the command and the code revision.
 
 **Statistics** (float64, over documents).  The minimising constant multiplier is the vertex of the
 parabola through the grid's lowest mean loss and its two neighbours (the grid's end where the
@@ -224,6 +226,22 @@ def _run_of(config: MeasureConfig) -> _Run:
 # The experiment
 
 
+def _first_change(f, n: int) -> int:
+    """The first position whose multiplier is not 1 (``n`` where there is none)."""
+    ones = np.all(np.reshape(f, (-1, n)) == 1.0, axis=0)
+    return n if ones.all() else int(np.argmin(ones))
+
+
+def _prefix_length(factors, n: int, L: int, first_scored: int) -> int:
+    """The positions read once and continued: up to the first change of the cells that keep 1 up to ``L / 2``.
+
+    A cell whose multiplier changes earlier (a recipe's factor on every position) reads its whole
+    sequence; the prefix never runs past the first scored position.
+    """
+    starts = [s for s in (_first_change(f, n) for f in factors) if s >= L // 2]
+    return min(starts + [first_scored]) if starts else 0
+
+
 @dataclass(frozen=True)
 class MeasureTask:
     """One unit: a (task, length, document or prompt)."""
@@ -253,7 +271,7 @@ class MeasureExperiment(Experiment):
         self.progress = progress
         self.started = time.perf_counter()
         self._finished = 0
-        self._total = 0
+        self.todo = 0
 
     def config(self, quick: bool = False):
         """Not used: :func:`measure` builds the configuration."""
@@ -266,7 +284,6 @@ class MeasureExperiment(Experiment):
         for n in config.lengths:
             tasks += [MeasureTask("loss", n, name, config) for name, _ in run.documents(n)]
             tasks += [MeasureTask("passkey", n, _prompt_name(k), config) for k in range(config.prompts)]
-        self._total = len(tasks)
         return tasks
 
     def task_cells(self, task) -> tuple:
@@ -292,10 +309,7 @@ class MeasureExperiment(Experiment):
             ids, scored, depth, all_of = seq.ids, seq.scored, seq.depth, True
         inv = run.frequencies(n)
         cells = run.cells(n)
-        # the prefix: the positions where every cell's multiplier is 1
-        ones = np.all(np.stack([np.all(np.reshape(f, (-1, n)) == 1.0, axis=0) for _, _, f in cells]), axis=0)
-        start = int(np.argmin(ones)) if not ones.all() else n
-        start = min(start, int(scored.min()))
+        start = _prefix_length([f for _, _, f in cells], n, L, int(scored.min()))
         kw = dict(inv_freq=inv, query_block=task.config.query_block, backend=task.config.backend)
         prefix = read_out(run.model, ids, [], stop=start, **kw) if start > 0 else None
         read, rows = {}, []
@@ -303,8 +317,9 @@ class MeasureExperiment(Experiment):
             t0 = time.perf_counter()
             k = f.tobytes()
             if k not in read:
-                r = read_out(run.model, ids, scored, probe=[], start=start, cache=None if prefix is None else prefix.cache,
-                             factors=f, **kw)
+                whole = prefix is None or _first_change(f, n) < start
+                r = read_out(run.model, ids, scored, probe=[], start=0 if whole else start,
+                             cache=None if whole else prefix.cache, factors=f, **kw)
                 read[k] = (r.argmax, r.nll)
             argmax, nll = read[k]
             hit = argmax == ids[scored + 1]
@@ -319,8 +334,8 @@ class MeasureExperiment(Experiment):
         self._finished += 1
         if self._finished == 1 and self.progress:
             took = time.perf_counter() - self.started
-            print(f"measure: the first unit took {took:.0f} s; about {took * (self._total - 1) / 60:.1f} min for "
-                  f"the other {self._total - 1}", file=sys.stderr)
+            print(f"measure: the first unit took {took:.0f} s; about {took * (self.todo - 1) / 60:.1f} min for "
+                  f"the other {self.todo - 1}", file=sys.stderr)
 
     def header(self, config, tasks, command) -> dict:
         """The command, the model file and its hash, ``L``, the RoPE, the cells, the texts, the code."""
@@ -678,6 +693,11 @@ def measure(model, n, *, rope: str = FILE_ROPE, train_length: int | None = None,
     run = _run_of(cfg)
     if lengths[0] <= run.L:
         raise ValueError(f"`n` must exceed the training length L = {run.L} (past it is what is measured), got {lengths[0]}")
+    if cfg.prompts:
+        try:
+            run.prompt(lengths[0], 0)
+        except ValueError as exc:
+            raise ValueError(f"`prompts`: no pass-key prompt can be built for this model ({exc}); pass prompts=0") from None
     out = Path(out)
     target = out if out.suffix == ".csv" else out / f"measure{'_quick' if cfg.quick else ''}.csv"
     exp = MeasureExperiment(progress)
@@ -686,6 +706,7 @@ def measure(model, n, *, rope: str = FILE_ROPE, train_length: int | None = None,
     store = ResultStore(target, header, COLUMNS, key=exp.key, match=exp.match, overwrite=overwrite,
                         float_format=exp.float_format)
     workers = check_int(workers, "workers", minimum=0, maximum=1024)
+    exp.todo = sum(not exp.is_done(store, t) for t in tasks)
     exp.started = time.perf_counter()
     if scheduler is not None:
         with dask_executor(scheduler) as ex:

@@ -242,3 +242,15 @@ def test_smollm2_quick_takes_under_a_minute(smollm2_quick):
     if not free:
         pytest.skip(f"the machine was loaded when the run started ({took:.0f} s)")
     assert took < 60.0, took
+
+
+def test_the_prefix_stops_where_the_cells_that_keep_1_up_to_L_change():
+    n, L = 100, 40
+    const = np.where(np.arange(n) >= L, 1.2, 1.0)
+    llama4 = np.where(np.arange(n) >= L - 1, 1.07, 1.0)
+    everywhere = np.full(n, 1.3)
+    assert ms._prefix_length([const], n, L, L) == L
+    assert ms._prefix_length([const, llama4], n, L, L) == L - 1
+    assert ms._prefix_length([const, everywhere], n, L, L) == L  # the recipe's factor on every position reads whole
+    assert ms._prefix_length([everywhere], n, L, L) == 0
+    assert ms._prefix_length([const], n, L, L - 5) == L - 5  # never past the first scored position
