@@ -220,3 +220,18 @@ def test_a_qwen2_file_without_its_biases_names_them(tmp_path):
     with pytest.raises(ValueError, match=r"lacks the tensors blk\.0\.attn_q\.bias, blk\.0\.attn_k\.bias, "
                                          r"blk\.0\.attn_v\.bias and 9 more"):
         LlamaDecoder.from_gguf(tmp_path / "q2.gguf")
+
+
+@pytest.mark.parametrize("pre, pieces", [
+    ("llama-bpe", ["Call", "Ġ", "123", "45", "Ġtimes", ",", "Ġok", "?!"]),
+    ("qwen2", ["Call", "Ġ", "1", "2", "3", "4", "5", "Ġtimes", ",", "Ġok", "?!"]),
+    ("smollm", ["Call", "Ġ", "1", "2", "3", "4", "5", "Ġtimes", ",", "Ġok", "?!"]),
+    ("default", ["Call", "Ġ12345", "Ġtimes", ",", "Ġok", "?!"]),
+])
+def test_the_pre_tokeniser_follows_the_files_pre_field(pre, pieces):
+    """Llama 3 groups digits by three, Qwen 2 and SmolLM split each, GPT-2 keeps them (llama.cpp's pre types)."""
+    from tokenizers import pre_tokenizers
+
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    tok = gguf_file._tokenizer(alphabet, [], [1] * len(alphabet), pre)
+    assert [p for p, _ in tok.pre_tokenizer.pre_tokenize_str("Call 12345 times, ok?!")] == pieces

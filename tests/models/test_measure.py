@@ -254,3 +254,14 @@ def test_the_prefix_stops_where_the_cells_that_keep_1_up_to_L_change():
     assert ms._prefix_length([const, everywhere], n, L, L) == L  # the recipe's factor on every position reads whole
     assert ms._prefix_length([everywhere], n, L, L) == 0
     assert ms._prefix_length([const], n, L, L - 5) == L - 5  # never past the first scored position
+
+
+def test_the_jax_backend_writes_the_same_rows(result, tiny, tmp_path):
+    """The same sweep read by the JAX pass: losses to float32 rounding (relative 1e-4), the same keys retrieved."""
+    pytest.importorskip("jax")
+    other = ms.MeasureExperiment().read(run_tiny(tiny, tmp_path, backend="jax", figure_file=False).path)
+    mine = ms.MeasureExperiment().read(result.path)
+    for col in ("task", "item", "scheme"):
+        assert list(other.rows[col]) == list(mine.rows[col])
+    np.testing.assert_allclose(other.rows["loss"], mine.rows["loss"], rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(other.rows["retrieved"], mine.rows["retrieved"])
