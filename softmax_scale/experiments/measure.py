@@ -439,7 +439,7 @@ class LengthCurve:
         lo, hi = self.interval
         edge = " (at the grid's edge)" if self.at_edge else ""
         lines.append("")
-        lines.append(f"minimising constant multiplier {self.minimiser:.3g}{edge}, 95% interval [{lo:.3g}, {hi:.3g}]")
+        lines.append(f"minimising constant multiplier {self.minimiser:.4g}{edge}, 95% interval [{lo:.4g}, {hi:.4g}]")
         if self.recipe_inside is not None:
             lines.append(f"the file's recipe applies {self.recipe_factor:.4g}: "
                          f"{'inside' if self.recipe_inside else 'outside'} the interval")
