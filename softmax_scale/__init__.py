@@ -66,7 +66,7 @@ __version__ = "0.1.0"
 
 #: Names of the real-model studies, imported from :mod:`.experiments` on first access.
 _EXPERIMENT_NAMES = {"real_head_table": "real_heads", "RealHeadTable": "real_heads",
-                     "length_extrapolation": "real_extrapolation"}
+                     "length_extrapolation": "real_extrapolation", "measure": "measure", "MeasureResult": "measure"}
 #: Names of :mod:`.advice` (which reads the experiments' results), imported on first access.
 _ADVICE_NAMES = ("advise", "Advice")
 #: Names of :mod:`.engines` (which reads real model files), imported on first access.
@@ -76,8 +76,8 @@ _ENGINE_NAMES = ("engine_scales", "read_config")
 def __getattr__(name):
     """Import ``softmax_scale.models`` and what sits on the experiments on first access, never at import time.
 
-    ``ss.models``; ``ss.real_head_table`` / ``ss.RealHeadTable`` / ``ss.length_extrapolation``
-    from the experiments; ``ss.advise`` / ``ss.Advice`` from :mod:`softmax_scale.advice`.
+    ``ss.models``; ``ss.real_head_table`` / ``ss.RealHeadTable`` / ``ss.length_extrapolation`` /
+    ``ss.measure`` / ``ss.MeasureResult`` from the experiments; ``ss.advise`` / ``ss.Advice`` from :mod:`softmax_scale.advice`.
     """
     import importlib
 

@@ -1,7 +1,7 @@
 """The ``softmax-scale`` command line.
 
 Subcommands: ``advise``, ``alpha``, ``fit``, ``stats``, ``scale``, ``entropy``, ``engines``, ``figures``,
-``table``, ``heads``, ``extrapolate``, ``train`` and ``run`` (any experiment of
+``table``, ``heads``, ``extrapolate``, ``train``, ``measure`` and ``run`` (any experiment of
 :data:`softmax_scale.experiments.EXPERIMENTS`; ``table``, ``heads``, ``extrapolate`` and ``train``
 are the names users know for some of them).  Every subcommand that prints numbers takes ``--json``.  Bad input
 exits with status 2 and one line naming the parameter.
@@ -360,6 +360,27 @@ def _cmd_heads(args):
     _emit(args, obj, "\n".join(lines))
 
 
+def _cmd_measure(args):
+    from .experiments.measure import DEFAULT_FACTORS, SHAPES, measure
+
+    if args.no_progress:
+        os.environ["TQDM_DISABLE"] = "1"
+    out = args.out
+    if out.endswith(".csv"):
+        check_output_dir(os.path.dirname(os.path.abspath(out)), "out")
+    else:
+        check_output_dir(out, "out")
+    r = measure(args.model, args.n, rope=args.rope, train_length=args.train_length,
+                factors=DEFAULT_FACTORS if args.factors is None else args.factors,
+                shapes=SHAPES if args.shapes is None else args.shapes, recipe=not args.no_recipe, text=args.text,
+                docs=args.docs, prompts=args.prompts, quick=args.quick, out=out, overwrite=args.overwrite,
+                workers=args.workers, scheduler=args.scheduler, backend=args.backend, figure_file=not args.no_figure,
+                progress=not args.no_progress and not args.json,
+                command=f"softmax-scale measure {' '.join(args.argv)}".strip())
+    text = "\n".join([f"wrote {r.path}"] + ([f"wrote {r.figure}"] if r.figure else []) + ["", r.to_text()])
+    _emit(args, r.to_json(), text)
+
+
 def _cmd_engines(args):
     from .engines import engine_scales, parse_engine_pins
 
@@ -527,6 +548,35 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--experiment", required=True, help="mlm (the note's table), alpha (the gradient-maximising alpha) or causal "
                          "(decoders trained at L, tested at 8L and 16L under RoPE variants and test-time scales)")
     run_opts(sp, "seeds per scale (default 3 for mlm and causal, 2 for alpha; 2 with --quick)")
+
+    sp = add("measure", _cmd_measure, "your own GGUF decoder past its training length: next-token loss and pass keys "
+             "against the multiplier on q.k, the minimising multiplier with its interval over documents")
+    sp.add_argument("model", metavar="MODEL.gguf", help="a GGUF decoder (llama, smollm3, qwen2, qwen3)")
+    sp.add_argument("--n", nargs="+", type=_number, required=True, help="sequence lengths in tokens, each above L")
+    sp.add_argument("--rope", default="file", help="file (the RoPE scaling the file carries; default) or a variant: "
+                    "none, pi, ntk, dynamic_ntk, yarn, set for L and each n")
+    sp.add_argument("--train-length", type=_number, default=None, metavar="L",
+                    help="the training length (default: the file's, its original context length under a RoPE scaling)")
+    sp.add_argument("--factors", nargs="+", type=_number, default=None,
+                    help="constant multipliers on q.k past L (default 1 1.05 1.1 1.2 1.3 1.5; 1 is always read)")
+    sp.add_argument("--shapes", nargs="*", default=None,
+                    help="published shapes from the scheme registry (default qwen_logn yarn llama4)")
+    sp.add_argument("--no-recipe", action="store_true", help="do not read the multiplier the file's recipe applies")
+    sp.add_argument("--text", nargs="+", default=None, metavar="FILE",
+                    help="text files cut into documents of n tokens (default: texts that ship with Python)")
+    sp.add_argument("--docs", type=_number, default=6, help="documents per length (default 6)")
+    sp.add_argument("--prompts", type=_number, default=12, help="pass-key prompts per length (default 12; 0: none)")
+    sp.add_argument("--quick", action="store_true", help="the pipeline in a minute: a pretend L of 15/16 of n, "
+                    "3 constants, the yarn shape, 2 documents, 1 prompt")
+    sp.add_argument("--out", default="measure", help="folder of measure.csv and its figure, or a path ending in .csv "
+                    "(default measure/)")
+    sp.add_argument("--overwrite", action="store_true", help="start a new CSV instead of resuming")
+    sp.add_argument("--workers", type=_number, default=0, help="local worker processes (default 0: this process)")
+    sp.add_argument("--scheduler", default=None, metavar="ADDRESS", help="a Dask scheduler to run the units on")
+    sp.add_argument("--backend", default="numpy", help="numpy (default) or jax (the JAX device; a GPU with jax[cuda])")
+    sp.add_argument("--no-figure", action="store_true", help="do not draw the figure")
+    sp.add_argument("--no-progress", action="store_true", help="no progress bar")
+    json_opt(sp)
 
     sp = add("engines", _cmd_engines, "the multiplier on q.k each engine applies to a model's config, and the authors' own")
     sp.add_argument("config", help="a config.json (Hugging Face) or .gguf file")

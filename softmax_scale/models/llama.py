@@ -1,9 +1,13 @@
-"""A LLaMA-architecture decoder in numpy (SmolLM2-135M-Instruct, read from GGUF by :mod:`.gguf_file`).
+"""A LLaMA-family decoder in numpy (SmolLM2-135M-Instruct and the architectures :mod:`.gguf_file` reads).
 
 The steps of one layer, :func:`block`, in order (as in llama2.c's ``run.c``)::
 
-    x -> RMSNorm -> q, k, v projections -> RoPE on q and k -> grouped-query causal attention
-      -> output projection -> + x -> RMSNorm -> SwiGLU feed-forward -> + residual
+    x -> RMSNorm -> q, k, v projections (+ bias) -> (RMSNorm per head on q and k) -> RoPE on q and k
+      -> grouped-query causal attention -> output projection -> + x -> RMSNorm -> SwiGLU feed-forward
+      -> + residual
+
+The steps in brackets are what an architecture adds (:data:`~.gguf_file.ARCHITECTURES`: Qwen 2's
+biases, Qwen 3's q/k norm); a NoPE layer (SmolLM3's every fourth) skips the rotation.
 
 Activations are float32 and matrix products go to BLAS; the attention statistics (entropy,
 effective scale ``sigma``, sink share) are accumulated in float64.
@@ -49,6 +53,7 @@ __all__ = [
     "apply_rope",
     "block",
     "load_gguf",
+    "model_frequencies",
     "pass_inputs",
     "rope_tables",
     "scale_factors",
@@ -212,17 +217,43 @@ class LayerOut(NamedTuple):
     stats: tuple  # (entropy, sigma, sink), each [H, m] float64; () when not gathered
 
 
+#: A layer's tensors every architecture has, in :func:`block`'s parameter names (``blk.{i}.{name}.weight``).
+LAYER_TENSORS = ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down")
+#: :func:`block`'s optional parameters -> the GGUF tensor of each (``blk.{i}.`` + it).
+LAYER_EXTRAS = {"q_bias": "attn_q.bias", "k_bias": "attn_k.bias", "v_bias": "attn_v.bias",
+                "q_norm": "attn_q_norm.weight", "k_norm": "attn_k_norm.weight"}
+
+
 def layer_weights(weights: dict, layer: int) -> dict:
-    """The GGUF tensors of one layer under :func:`block`'s parameter names."""
+    """The GGUF tensors of one layer under :func:`block`'s parameter names (the extras the file holds among them)."""
     p = f"blk.{layer}."
-    names = ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down")
-    return {k: weights[p + k + ".weight"] for k in names}
+    out = {k: weights[p + k + ".weight"] for k in LAYER_TENSORS}
+    out.update({k: weights[p + t] for k, t in LAYER_EXTRAS.items() if p + t in weights})
+    return out
+
+
+def model_frequencies(config: LlamaConfig, rope: str = "none", train_length: int | None = None,
+                      n: int | None = None) -> np.ndarray:
+    """RoPE inverse frequencies ``[head_dim/2]`` of ``config`` under the variant ``rope`` for ``n`` tokens.
+
+    :func:`~softmax_scale.schemes.rope.rope_frequencies` at the file's base, divided by the file's
+    ``freq_divisors`` where it has them (Llama 3's ``rope_freqs.weight``, as llama.cpp divides them).
+    ``train_length`` defaults to the file's context length, ``n`` to ``train_length``.
+    """
+    c = config
+    L = c.context_length if train_length is None else train_length
+    inv = rope_frequencies(rope, c.head_dim, c.rope_base, L, L if n is None else n)
+    return inv / np.asarray(c.freq_divisors) if c.freq_divisors else inv
 
 
 def block(x, attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down, *,  # [m, D] -> [m, D]
           config, cos, sin, qscale, past=None, query_block=256, stats=True, rerope=None,
-          kernel="numpy", work=None):
+          kernel="numpy", work=None, q_bias=None, k_bias=None, v_bias=None, q_norm=None, k_norm=None, rope=True):
     """One LLaMA layer over ``m`` new positions, after ``past = (keys, values)`` of the earlier ones.
+
+    ``q_bias, k_bias, v_bias`` (Qwen 2) are added to the projections; ``q_norm, k_norm``
+    ``[d]`` (Qwen 3) are RMSNorm weights applied to each head's query and key before RoPE;
+    ``rope=False`` (a NoPE layer) leaves q and k unrotated.
 
     ``cos, sin`` ``[m, d/2]`` are the RoPE tables of the new positions, ``qscale`` ``[1, m, 1]``
     the factor ``scale / sqrt(d)`` of each query (``[H, m, 1]``: one per head); attention runs in blocks of ``query_block`` rows
@@ -236,9 +267,19 @@ def block(x, attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate,
     m = x.shape[0]
     H, G, d = c.n_heads, c.n_kv_heads, c.head_dim
     h = rms_norm(x, attn_norm, c.rms_eps)  # [m, D]
-    q = (h @ attn_q.T).reshape(m, H, d).transpose(1, 0, 2)  # [H, m, d]
-    k = (h @ attn_k.T).reshape(m, G, d).transpose(1, 0, 2)  # [G, m, d]
-    v = (h @ attn_v.T).reshape(m, G, d).transpose(1, 0, 2)
+    q, k, v = h @ attn_q.T, h @ attn_k.T, h @ attn_v.T
+    for a, bias in ((q, q_bias), (k, k_bias), (v, v_bias)):
+        if bias is not None:
+            a += bias
+    q = q.reshape(m, H, d).transpose(1, 0, 2)  # [H, m, d]
+    k = k.reshape(m, G, d).transpose(1, 0, 2)  # [G, m, d]
+    v = v.reshape(m, G, d).transpose(1, 0, 2)
+    if q_norm is not None:
+        q = rms_norm(q, q_norm, c.rms_eps)
+    if k_norm is not None:
+        k = rms_norm(k, k_norm, c.rms_eps)
+    if not rope:
+        cos, sin = np.ones_like(cos), np.zeros_like(sin)
     far = None
     if rerope is not None:
         far = (apply_rope(q, rerope[1], rerope[2]) * qscale, np.ascontiguousarray(k), rerope[0])
@@ -275,7 +316,7 @@ def pass_inputs(config: LlamaConfig, length: int, start: int, stop: int, cache, 
     if cache.length != start:
         raise ValueError(f"`cache` holds {cache.length} positions, `start` is {start}")
     if inv_freq is None:
-        inv_freq = rope_frequencies("none", c.head_dim, c.rope_base, c.context_length, 1)
+        inv_freq = model_frequencies(c)
     f = np.ones(length) if factors is None else np.asarray(factors, dtype=np.float64)
     if f.shape not in ((length,), (c.n_layers, c.n_heads, length)):
         raise ValueError(f"`factors` must have shape ({length},) or ({c.n_layers}, {c.n_heads}, {length}), "
@@ -343,7 +384,7 @@ class LlamaDecoder:
 
     def __repr__(self):
         c = self.config
-        return (f"LlamaDecoder({c.name!r}: {c.n_layers} layers, {c.n_heads} heads / {c.n_kv_heads} kv, "
+        return (f"LlamaDecoder({c.name!r}, {c.arch}: {c.n_layers} layers, {c.n_heads} heads / {c.n_kv_heads} kv, "
                 f"head_dim {c.head_dim}, trained to {c.context_length})")
 
     @property
@@ -408,7 +449,8 @@ class LlamaDecoder:
             past = (cache.keys[layer], cache.values[layer]) if start else None
             qscale = qs[None] if qs.ndim == 2 else qs[layer]
             x, out = block(x, **layer_weights(w, layer), config=c, cos=cos, sin=sin, qscale=qscale, past=past,
-                           query_block=query_block, stats=stats, rerope=far, kernel=kernel, work=work)
+                           query_block=query_block, stats=stats, rerope=far, kernel=kernel, work=work,
+                           rope=layer not in c.nope_layers)
             outs.append(out if keep is None else out._replace(q=out.q[:, np.asarray(keep) - start]))
         return _Pass(rms_norm(x, w["output_norm.weight"], c.rms_eps), outs)
 
@@ -487,7 +529,7 @@ class LlamaDecoder:
         pos = np.asarray(probe, dtype=np.int64)
         if pos.size and (pos.min() < 0 or pos.max() >= L):
             raise ValueError(f"`probe` must hold positions in [0, {L}), got {pos.min()}..{pos.max()}")
-        inv = rope_frequencies(rope, c.head_dim, c.rope_base, L, n)
+        inv = model_frequencies(c, rope, L, n)
         p = self._forward(ids, stop=L, inv_freq=inv, query_block=query_block, progress=progress, kernel=kernel)
         ent, sig, snk = (np.stack([out.stats[i] for out in p.layers]) for i in range(3))
         stats = PositionStats(0, self._nll(p.x, ids, 0, L), ent, sig, snk)
@@ -552,7 +594,7 @@ class LlamaDecoder:
         edges = check_edges(buckets, n)
         c = self.config
         f = scale_factors(scheme, np.arange(1, n + 1), c.head_dim, L)
-        inv = rope_frequencies(rope, c.head_dim, c.rope_base, L, n)
+        inv = model_frequencies(c, rope, L, n)
         if prefix is None:
             st = self.positions(ids, factors=f, inv_freq=inv, query_block=query_block, progress=progress,
                                 rerope=rerope_window(L) if rope == "rerope" else None, kernel=kernel)

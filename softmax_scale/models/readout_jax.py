@@ -22,12 +22,13 @@ from functools import partial
 
 import numpy as np
 
-from .llama import KVCache, layer_weights, pass_inputs, rope_tables
+from .llama import LAYER_TENSORS, KVCache, layer_weights, pass_inputs, rope_tables
 
 __all__ = ["device_weights", "forward_jax"]
 
-#: The per-layer tensors, in :func:`~softmax_scale.models.llama.block`'s names.
-LAYER = ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down")
+#: The per-layer tensors, in :func:`~softmax_scale.models.llama.block`'s names: every architecture's,
+#: then the biases (zeros where the file has none) and Qwen 3's q/k norm (ones where absent, then not applied).
+LAYER = LAYER_TENSORS + ("q_bias", "k_bias", "v_bias", "q_norm", "k_norm")
 #: Rows of the vocabulary product per block.
 HEAD_ROWS = 512
 #: Runs of query blocks with a key length of their own (the keys the run's last query sees), so
@@ -48,9 +49,13 @@ def device_weights(model) -> dict:
     held = _DEVICE.get(model)
     if held is not None and held[0] is model.weights:
         return held[1]
-    w = model.weights
-    per = [layer_weights(w, i) for i in range(model.config.n_layers)]
-    dev = {k: jax.device_put(np.stack([p[k] for p in per])) for k in LAYER}
+    w, c = model.weights, model.config
+    per = [layer_weights(w, i) for i in range(c.n_layers)]
+    q, kv, d = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim, c.head_dim
+    absent = {"q_bias": np.zeros(q, np.float32), "k_bias": np.zeros(kv, np.float32), "v_bias": np.zeros(kv, np.float32),
+              "q_norm": np.ones(d, np.float32), "k_norm": np.ones(d, np.float32)}
+    dev = {k: jax.device_put(np.stack([p.get(k, absent.get(k)) for p in per])) for k in LAYER}
+    dev["rope"] = jax.device_put(np.array([i not in c.nope_layers for i in range(c.n_layers)]))
     dev.update(embed=jax.device_put(w["token_embd.weight"]), norm=jax.device_put(w["output_norm.weight"]),
                out=jax.device_put(w["output.weight"]))
     _DEVICE[model] = (w, dev)
@@ -103,12 +108,13 @@ def _functions():
         o = jnp.concatenate([blocks(a, b) for a, b in zip(cuts[:-1], cuts[1:])])  # [nb, G, rep, B, d]
         return o.transpose(0, 3, 1, 2, 4).reshape(nb * block, H * d)[:m]
 
-    @partial(jax.jit, static_argnames=("heads", "eps", "block"))
-    def forward(w, tokens, cos, sin, qscale, past_k, past_v, keep, rows, *, heads, eps, block):
+    @partial(jax.jit, static_argnames=("heads", "eps", "block", "qk_norm"))
+    def forward(w, tokens, cos, sin, qscale, past_k, past_v, keep, rows, *, heads, eps, block, qk_norm):
         """Positions ``start .. start+m-1`` (``start`` = ``past_k.shape[2]``) through every layer.
 
         ``tokens`` [m]; ``cos, sin`` [m, d/2]; ``qscale`` [layers, H, m]; ``past_k, past_v``
-        [layers, G, start, d]; ``keep`` [P] and ``rows`` [S] offsets from ``start``.  Returns the
+        [layers, G, start, d]; ``keep`` [P] and ``rows`` [S] offsets from ``start``; ``qk_norm``
+        whether the file has Qwen 3's q/k norm.  Returns the
         final-normed states at ``rows`` [S, D], the queries at ``keep`` [layers, H, P, d] and the
         keys and values [layers, G, start+m, d].
         """
@@ -117,13 +123,15 @@ def _functions():
         start = past_k.shape[2]
 
         def layer(x, args):
-            p, pk, pv, qs = args
+            p, pk, pv, qs, rotate = args
             h = rms(x, p["attn_norm"], eps)
-            q = mm(h, p["attn_q"]).reshape(m, heads, d).transpose(1, 0, 2)  # [H, m, d]
-            k = mm(h, p["attn_k"]).reshape(m, G, d).transpose(1, 0, 2)  # [G, m, d]
-            v = mm(h, p["attn_v"]).reshape(m, G, d).transpose(1, 0, 2)
-            q = rope(q, cos, sin) * qs[:, :, None]
-            k = jnp.concatenate([pk, rope(k, cos, sin)], axis=1)  # [G, n, d]
+            q = (mm(h, p["attn_q"]) + p["q_bias"]).reshape(m, heads, d).transpose(1, 0, 2)  # [H, m, d]
+            k = (mm(h, p["attn_k"]) + p["k_bias"]).reshape(m, G, d).transpose(1, 0, 2)  # [G, m, d]
+            v = (mm(h, p["attn_v"]) + p["v_bias"]).reshape(m, G, d).transpose(1, 0, 2)
+            if qk_norm:
+                q, k = rms(q, p["q_norm"], eps), rms(k, p["k_norm"], eps)
+            q = jnp.where(rotate, rope(q, cos, sin), q) * qs[:, :, None]
+            k = jnp.concatenate([pk, jnp.where(rotate, rope(k, cos, sin), k)], axis=1)  # [G, n, d]
             v = jnp.concatenate([pv, v], axis=1)
             x = x + mm(attention(q, k, v, start, block), p["attn_output"])
             h = rms(x, p["ffn_norm"], eps)
@@ -132,7 +140,7 @@ def _functions():
             return x, (q[:, keep], k, v)
 
         x = w["embed"][tokens]  # [m, D]
-        x, (qk, ks, vs) = lax.scan(layer, x, ({k: w[k] for k in LAYER}, past_k, past_v, qscale))
+        x, (qk, ks, vs) = lax.scan(layer, x, ({k: w[k] for k in LAYER}, past_k, past_v, qscale, w["rope"]))
         return rms(x[rows], w["norm"], eps), qk, ks, vs
 
     @jax.jit
@@ -182,7 +190,7 @@ def forward_jax(model, ids, pos, keep, *, start, stop, cache, factors, inv_freq,
     block = max(1, min(int(query_block), m))
     x, qk, ks, vs = forward(w, ids[start:n].astype(np.int32), cos, sin, qs, past_k, past_v,
                            (keep - start).astype(np.int32), (pos - start).astype(np.int32), heads=c.n_heads,
-                           eps=np.float32(c.rms_eps), block=block)
+                           eps=np.float32(c.rms_eps), block=block, qk_norm="blk.0.attn_q_norm.weight" in model.weights)
     if pos.size:
         am, nll = head(x, w["out"], ids[pos + 1].astype(np.int32))
         argmax, nll = np.asarray(am).astype(np.int64), np.asarray(nll).astype(np.float64)

@@ -132,7 +132,8 @@ def _write_gguf(path, arch="llama", tensors=None):
 def test_a_gguf_file_of_another_architecture(tmp_path):
     target = tmp_path / "gpt2.gguf"
     _write_gguf(target, arch="gpt2")
-    assert _error("smollm2", target) == f"`path` must be a LLaMA-architecture GGUF file, got architecture 'gpt2' in {target}"
+    assert _error("smollm2", target) == ("`path` must be a GGUF file of a supported architecture (llama, smollm3, qwen2, "
+                                         f"qwen3), got architecture 'gpt2' in {target}")
 
 
 def test_a_gguf_file_lacking_tensors_names_them(tmp_path):

