@@ -244,9 +244,9 @@ def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="l
     if evidence is not None:
         d = int(own_header.get("head_dim") or 0) or None if d is None else d
         train_length = int(own_header["train_length"]) if train_length is None else train_length
-        if rope is None:
-            word = str(own_header.get("recipe", "")).split(" ")[0]
-            rope = word if word in ROPES else None
+        if rope is None:  # the variant it was measured under: the header's, or its recipe's
+            named, word = str(own_header.get("rope", "")), str(own_header.get("recipe", "")).split(" ")[0]
+            rope = named if named in ROPES else word if word in ROPES else None
     for name, value in (("d", d), ("train_length", train_length), ("n", n)):
         if value is None:
             raise TypeError(f"advise() needs `{name}` (or a `config` that gives it)")

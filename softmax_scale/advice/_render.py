@@ -132,7 +132,8 @@ def outline(a, markdown: bool) -> list:
             cs = [c for c in mine if c.situation == sit]
             c0 = cs[0]
             span = ", ".join(times(m) for m in c0.multiples)
-            out.append(("p", f"{c0.experiment}: {c0.model} ({c0.size:,} {c0.size_unit}; {c0.closeness}"
+            size = f"{c0.size:,} {c0.size_unit}; " if c0.size else ""
+            out.append(("p", f"{c0.experiment}: {c0.model} ({size}{c0.closeness}"
                              f"{'' if c0.reaches else ', short of n/L'}), {c0.task}, {c0.metric}, pooled over {span}, "
                              f"{len(c0.seeds)} {c0.replicates}:"))
             out.append(("table", ["scale", c0.metric, "test", "p", "Holm", "verdict"],
