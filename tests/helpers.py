@@ -62,3 +62,15 @@ def naive_first(params, inputs, factors, heads, eps):
         probs.append(seq_p)
         rows.append(seq_s)
     return np.array(out), np.moveaxis(np.array(probs), 0, 1), np.moveaxis(np.array(rows), 0, 1)
+
+
+def mean_kl(p_logits, q_logits):
+    """Mean over positions of KL(p || q) of the softmaxes of two ``[positions, vocab]`` logit arrays (nats)."""
+    import numpy as np
+
+    def log_softmax(x):
+        x = x - x.max(axis=1, keepdims=True)
+        return x - np.log(np.exp(x).sum(axis=1, keepdims=True))
+
+    lp, lq = log_softmax(p_logits), log_softmax(q_logits)
+    return float(np.mean(np.sum(np.exp(lp) * (lp - lq), axis=1)))

@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 import pytest
+from helpers import mean_kl
 
 import softmax_scale as ss
 from softmax_scale.models import llama
@@ -77,16 +78,6 @@ def test_ggml_yarn_frequencies_are_the_toolkits_yarn_to_float32(d, base, train_l
 
 # ---------------------------------------------------------------------------------------------
 # llama.cpp run.
-
-
-def mean_kl(p_logits, q_logits):
-    """Mean over positions of KL(p || q) of the softmaxes of two ``[positions, vocab]`` logit arrays (nats)."""
-    def log_softmax(x):
-        x = x - x.max(axis=1, keepdims=True)
-        return x - np.log(np.exp(x).sum(axis=1, keepdims=True))
-
-    lp, lq = log_softmax(p_logits), log_softmax(q_logits)
-    return float(np.mean(np.sum(np.exp(lp) * (lp - lq), axis=1)))
 
 
 @pytest.fixture(scope="module")

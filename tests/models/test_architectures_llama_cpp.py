@@ -17,6 +17,7 @@ llama.cpp (``llama-cpp-python``) reads each file with its own loader, dequantise
 
 import numpy as np
 import pytest
+from helpers import mean_kl
 
 from softmax_scale.models.llama import LlamaDecoder, model_frequencies
 from softmax_scale.models.recipe import file_recipe
@@ -59,16 +60,6 @@ def decoder_logits(model, ids, inv_freq=None):
     inv = recipe.frequencies(model.config, len(ids)) if inv_freq is None else inv_freq
     p = model._forward(ids, factors=recipe.factors(model, len(ids)), inv_freq=inv, stats=False)
     return (p.x @ model.weights["output.weight"].T).astype(np.float64)
-
-
-def mean_kl(p_logits, q_logits):
-    """Mean over positions of KL(p || q) of the softmaxes of two ``[positions, vocab]`` logit arrays (nats)."""
-    def log_softmax(x):
-        x = x - x.max(axis=1, keepdims=True)
-        return x - np.log(np.exp(x).sum(axis=1, keepdims=True))
-
-    lp, lq = log_softmax(p_logits), log_softmax(q_logits)
-    return float(np.mean(np.sum(np.exp(lp) * (lp - lq), axis=1)))
 
 
 def _ids():
