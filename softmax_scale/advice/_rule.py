@@ -431,8 +431,9 @@ def recommend(comparisons: list, rope: str, at_test: bool, *, d: int, L: int, n:
                      cs, side)
     best = _pick(candidates, by_scale) if len(candidates) > 1 else candidates[0]
     if best is None:
-        return _keep(rope, at_test, base, f"tied within the uncertainty: {', '.join(candidates)} (none gains more "
-                     "than the others beyond it)" + "".join(f"; {p}" for p in parts), cs, side)
+        return _keep(rope, at_test, base, f"tied within the uncertainty: {', '.join(candidates)} (each better than "
+                     "the baseline, none better than the others beyond it: the evidence does not pick one factor)"
+                     + "".join(f"; {p}" for p in parts), cs, side)
     decisive = [c for c in by_scale[best] if c.reaches and c.verdict == "better"]
     near = min(decisive, key=lambda c: (c.kind != "real pretrained model", -c.multiple, c.p_adjusted))
     factor, formula, per_head = _factor(base_scheme(best), best, d, L, n, heads)
