@@ -265,7 +265,12 @@ def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="l
     schemes = _schemes(d, L, max(n, L), score_model, float(match))
     found, missing, empty = read_evidence(folder)
     target = n / L
-    baseline = recipe_baseline(model, n) if model is not None else Baseline()
+    table = None
+    if model is not None:
+        from ..engines import engine_scales
+
+        table = engine_scales(model, [n], versions=engine_versions)  # read once: baseline, scope and engines
+    baseline = recipe_baseline(model, n, table) if model is not None else Baseline()
     if model is not None and rope is None:  # frequencies no experiment measured (llama3, longrope, ...)
         rope = model.rope.rope_type
         comps, baselines = [], []
@@ -285,8 +290,8 @@ def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="l
                   results_label=label)
     engines, about_recipe = "", ()
     if model is not None:
-        lines = config_lines(model, L, n, engine_versions) + tuple(lines)
-        engines = engine_summary(model, n, recs[0].factor, change=recs[0].scale != STANDARD, versions=engine_versions)
+        lines = config_lines(model, L, n, table) + tuple(lines)
+        engines = engine_summary(model, table, recs[0].factor, change=recs[0].scale != STANDARD)
         about_recipe = recipe_evidence(model, [c for c in comps if c.at_test])
     return Advice(d=d, train_length=L, n=n, rope=rope, task=task, results=str(folder.resolve()),
                   score_model=score_model, match=float(match), schemes=tuple(schemes), comparisons=tuple(comps),

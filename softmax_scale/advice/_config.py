@@ -15,11 +15,11 @@ def _factor(scale, head_dim: int) -> str:
     """The last entry of an engine's multiplier on ``q.k``, over ``1/sqrt(head_dim)``, as ``x1.2965`` (``unknown``: not read)."""
     if scale is None:
         return "not transcribed"
-    x = float(scale[-1]) * math.sqrt(head_dim)
+    x = _over(scale, head_dim)
     return f"x{x:.4g}" if math.isfinite(x) else "unknown at this version"
 
 
-def config_lines(model, L: int, n: int, versions=None) -> tuple:
+def config_lines(model, L: int, n: int, table) -> tuple:
     """Scope lines for a :class:`~softmax_scale.engines.ModelScaling`: what it sets, and each engine's factor at ``n``.
 
     Parameters
@@ -28,15 +28,13 @@ def config_lines(model, L: int, n: int, versions=None) -> tuple:
         :func:`softmax_scale.engines.read_config` of the user's config.
     L, n : int
         The training length advise uses and the length asked about.
-    versions : Mapping, optional
-        Engine name -> version to read its rules at (:func:`softmax_scale.engines.engine_scales`).
+    table : EngineTable
+        :func:`softmax_scale.engines.engine_scales` of ``model`` at ``[n]`` (at the engine versions asked).
 
     Returns
     -------
     tuple of str
     """
-    from ..engines import engine_scales
-
     rope = model.rope
     scaling = "no RoPE scaling" if rope.rope_type == "default" else \
         f"RoPE scaling `{rope.rope_type}`" + (f" with factor {rope.factor:g}" if rope.factor is not None else "")
@@ -50,7 +48,6 @@ def config_lines(model, L: int, n: int, versions=None) -> tuple:
         where = "every layer" if t.layers is None else f"{len(t.layers)} layers"
         lines.append(f"It asks for a temperature rule on the query: `{t.scheme}` on {where} (set by "
                      + ", ".join(f"`{k}`" for k in t.keys) + ").")
-    table = engine_scales(model, [n], versions=versions)
     ref = table.engines["reference"]
     parts = []
     for name, e in table.engines.items():
@@ -69,18 +66,19 @@ def _over(scale, head_dim: int) -> float:
     return math.nan if scale is None else float(scale[-1]) * math.sqrt(head_dim)
 
 
-def recipe_baseline(model, n: int):
+def recipe_baseline(model, n: int, table):
     """The :class:`~._rule.Baseline` of a config: the authors' whole multiplier on ``q.k`` at ``n`` (the reference engine).
+
+    ``table`` is :func:`softmax_scale.engines.engine_scales` of ``model`` at ``[n]``.
 
     The evidence reaches the model only where its recipe is ``1/sqrt(d)`` (or its base scale) at every
     position with no RoPE scaling trained in: the measured models were trained so, and had their RoPE
     variants and scales applied at test.
     """
-    from ..engines import engine_scales
     from ._rule import Baseline
 
     d = model.head_dim
-    ref = engine_scales(model, [n]).engines["reference"]
+    ref = table.engines["reference"]
     factor = _over(ref.scale, d)
     base = float(model.base_scale) * math.sqrt(d)
     parts = []
@@ -112,16 +110,13 @@ def _and(items) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def engine_summary(model, n: int, factor: float, change: bool = False, versions=None) -> str:
-    """What each engine applies at ``n`` against ``factor`` (the whole multiplier to run with): which agree, which differ.
+def engine_summary(model, table, factor: float, change: bool = False) -> str:
+    """What each engine of ``table`` (at one ``n``) applies against ``factor`` (the whole multiplier to run with).
 
     With ``change`` (the answer moves away from the recipe) it says how to set the new factor: no
     engine in the table reads a config key that puts a per-position factor on ``q.k`` of a model whose
     recipe has none, so it goes in the attention code, each query row times the factor at its position.
     """
-    from ..engines import engine_scales
-
-    table = engine_scales(model, [n], versions=versions)
     d = model.head_dim
     same, differ, unknown = [], [], []
     for name, e in table.engines.items():

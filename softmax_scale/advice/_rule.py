@@ -9,7 +9,6 @@ passes the corrected two-sided test, and every tie, conflict or gap keeps the ba
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ import numpy as np
 from scipy import stats
 
 from ..heads import SHARE_RULE, TOOLKIT_RULES, head_factors
-from ..schemes import QK_SCHEMES, SCHEMES, STANDARD, pinned
+from ..schemes import SCHEMES, STANDARD, pinned
 
 __all__ = ["CLAUSES", "LEVEL", "RULE", "Baseline", "Recommendation", "base_scheme", "below_one_inside", "holm", "judge",
            "paired_test", "recommend", "verdict"]
@@ -447,10 +446,3 @@ def recommend(comparisons: list, rope: str, at_test: bool, *, d: int, L: int, n:
     return Recommendation(rope, at_test, best, base_scheme(best), whole, base.factor, change, formula, per_head,
                           near.effect, near.effect_se, unit(near), near.task, _models(near),
                           max(c.measured_to for c in cs), reason, tuple(side))
-
-
-@functools.lru_cache(maxsize=64)
-def off_at_l(L: int, d: int) -> tuple:
-    """The pinned ``q.k`` schemes whose factor at ``n = L`` is not 1, with it (``("name x1.2", ...)``)."""
-    return tuple(f"{k} x{float(pinned(k, L).factor(L, d)):.4g}" for k in QK_SCHEMES
-                 if SCHEMES[k].pin_rule and float(pinned(k, L).factor(L, d)) != 1.0)
