@@ -12,7 +12,7 @@ GGUF's RoPE layout. ``convert_hf_to_gguf.py`` permutes the rows of each query an
 that llama.cpp can rotate *adjacent* pairs ``(2i, 2i+1)``; the Hugging Face checkpoint rotates
 the halves ``(i, i + d/2)``. :func:`_unpermute` restores the Hugging Face row order on load (of the
 architectures llama.cpp rotates in pairs: :attr:`Architecture.permuted`), and
-:func:`~softmax_scale.models.llama.apply_rope` rotates halves. A mistake here leaves the model
+:func:`~softmax_scale.models.layer.apply_rope` rotates halves. A mistake here leaves the model
 fluent for a few tokens and then wrong; the greedy-completion and perplexity tests catch it.
 """
 

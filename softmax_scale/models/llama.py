@@ -1,6 +1,6 @@
 """A LLaMA-family decoder in numpy (SmolLM2-135M-Instruct and the architectures :mod:`.gguf_file` reads).
 
-The steps of one layer, :func:`block`, in order (as in llama2.c's ``run.c``)::
+The steps of one layer, :func:`.layer.block`, in order (as in llama2.c's ``run.c``)::
 
     x -> RMSNorm -> q, k, v projections (+ bias) -> (RMSNorm per head on q and k) -> RoPE on q and k
       -> grouped-query causal attention -> output projection -> + x -> RMSNorm -> SwiGLU feed-forward
@@ -39,9 +39,9 @@ from .._util.progress import progress_bar
 from .._util.validation import check_int
 from ..schemes import scheme_factor
 from ..schemes.rope import rerope_window, rope_frequencies
-from .attention import attention
 from .buckets import bucket_means, check_edges
 from .gguf_file import LlamaConfig, load_gguf
+from .layer import block, layer_weights, rms_norm, rope_tables
 
 __all__ = [
     "DecoderEval",
@@ -50,12 +50,9 @@ __all__ = [
     "LlamaDecoder",
     "PositionStats",
     "Prefix",
-    "apply_rope",
-    "block",
     "load_gguf",
     "model_frequencies",
     "pass_inputs",
-    "rope_tables",
     "scale_factors",
 ]
 
@@ -75,62 +72,6 @@ def scale_factors(scheme: str, n_keys, head_dim: int, train_length: int) -> np.n
     ``standard`` gives exactly 1.
     """
     return scheme_factor(n_keys, head_dim, scheme, train_length)
-
-
-# --------------------------------------------------------------------------------------------
-# The forward pass: pure functions, shapes written down
-# --------------------------------------------------------------------------------------------
-
-
-def rms_norm(x, w, eps):  # [n, d], [d] -> [n, d]
-    """RMSNorm in float32 (no centring)."""
-    ms = np.mean(np.square(x, dtype=np.float32), axis=-1, keepdims=True, dtype=np.float32)
-    return (x / np.sqrt(ms + np.float32(eps))) * w
-
-
-def apply_rope(x, cos, sin):  # [h, n, d], [n, d/2], [n, d/2] -> [h, n, d]
-    """Rotate the halves ``(x_i, x_{i+d/2})`` by the angles whose cosines and sines are given."""
-    half = x.shape[-1] // 2
-    x1, x2 = x[..., :half], x[..., half:]
-    return np.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)
-
-
-def rope_tables(inv_freq, positions):  # [d/2], [n] -> [n, d/2] x 2
-    """Cosines and sines (float32) of the RoPE angles ``position x inv_freq``, computed in float64."""
-    ang = np.outer(positions.astype(np.float64), inv_freq)
-    return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
-
-
-def silu(x, *, out=None, scratch=None):
-    """SiLU, ``x sigmoid(x) = x / (1 + exp(-x))``, in float32 (``exp(-x)`` overflowing to infinity gives ``-0``, no warning).
-
-    ``out`` (may be ``x``) and ``scratch``: float32 arrays of ``x``'s shape to work in, fresh where ``None``.
-    """
-    t = np.negative(x, out=scratch)
-    with np.errstate(over="ignore"):
-        np.exp(t, out=t)
-    np.add(np.float32(1.0), t, out=t)
-    return np.divide(x, t, out=out)
-
-
-def feed_forward(h, gate, up, down, work=None):  # [m, D], [F, D], [F, D], [D, F] -> [m, D]
-    """The gated feed-forward network ``(silu(h gate^T) * (h up^T)) down^T`` in float32.
-
-    ``work``: a dict that keeps the three ``[m, F]`` intermediates between calls (one forward's
-    layers), so each layer writes into memory already faulted in instead of fresh pages.
-    """
-    m, F = h.shape[0], gate.shape[0]
-    if work is None:
-        work = {}
-    if work.get("ffn_shape") != (m, F):
-        work["ffn"] = tuple(np.empty((m, F), dtype=np.float32) for _ in range(3))
-        work["ffn_shape"] = (m, F)
-    g, u, t = work["ffn"]
-    np.matmul(h, gate.T, out=g)
-    np.matmul(h, up.T, out=u)
-    silu(g, out=g, scratch=t)
-    np.multiply(g, u, out=g)
-    return g @ down.T
 
 
 @dataclass(frozen=True)
@@ -203,34 +144,6 @@ class Prefix:
     probe_queries: tuple
 
 
-# --------------------------------------------------------------------------------------------
-# One layer
-# --------------------------------------------------------------------------------------------
-
-
-class LayerOut(NamedTuple):
-    """What :func:`block` hands back besides ``x``: the layer's queries, keys and values, and its attention statistics."""
-
-    q: np.ndarray  # [H, m, d] scaled and rotated
-    k: np.ndarray  # [G, past + m, d] rotated, the past's first
-    v: np.ndarray  # [G, past + m, d]
-    stats: tuple  # (entropy, sigma, sink), each [H, m] float64; () when not gathered
-
-
-#: A layer's tensors every architecture has, in :func:`block`'s parameter names (``blk.{i}.{name}.weight``).
-LAYER_TENSORS = ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down")
-#: :func:`block`'s optional parameters -> the GGUF tensor of each (``blk.{i}.`` + it).
-LAYER_EXTRAS = {"q_bias": "attn_q.bias", "k_bias": "attn_k.bias", "v_bias": "attn_v.bias",
-                "q_norm": "attn_q_norm.weight", "k_norm": "attn_k_norm.weight"}
-
-
-def layer_weights(weights: dict, layer: int) -> dict:
-    """The GGUF tensors of one layer under :func:`block`'s parameter names (the extras the file holds among them)."""
-    p = f"blk.{layer}."
-    out = {k: weights[p + k + ".weight"] for k in LAYER_TENSORS}
-    out.update({k: weights[p + t] for k, t in LAYER_EXTRAS.items() if p + t in weights})
-    return out
-
 
 def model_frequencies(config: LlamaConfig, rope: str = "none", train_length: int | None = None,
                       n: int | None = None) -> np.ndarray:
@@ -244,58 +157,6 @@ def model_frequencies(config: LlamaConfig, rope: str = "none", train_length: int
     L = c.context_length if train_length is None else train_length
     inv = rope_frequencies(rope, c.head_dim, c.rope_base, L, L if n is None else n)
     return inv / np.asarray(c.freq_divisors) if c.freq_divisors else inv
-
-
-def block(x, attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down, *,  # [m, D] -> [m, D]
-          config, cos, sin, qscale, past=None, query_block=256, stats=True, rerope=None,
-          kernel="numpy", work=None, q_bias=None, k_bias=None, v_bias=None, q_norm=None, k_norm=None, rope=True):
-    """One LLaMA layer over ``m`` new positions, after ``past = (keys, values)`` of the earlier ones.
-
-    ``q_bias, k_bias, v_bias`` (Qwen 2) are added to the projections; ``q_norm, k_norm``
-    ``[d]`` (Qwen 3) are RMSNorm weights applied to each head's query and key before RoPE;
-    ``rope=False`` (a NoPE layer) leaves q and k unrotated.
-
-    ``cos, sin`` ``[m, d/2]`` are the RoPE tables of the new positions, ``qscale`` ``[1, m, 1]``
-    the factor ``scale / sqrt(d)`` of each query (``[H, m, 1]``: one per head); attention runs in blocks of ``query_block`` rows
-    with the implementation ``kernel`` (:data:`softmax_scale.models.attention.KERNELS`).
-    ``rerope = (window, cos_w, sin_w)`` (``[1, d/2]`` tables of the angle at ``window``): Su's
-    ReRoPE, keys beyond the window seen at relative position ``window`` (a whole pass, no ``past``).
-    ``work``: scratch kept between the layers of one pass (:func:`feed_forward`).
-    Returns the new ``x`` and a :class:`LayerOut`.
-    """
-    c = config
-    m = x.shape[0]
-    H, G, d = c.n_heads, c.n_kv_heads, c.head_dim
-    h = rms_norm(x, attn_norm, c.rms_eps)  # [m, D]
-    q, k, v = h @ attn_q.T, h @ attn_k.T, h @ attn_v.T
-    for a, bias in ((q, q_bias), (k, k_bias), (v, v_bias)):
-        if bias is not None:
-            a += bias
-    q = q.reshape(m, H, d).transpose(1, 0, 2)  # [H, m, d]
-    k = k.reshape(m, G, d).transpose(1, 0, 2)  # [G, m, d]
-    v = v.reshape(m, G, d).transpose(1, 0, 2)
-    if q_norm is not None:
-        q = rms_norm(q, q_norm, c.rms_eps)
-    if k_norm is not None:
-        k = rms_norm(k, k_norm, c.rms_eps)
-    if not rope:
-        cos, sin = np.ones_like(cos), np.zeros_like(sin)
-    far = None
-    if rerope is not None:
-        far = (apply_rope(q, rerope[1], rerope[2]) * qscale, np.ascontiguousarray(k), rerope[0])
-    q = apply_rope(q, cos, sin) * qscale
-    k = apply_rope(k, cos, sin)
-    start = 0 if past is None else past[0].shape[1]
-    if start:
-        k = np.concatenate([past[0], k], axis=1)  # [G, n, d]
-        v = np.concatenate([past[1], v], axis=1)
-    else:
-        v = np.ascontiguousarray(v)
-    a, st = attention(q, k, v, start, query_block=query_block, stats=stats, far=far, kernel=kernel)
-    x = x + a @ attn_output.T
-    h = rms_norm(x, ffn_norm, c.rms_eps)
-    x = x + feed_forward(h, ffn_gate, ffn_up, ffn_down, work)
-    return x, LayerOut(q, k, v, st if stats else ())
 
 
 # --------------------------------------------------------------------------------------------
@@ -421,7 +282,7 @@ class LlamaDecoder:
     # ---- forward ----------------------------------------------------------------------------
     def _forward(self, ids, *, start=0, stop=None, cache=None, factors=None, inv_freq=None, query_block=256,
                  progress=False, stats=True, rerope=None, kernel="numpy", keep=None) -> _Pass:
-        """Positions ``start .. stop-1`` of ``ids`` through every layer (:func:`block`), given ``cache`` holding ``0..start-1``.
+        """Positions ``start .. stop-1`` of ``ids`` through every layer (:func:`.layer.block`), given ``cache`` holding ``0..start-1``.
 
         ``query_block`` rows per attention block; ``stats`` gathers the attention statistics;
         ``rerope`` ReRoPE's window (a whole pass from position 0); ``kernel`` the attention's implementation;

@@ -22,11 +22,12 @@ from functools import partial
 
 import numpy as np
 
-from .llama import LAYER_TENSORS, KVCache, layer_weights, pass_inputs, rope_tables
+from .layer import LAYER_TENSORS, layer_weights, rope_tables
+from .llama import KVCache, pass_inputs
 
 __all__ = ["device_weights", "forward_jax"]
 
-#: The per-layer tensors, in :func:`~softmax_scale.models.llama.block`'s names: every architecture's,
+#: The per-layer tensors, in :func:`~softmax_scale.models.layer.block`'s names: every architecture's,
 #: then the biases (zeros where the file has none) and Qwen 3's q/k norm (ones where absent, then not applied).
 LAYER = LAYER_TENSORS + ("q_bias", "k_bias", "v_bias", "q_norm", "k_norm")
 #: Rows of the vocabulary product per block.

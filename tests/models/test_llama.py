@@ -25,6 +25,7 @@ from softmax_scale import models
 from softmax_scale.experiments import _iid_prediction as iid_prediction
 from softmax_scale.experiments import real_extrapolation as ex
 from softmax_scale.models import attention, gguf_file, llama
+from softmax_scale.models import layer as layer_fns
 from softmax_scale.schemes import rope as ropes
 
 # ---------------------------------------------------------------------------------------------
@@ -622,9 +623,9 @@ def test_silu_against_float64_in_place_and_without_warnings():
     ref = x.astype(np.float64) * scipy.special.expit(x.astype(np.float64))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        got = llama.silu(x)
+        got = layer_fns.silu(x)
         inplace = x.copy()
-        out = llama.silu(inplace, out=inplace, scratch=np.empty_like(x))
+        out = layer_fns.silu(inplace, out=inplace, scratch=np.empty_like(x))
     assert out is inplace and np.array_equal(got, inplace)
     np.testing.assert_allclose(got, ref, rtol=3e-7, atol=1e-36)  # below float32's normal range: 0 or subnormal
     assert got[x < -100].max() <= 0.0
@@ -640,13 +641,13 @@ def test_feed_forward_with_scratch_is_the_same_bits_and_reshapes_it():
     work = {}
     for m in (7, 7, 3):
         h = rng.standard_normal((m, D), dtype=np.float32) * 3
-        got = llama.feed_forward(h, gate, up, down, work)
-        assert np.array_equal(got, llama.feed_forward(h, gate, up, down))
+        got = layer_fns.feed_forward(h, gate, up, down, work)
+        assert np.array_equal(got, layer_fns.feed_forward(h, gate, up, down))
         assert work["ffn"][0].shape == (m, F)
         h64 = h.astype(np.float64)
         g = h64 @ gate.T.astype(np.float64)
         ref = (g / (1 + np.exp(-g)) * (h64 @ up.T.astype(np.float64))) @ down.T.astype(np.float64)
         np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
     kept = work["ffn"][0]
-    llama.feed_forward(h, gate, up, down, work)
+    layer_fns.feed_forward(h, gate, up, down, work)
     assert work["ffn"][0] is kept
