@@ -153,8 +153,9 @@ class EngineTable:
         m = measured_cost(r, shape, int(self.n.max()), csv=csv)
         if m is None:
             return f"no measured cost for x{r:.4g} {where} (engine_cost has not measured this factor)"
-        return (f"x{r:.4g} {where}: loss {m['delta_loss']:+.4f} ± {m['delta_se']:.4f} nats/token at n = {m['length']} "
-                f"on {m['model']} (measured; i.i.d. KL per head {m['iid_kl']:.3g})")
+        return (f"x{r:.4g} {where}: loss {m['delta_loss']:+.4f} ± {m['delta_se']:.4f} nats/token, next-token KL "
+                f"{m['kl']:.4f} ± {m['kl_se']:.4f} nats at n = {m['length']} on {m['model']} (measured, ± standard "
+                f"error over positions; i.i.d. KL per head {m['iid_kl']:.3g}, theory)")
 
     def version_range(self, engine: str) -> str:
         """The ranges of the rules that gave ``engine``'s row (``""`` when none of them has a recorded range)."""

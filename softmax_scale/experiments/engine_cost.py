@@ -4,12 +4,12 @@ A document's first ``n`` tokens are read once as the model was trained (the refe
 for each factor ``r`` of :data:`RATIOS` on ``q.k``, in each shape of :data:`SHAPES` (every layer, or
 one layer in four as Llama 4's and Laguna's per-layer rules put it); the loss is the mean
 next-token negative log-likelihood over the second half of the positions, and the change is
-paired position by position with its standard error.  Beside each row, the i.i.d. theory
+paired position by position with its standard error; the next-token KL from the reference's
+distribution to the run's (:meth:`~softmax_scale.models.llama.LlamaDecoder.next_token_kl`) is
+averaged over the same positions.  Beside each row, the i.i.d. theory
 (:func:`softmax_scale.engines.cost.iid_cost`) at the reference pass's measured head scales: the KL
 between a head's attention rows at the two factors and the change of its entropy, averaged over the
-heads the factor reaches.  The next-token KL between the two passes is not measured: the decoder's
-public passes return the loss of the true token only.  It is the experiment ``engine_cost``
-(:data:`EXPERIMENT`).
+heads the factor reaches.  It is the experiment ``engine_cost`` (:data:`EXPERIMENT`).
 """
 
 from __future__ import annotations
@@ -91,8 +91,8 @@ class EngineCostExperiment(Experiment):
     name = "engine_cost"
     description = "SmolLM2-135M's loss when an engine multiplies q.k by a factor its authors do not (every layer or one in four)"
     file_stem = "engine_cost"
-    columns = ("length", "ratio", "shape", "loss_reference", "loss", "delta_loss", "delta_se", "tokens", "heads",
-               "iid_kl", "iid_delta_entropy")
+    columns = ("length", "ratio", "shape", "loss_reference", "loss", "delta_loss", "delta_se", "kl", "kl_se", "tokens",
+               "heads", "iid_kl", "iid_delta_entropy")
     text = ("shape",)
     ints = ("length", "tokens", "heads")
     key = task_columns = ("length",)
@@ -128,18 +128,20 @@ class EngineCostExperiment(Experiment):
             raise ValueError(f"`lengths`: {c.doc} has {ids.size} tokens, fewer than {n + 1}")
         L, H = model.config.n_layers, model.config.n_heads
         scored = slice(n // 2, n)
-        ref = model.positions(ids, stop=n, query_block=c.query_block)
+        ref = model.positions(ids, stop=n, query_block=c.query_block, keep_hidden=True)
         sigma = ref.sigma[:, :, scored].mean(axis=-1)  # [layers, heads]
         rows = []
         for ratio in c.ratios:
             theory = iid_cost(sigma, n, ratio)
             for shape in c.shapes:
                 run = model.positions(ids, stop=n, factors=factor_array(ratio, shape, L, H, n + 1),
-                                      query_block=c.query_block)
+                                      query_block=c.query_block, keep_hidden=True)
                 d = run.nll[scored] - ref.nll[scored]
+                kl = model.next_token_kl(ref, run)[scored]
                 reach = np.ones((L, H), bool) if shape == "all" else factor_array(2.0, shape, L, H, 1)[..., 0] != 1.0
                 rows.append((n, float(ratio), shape, float(ref.nll[scored].mean()), float(run.nll[scored].mean()),
-                             float(d.mean()), float(d.std(ddof=1) / np.sqrt(d.size)), int(d.size), int(reach.sum()),
+                             float(d.mean()), float(d.std(ddof=1) / np.sqrt(d.size)), float(kl.mean()),
+                             float(kl.std(ddof=1) / np.sqrt(kl.size)), int(d.size), int(reach.sum()),
                              float(theory.kl[reach].mean()), float(theory.delta_entropy[reach].mean())))
         return rows
 
@@ -154,7 +156,8 @@ class EngineCostExperiment(Experiment):
                 "lengths": " ".join(str(n) for n in config.lengths),
                 "ratios": " ".join(f"{r:.6g}" for r in config.ratios), "shapes": " ".join(config.shapes),
                 "scoring": "mean next-token NLL over positions n/2 .. n-1 of the first n + 1 tokens; the change "
-                           "paired by position, its standard error over positions; iid_kl and iid_delta_entropy: "
+                           "paired by position, its standard error over positions; kl: the next-token KL(reference || run) "
+                           "over the same positions, its mean and standard error; iid_kl and iid_delta_entropy: "
                            "engines.cost.iid_cost at each reached head's sigma (mean over the scored queries of the "
                            "reference pass), averaged over the reached heads",
                 "config": json.dumps(asdict(config)),
@@ -163,11 +166,12 @@ class EngineCostExperiment(Experiment):
     def summaries(self, table) -> list:
         """One markdown table: the loss change and the theory at each length, factor and shape."""
         r = table.rows
-        out = ["| n | factor on q.k | where | loss change (nats/token) | i.i.d. KL per head | i.i.d. entropy change |",
-               "|---:|---:|---|---:|---:|---:|"]
+        out = ["| n | factor on q.k | where | loss change (nats/token) | next-token KL (nats) | i.i.d. KL per head | "
+               "i.i.d. entropy change |", "|---:|---:|---|---:|---:|---:|---:|"]
         for i in range(r["length"].size):
             out.append(f"| {r['length'][i]} | {r['ratio'][i]:.4f} | {r['shape'][i]} | {r['delta_loss'][i]:+.4f} ± "
-                       f"{r['delta_se'][i]:.4f} | {r['iid_kl'][i]:.4f} | {r['iid_delta_entropy'][i]:+.4f} |")
+                       f"{r['delta_se'][i]:.4f} | {r['kl'][i]:.4f} ± {r['kl_se'][i]:.4f} | {r['iid_kl'][i]:.4f} | "
+                       f"{r['iid_delta_entropy'][i]:+.4f} |")
         return ["\n".join(out) + "\n"]
 
 

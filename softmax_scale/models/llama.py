@@ -81,7 +81,9 @@ class PositionStats:
     ``nll[i]`` is ``-log p(token[i+1] | tokens[:i+1])`` (NaN for the last position of the
     sequence, which has no target); ``entropy``, ``sigma`` and ``sink`` are ``[layers, heads, m]``
     float64: Shannon entropy of the query's attention, the standard deviation of its logits over
-    its keys (after the scale factor), and the probability on key 0.
+    its keys (after the scale factor), and the probability on key 0.  ``hidden`` ``[m, D]``
+    float32: the final hidden states (after the output norm) where the pass was asked to keep
+    them, for :meth:`LlamaDecoder.next_token_kl`; ``None`` otherwise.
     """
 
     start: int
@@ -89,14 +91,16 @@ class PositionStats:
     entropy: np.ndarray
     sigma: np.ndarray
     sink: np.ndarray
+    hidden: np.ndarray | None = None
 
     def then(self, later: PositionStats) -> PositionStats:
         """These positions followed by ``later``'s (which must start where these end)."""
         if later.start != self.start + self.nll.size:
             raise ValueError(f"`later` starts at {later.start}, not at {self.start + self.nll.size}")
         cat = np.concatenate
+        hidden = None if self.hidden is None or later.hidden is None else cat([self.hidden, later.hidden])
         return PositionStats(self.start, cat([self.nll, later.nll]), cat([self.entropy, later.entropy], -1),
-                             cat([self.sigma, later.sigma], -1), cat([self.sink, later.sink], -1))
+                             cat([self.sigma, later.sigma], -1), cat([self.sink, later.sink], -1), hidden)
 
 
 @dataclass(frozen=True)
@@ -315,27 +319,63 @@ class LlamaDecoder:
             outs.append(out if keep is None else out._replace(q=out.q[:, np.asarray(keep) - start]))
         return _Pass(rms_norm(x, w["output_norm.weight"], c.rms_eps), outs)
 
-    def _nll(self, x, ids, start, n):
-        """``-log p(ids[t+1])`` at positions ``start .. n-1`` from the final hidden states (NaN past the sequence)."""
-        m = n - start
-        nll = np.full(m, np.nan)
+    def _logits(self, x, rows=512):
+        """``(r0, r1, logits [r1 - r0, V] float32, log-normaliser [r1 - r0] float64)`` for blocks of the rows of ``x``.
+
+        The logits array is a buffer reused by the next block: read it before asking for the next.
+        """
+        m = x.shape[0]
         out_w = self.weights["output.weight"]
-        tgt = ids[start + 1:n + 1]
-        rows_max = min(m, 512)
-        lg_buf, ex_buf = (np.empty((rows_max, out_w.shape[0]), dtype=np.float32) for _ in range(2))  # reused by every chunk
-        for r0 in range(0, m, 512):
-            r1 = min(m, r0 + 512)
+        lg_buf, ex_buf = (np.empty((min(m, rows), out_w.shape[0]), dtype=np.float32) for _ in range(2))
+        for r0 in range(0, m, rows):
+            r1 = min(m, r0 + rows)
             lg = np.matmul(x[r0:r1], out_w.T, out=lg_buf[:r1 - r0])  # [rows, V]
             mx = lg.max(axis=1, keepdims=True)
             ex = np.exp(np.subtract(lg, mx, out=ex_buf[:r1 - r0]), out=ex_buf[:r1 - r0])
-            lse = np.log(ex.sum(axis=1, dtype=np.float64)) + mx[:, 0]
+            yield r0, r1, lg, np.log(ex.sum(axis=1, dtype=np.float64)) + mx[:, 0]
+
+    def _nll(self, x, ids, start, n):
+        """``-log p(ids[t+1])`` at positions ``start .. n-1`` from the final hidden states (NaN past the sequence)."""
+        nll = np.full(n - start, np.nan)
+        tgt = ids[start + 1:n + 1]
+        for r0, r1, lg, lse in self._logits(x):
             rows = np.arange(r0, min(r1, len(tgt)))
             if rows.size:
                 nll[rows] = lse[rows - r0] - lg[rows - r0, tgt[rows]]
         return nll
 
+    def next_token_kl(self, reference, other) -> np.ndarray:
+        """``KL(p || q)`` per position between the next-token distributions of two passes, in nats (float64).
+
+        Parameters
+        ----------
+        reference, other : PositionStats
+            Two passes over the same positions, each run with ``keep_hidden=True``: ``p`` is
+            ``reference``'s distribution over the vocabulary, ``q`` is ``other``'s.
+
+        Returns
+        -------
+        ndarray [m]
+            ``sum_v p_v (log p_v - log q_v)`` at each position, from the log-softmax of each pass's
+            logits in float64 (max-shifted), a block of positions at a time.
+        """
+        for name, st in (("reference", reference), ("other", other)):
+            if not isinstance(st, PositionStats) or st.hidden is None:
+                raise ValueError(f"`{name}` must be a PositionStats from a pass run with keep_hidden=True")
+        if (reference.start, reference.hidden.shape) != (other.start, other.hidden.shape):
+            raise ValueError(f"`other` covers positions {other.start}.. ({other.hidden.shape[0]}), not the "
+                             f"`reference`'s {reference.start}.. ({reference.hidden.shape[0]})")
+        kl = np.empty(reference.hidden.shape[0])
+        rows = 128
+        for (r0, r1, lp, lse_p), (_, _, lq, lse_q) in zip(self._logits(reference.hidden, rows),
+                                                         self._logits(other.hidden, rows)):
+            log_p = lp.astype(np.float64) - lse_p[:, None]
+            log_q = lq.astype(np.float64) - lse_q[:, None]
+            kl[r0:r1] = np.maximum(np.sum(np.exp(log_p) * (log_p - log_q), axis=1), 0.0)
+        return kl
+
     def positions(self, ids, *, start=0, stop=None, cache=None, factors=None, inv_freq=None, query_block=256,
-                  progress=False, rerope=None, kernel="numpy") -> PositionStats:
+                  progress=False, rerope=None, kernel="numpy", keep_hidden=False) -> PositionStats:
         """Loss and attention statistics of positions ``start .. stop-1`` of ``ids`` in one pass.
 
         Parameters
@@ -362,12 +402,15 @@ class LlamaDecoder:
         kernel : {"numba", "numpy"}
             The attention's implementation (:data:`softmax_scale.models.attention.KERNELS`): the
             fused kernel, or the numpy passes it is tested against.
+        keep_hidden : bool
+            Keep the final hidden states (``PositionStats.hidden``, ``m x D`` floats) for
+            :meth:`next_token_kl`.
         """
         n = len(ids) if stop is None else stop
         p = self._forward(ids, start=start, stop=stop, cache=cache, factors=factors, inv_freq=inv_freq,
                           query_block=query_block, progress=progress, rerope=rerope, kernel=kernel)
         ent, sig, snk = (np.stack([out.stats[i] for out in p.layers]) for i in range(3))
-        return PositionStats(start, self._nll(p.x, ids, start, n), ent, sig, snk)
+        return PositionStats(start, self._nll(p.x, ids, start, n), ent, sig, snk, p.x if keep_hidden else None)
 
     def nll(self, ids, *, query_block=256, progress=False, kernel="numpy") -> np.ndarray:
         """``-log p(ids[t+1] | ids[:t+1])`` at every position (NaN at the last), without attention statistics."""

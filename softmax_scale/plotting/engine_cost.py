@@ -1,4 +1,4 @@
-"""What an engine's wrong factor on ``q.k`` costs: SmolLM2-135M's loss change beside the i.i.d. theory's KL, against the factor."""
+"""What an engine's wrong factor on ``q.k`` costs SmolLM2-135M (loss, next-token KL), beside the i.i.d. theory's KL."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ _STYLES = {"all": "-", "every_fourth": "--"}
 
 
 def engine_cost_figure(table=None, csv=None):
-    """The loss change (measured) and the i.i.d. KL per head (theory) against the factor, per length and shape."""
+    """The loss change and the next-token KL (measured) and the i.i.d. KL per head (theory) against the factor, per length and shape."""
     from ..experiments import EXPERIMENTS
     from .train import committed_table
 
     t = committed_table(EXPERIMENTS["engine_cost"], table, csv)
     r = t.rows
-    fig, (a, b) = new_figure(2, width=12.0, height=4.4)
+    fig, (a, k, b) = new_figure(3, width=15.0, height=4.4)
     lengths = sorted(set(r["length"].tolist()))
     for j, n in enumerate(lengths):
         for shape in dict.fromkeys(r["shape"].tolist()):
@@ -29,13 +29,15 @@ def engine_cost_figure(table=None, csv=None):
             kw = dict(color=f"C{j}", ls=_STYLES.get(shape, ":"), marker="o", ms=3, label=f"n = {n}, {shape}")
             a.errorbar(x[order], np.append(r["delta_loss"][m], 0.0)[order],
                        yerr=np.append(r["delta_se"][m], 0.0)[order], capsize=2, **kw)
+            k.errorbar(x[order], np.append(r["kl"][m], 0.0)[order], yerr=np.append(r["kl_se"][m], 0.0)[order],
+                       capsize=2, **kw)
             b.plot(x[order], np.append(r["iid_kl"][m], 0.0)[order], **kw)
     a.axhline(0.0, color="0.6", lw=0.8)
     ticks = []
     for v in sorted({1.0, *r["ratio"].tolist()}):  # labels at least 6% apart
         if not ticks or v / ticks[-1] > 1.06:
             ticks.append(v)
-    for ax in (a, b):
+    for ax in (a, k, b):
         ax.set_xscale("log")
         ax.set_xticks(ticks, [f"{v:.3g}" for v in ticks])
         ax.minorticks_off()
@@ -43,8 +45,10 @@ def engine_cost_figure(table=None, csv=None):
         ax.set_xlabel("factor on q.k (engine over the authors')")
         ax.legend(fontsize=7)
     a.set_ylabel("loss change, nats per token (measured, ± SE)")
+    k.set_ylabel("next-token KL from the model as trained (measured, nats, ± SE)")
     b.set_ylabel("i.i.d. KL between a head's rows (theory, nats)")
     a.set_title(f"{t.header.get('model', 'SmolLM2-135M')}: next-token loss on {t.header.get('doc', '?')}", fontsize=9)
+    k.set_title("next-token KL(trained || engine), mean over the same positions", fontsize=9)
     b.set_title("i.i.d. theory at the measured head scales, mean over the reached heads", fontsize=9)
     return fig
 

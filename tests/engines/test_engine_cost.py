@@ -36,6 +36,8 @@ def test_a_factor_of_one_is_the_reference_itself(quick):
     assert np.all(r["delta_loss"][one] == 0.0)
     assert np.all(r["iid_kl"][one] == 0.0)
     assert np.all(r["loss"][one] == r["loss_reference"][one])
+    assert np.all(r["kl"][one] == 0.0)
+    assert np.all(r["kl_se"][one] == 0.0)
 
 
 def test_the_change_is_the_loss_minus_the_reference_and_the_factor_moves_it(quick):
@@ -46,6 +48,8 @@ def test_the_change_is_the_loss_minus_the_reference_and_the_factor_moves_it(quic
     assert np.all(r["delta_se"][moved] > 0)
     assert np.all(r["iid_kl"][moved] > 0)
     assert np.all(r["iid_delta_entropy"][moved] < 0)
+    assert np.all(r["kl"][r["ratio"] != 1.0] > 0)
+    assert np.all(r["kl_se"][r["ratio"] != 1.0] > 0)
 
 
 def test_the_theory_column_is_a_mean_of_iid_cost_over_head_scales(quick):
@@ -83,6 +87,7 @@ def test_engines_prints_the_cost_beside_a_disagreement(quick):
     m = measured_cost(1.2965, "all", csv=csv)
     assert line.startswith("x1.296 on every layer: loss ")
     assert f"{m['delta_loss']:+.4f}" in line
+    assert f"next-token KL {m['kl']:.4f} ± {m['kl_se']:.4f} nats" in line
     assert "at n = 256 on SmolLM2" in line
     assert "measured" in line
     assert t.cost("reference", csv=csv) is None
@@ -110,7 +115,7 @@ def test_the_experiment_is_registered_with_its_figure(quick):
 
     assert EXPERIMENTS["engine_cost"].config(True) == QUICK_CONFIG
     fig = engine_cost_figure(table=quick[0])
-    assert len(fig.axes) == 2
+    assert len(fig.axes) == 3
 
 
 def test_a_missing_result_file_is_said_so_not_taken_for_an_unmeasured_factor(quick):

@@ -157,8 +157,12 @@ def naive_factor(scheme, n, L):
     raise AssertionError(scheme)
 
 
-def naive_forward(hf_permuted_file_weights, ids, rope, scheme, L, n_total=None):
-    """Float64, full attention matrices, RoPE rotating adjacent pairs of the file's rows."""
+def naive_forward(hf_permuted_file_weights, ids, rope, scheme, L, n_total=None, with_logits=False, factors=None):
+    """Float64, full attention matrices, RoPE rotating adjacent pairs of the file's rows.
+
+    ``factors``: the factor on query ``i``'s logits given outright (in place of ``scheme``'s); ``with_logits``:
+    the logits returned too.
+    """
     t = TINY
     W = {k: v.astype(np.float64) for k, v in hf_permuted_file_weights.items()}
     H, G, d = t["heads"], t["kv_heads"], t["head_dim"]
@@ -200,7 +204,7 @@ def naive_forward(hf_permuted_file_weights, ids, rope, scheme, L, n_total=None):
                 rel = pos[:, None] - pos[None, :]
                 S = np.where(np.abs(rel) < w, S, far)
             for i in range(n):
-                s = S[i, :i + 1] * naive_factor(scheme, i + 1, L)
+                s = S[i, :i + 1] * (naive_factor(scheme, i + 1, L) if factors is None else factors[i])
                 pr = np.exp(s - s.max())
                 pr /= pr.sum()
                 att[i, hd * d:(hd + 1) * d] = pr @ vh[:i + 1]
@@ -216,7 +220,7 @@ def naive_forward(hf_permuted_file_weights, ids, rope, scheme, L, n_total=None):
     lse = np.log(np.exp(logits - logits.max(1, keepdims=True)).sum(1)) + logits.max(1)
     nll = np.full(n, np.nan)
     nll[:-1] = lse[:-1] - logits[np.arange(n - 1), ids[1:]]
-    return nll, ent, sig, snk
+    return (nll, ent, sig, snk, logits) if with_logits else (nll, ent, sig, snk)
 
 
 @pytest.fixture(scope="module")
@@ -242,6 +246,26 @@ def test_tiny_forward_matches_naive(tiny, tiny_file_weights, rope, scheme):
     np.testing.assert_allclose(st.entropy, ent, atol=2e-4, rtol=0)
     np.testing.assert_allclose(st.sigma, sig, atol=2e-4, rtol=1e-4)
     np.testing.assert_allclose(st.sink, snk, atol=1e-5, rtol=0)
+
+
+def test_next_token_kl_matches_naive(tiny, tiny_file_weights):
+    """KL between the next-token distributions of two passes, against scipy's log-softmax of the naive float64 logits."""
+    L = TINY["L"]
+    ids = np.random.default_rng(5).integers(1, tiny.config.vocab_size, size=3 * L)
+    f = llama.scale_factors("entropy_invariant", np.arange(1, len(ids) + 1), TINY["head_dim"], L) * 1.5
+    ref = tiny.positions(ids, query_block=16, keep_hidden=True)
+    run = tiny.positions(ids, factors=f, query_block=16, keep_hidden=True)
+    got = tiny.next_token_kl(ref, run)
+    *_, lg_p = naive_forward(tiny_file_weights, ids, "none", "standard", L, with_logits=True)
+    log_p = scipy.special.log_softmax(lg_p, axis=1)
+    *_, lg_q = naive_forward(tiny_file_weights, ids, "none", "standard", L, with_logits=True, factors=f)
+    log_q = scipy.special.log_softmax(lg_q, axis=1)
+    want = np.sum(np.exp(log_p) * (log_p - log_q), axis=1)
+    assert want.mean() > 1e-2  # the factor changes the distributions: the comparison can fail
+    np.testing.assert_allclose(got, want, atol=5e-4, rtol=1e-3)
+    assert np.array_equal(tiny.next_token_kl(ref, ref), np.zeros(len(ids)))
+    with pytest.raises(ValueError, match="keep_hidden"):
+        tiny.next_token_kl(ref, tiny.positions(ids, query_block=16))
 
 
 def test_tiny_config_read_from_file(tiny):
