@@ -183,6 +183,10 @@ _ADVISE_NEEDS = {"d": "the head dimension", "train_length": "the training length
 def _cmd_advise(args):
     from .advice import advise
 
+    if args.model is not None:
+        if args.evidence is not None:
+            raise ValueError("`--model` and `--evidence` name the same thing: pass one")
+        args.evidence = args.model
     needs = _ADVISE_NEEDS if args.config is None and args.evidence is None else {"n": _ADVISE_NEEDS["n"]}
     if missing := [k for k in needs if getattr(args, k) is None]:
         raise ValueError(" and ".join(f"`--{k.replace('_', '-')}` ({_ADVISE_NEEDS[k]})" for k in missing) + " required")
@@ -469,6 +473,8 @@ def _parser() -> argparse.ArgumentParser:
                     "are not given; the baseline becomes its authors' whole multiplier on q.k")
     sp.add_argument("--evidence", default=None, metavar="RESULT.csv", help="a result file of softmax-scale measure on "
                     "your own model: read first (d and L from it where not given), the other results beside it")
+    sp.add_argument("--model", default=None, metavar="MODEL.gguf", help="the GGUF file you measured: its result "
+                    "file (found by the file's SHA-256 in ./measure or the committed figures/) read as --evidence")
     sp.add_argument("--engine", nargs="+", metavar="NAME==VERSION", help="with --config: the engine versions you run "
                     "(e.g. vllm==0.11.0), to read their rules at; the others at their newest known")
     sp.add_argument("--rope", default=None, help="the RoPE variant past L (below); default: every variant measured")

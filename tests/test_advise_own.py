@@ -89,3 +89,52 @@ def test_a_file_that_is_not_a_measure_result_names_evidence(tmp_path):
         ss.advise(n=N, evidence=RESULTS / "train_mlm.csv")
     with pytest.raises(ValueError, match="`evidence`"):
         ss.advise(n=N, evidence=tmp_path / "missing.csv")
+
+
+def _model_and_result(tmp_path, name="m.csv"):
+    """A stand-in model file and, in ./measure, a result file whose header names the file's SHA-256."""
+    import hashlib
+
+    model = tmp_path / "mine.gguf"
+    model.write_bytes(b"GGUF" + bytes(range(256)) * 3)
+    (tmp_path / "measure").mkdir(exist_ok=True)
+    path = _write(tmp_path / "measure" / name, {1.1: 0.03})
+    text = path.read_text(encoding="utf-8").replace("ab" * 32, hashlib.sha256(model.read_bytes()).hexdigest())
+    path.write_text(text, encoding="utf-8")
+    return model, path
+
+
+def test_a_model_file_finds_its_own_result_by_hash(tmp_path, monkeypatch):
+    model, path = _model_and_result(tmp_path)
+    _write(tmp_path / "measure" / "other.csv", {1.2: 0.05})  # another model's (sha ab...): not taken
+    monkeypatch.chdir(tmp_path)
+    from softmax_scale.advice import own_result
+
+    assert own_result(model) == path.resolve()
+    a = ss.advise(n=N, evidence=model)
+    b = ss.advise(n=N, evidence=path)
+    assert a.recommendations[0].scale == b.recommendations[0].scale == "constant x1.1 at test"
+    with pytest.raises(ValueError, match="`model`: no result of softmax-scale measure for mine.gguf"):
+        own_result(model, folders=[tmp_path / "nowhere"])
+    with pytest.raises(ValueError, match="`model`: .*missing.gguf does not exist"):
+        own_result(tmp_path / "missing.gguf")
+
+
+def test_a_full_run_is_preferred_to_a_quick_one(tmp_path):
+    model, path = _model_and_result(tmp_path)
+    _, quick = _model_and_result(tmp_path, "measure_quick.csv")
+    from softmax_scale.advice import own_result
+
+    assert own_result(model, folders=[tmp_path / "measure"]) == path.resolve()
+    assert quick.exists()
+
+
+def test_the_cli_reads_a_model_file(tmp_path, monkeypatch, capsys):
+    model, _ = _model_and_result(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["advise", "--n", str(N), "--model", str(model), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["recommendations"][0]["scale"] == "constant x1.1 at test"
+    assert cli.main(["advise", "--n", str(N), "--model", str(tmp_path / "missing.gguf")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "missing.gguf does not exist" in err[0]

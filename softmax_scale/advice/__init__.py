@@ -32,12 +32,12 @@ from ..schemes import QK_SCHEMES, SCHEMES, STANDARD, pinned
 from ..schemes.rope import ROPES
 from ._config import config_lines, engine_summary, recipe_baseline, recipe_evidence
 from ._evidence import TASKS, Comparison, comparisons, read_evidence, scope
-from ._own import own_evidence
+from ._own import own_evidence, own_result
 from ._render import DOCS_CALL, docs_block, headline, markdown, short_answers, text, write_docs
 from ._rule import LEVEL, RULE, Baseline, Recommendation, recommend
 
 __all__ = ["DOCS_CALL", "LEVEL", "RULE", "TASKS", "Advice", "Baseline", "Comparison", "Recommendation",
-           "SchemeAtLength", "advise", "docs_block", "short_answers", "write_docs"]
+           "SchemeAtLength", "advise", "docs_block", "own_result", "short_answers", "write_docs"]
 
 
 @dataclass(frozen=True)
@@ -205,10 +205,11 @@ def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="l
     match : float
         The matching key's cosine with the query in the theory's signal-plus-noise columns.
     evidence : str or PathLike, optional
-        A result file of :func:`softmax_scale.measure` on your own model: read first, the closest
-        evidence there is (each cell against the file's recipe, paired by document and prompt); its
-        header fills ``d`` and ``train_length`` where not given, and the toolkit's other results are
-        shown beside it as context.
+        A result file of :func:`softmax_scale.measure` on your own model, or the ``.gguf`` file it
+        measured (its result is found by the file's SHA-256, :func:`~softmax_scale.advice.own_result`):
+        read first, the closest evidence there is (each cell against the file's recipe, paired by
+        document and prompt); its header fills ``d`` and ``train_length`` where not given, and the
+        toolkit's other results are shown beside it as context.
     engine_versions : Mapping, optional
         With ``config``: engine name -> the version you run, to read its rules at
         (:func:`softmax_scale.engines.engine_scales`); the others at their newest known.
@@ -240,6 +241,8 @@ def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="l
                 raise ValueError(f"`config` {model.source} gives no training length: pass `train_length`")
             train_length = model.covered_length
         rope = model.rope_variant if rope is None else rope
+    if evidence is not None and Path(evidence).suffix.lower() == ".gguf":
+        evidence = own_result(evidence)
     own_rows, own_header = ([], {}) if evidence is None else own_evidence(evidence)
     if evidence is not None:
         d = int(own_header.get("head_dim") or 0) or None if d is None else d

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..experiments import Evidence, at_test_label
 
-__all__ = ["OWN_EXPERIMENT", "OWN_KIND", "constant_label", "own_evidence"]
+__all__ = ["OWN_EXPERIMENT", "OWN_KIND", "constant_label", "own_evidence", "own_result"]
 
 #: The experiment name of the user's own rows in advise's comparisons.
 OWN_EXPERIMENT = "measure (your model)"
@@ -33,6 +33,69 @@ def constant_label(factor: float) -> str:
 
 def _cell_name(scheme: str, factor: float) -> str:
     return constant_label(factor) if scheme == _CONSTANT else scheme
+
+
+def _header_sha(path: Path) -> str | None:
+    """The ``model_sha256`` of a result file's header (its leading ``#`` lines), or None."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if not line.startswith("#"):
+                    return None
+                key, _, value = line[1:].partition(":")
+                if key.strip() == "model_sha256":
+                    return value.strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return None
+
+
+def own_result(model, folders=None) -> Path:
+    """The ``measure`` result file of a GGUF model, found by the model file's SHA-256.
+
+    Parameters
+    ----------
+    model : str or PathLike
+        The GGUF file that was measured.
+    folders : sequence of str or PathLike, optional
+        Where to look: by default ``measure/`` (where :func:`softmax_scale.measure` writes unless told
+        otherwise) under the current directory, then the committed ``figures/``.
+
+    Returns
+    -------
+    Path
+        The result file whose header's ``model_sha256`` is the model's; among several, a full run
+        before a ``--quick`` one, then the one with the most rows, then the first by name.
+
+    Raises
+    ------
+    ValueError
+        Naming ``model``: a missing file, or no result file of that model in ``folders``.
+    """
+    import hashlib
+
+    from ..experiments.base import RESULTS
+
+    model = Path(model)
+    if not model.is_file():
+        raise ValueError(f"`model`: {model} does not exist")
+    h = hashlib.sha256()
+    with open(model, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    sha = h.hexdigest()
+    folders = [Path("measure"), RESULTS] if folders is None else [Path(x) for x in folders]
+    hits = sorted({p.resolve() for d in folders if d.is_dir() for p in d.glob("*.csv") if _header_sha(p) == sha})
+    if not hits:
+        raise ValueError(f"`model`: no result of softmax-scale measure for {model.name} (sha256 {sha[:12]}) in "
+                         f"{', '.join(str(d) for d in folders)}: run `softmax-scale measure {model}` first")
+
+    def rank(p):
+        with open(p, encoding="utf-8") as f:
+            rows = sum(1 for line in f if line.strip() and not line.startswith("#")) - 1
+        return ("quick" in p.stem, -rows, p.name)
+
+    return min(hits, key=rank)
 
 
 def own_evidence(path) -> tuple:
