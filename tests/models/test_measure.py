@@ -117,6 +117,19 @@ def test_any_executor_writes_the_same_file(result, tiny, tmp_path):
     assert body(other.path) == body(result.path)
 
 
+@pytest.mark.slow
+def test_a_dask_cluster_writes_the_same_file(result, tiny, tmp_path):
+    """The units shipped to a Dask cluster's worker processes (the path for a model that outgrows one machine)."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        other = run_tiny(tiny, tmp_path, scheduler=cluster.scheduler_address, figure_file=False)
+
+    def body(path):
+        return [line.rsplit(",", 1)[0] for line in path.read_text().splitlines() if not line.startswith("#")]
+
+    assert body(other.path) == body(result.path)
+
+
 def test_the_curve_names_the_minimiser_interval_and_recipe(result):
     c = result.curves[0]
     assert c.length == N and c.train_length == 32 and c.documents == 3
