@@ -113,7 +113,8 @@ class EngineTable:
         """The measured cost of ``engine``'s disagreement with the reference, with its scope; ``None`` where it agrees.
 
         A factor constant in ``n`` on every layer (or on the layers ``(i + 1) % 4 == 0``) and on every
-        dimension of ``q.k`` is looked up in the committed result of the experiment ``engine_cost``
+        dimension of ``q.k`` (or, on every layer, on the rotated half of a ``partial_rotary_factor`` of 0.5)
+        is looked up in the committed result of the experiment ``engine_cost``
         (:func:`softmax_scale.experiments.engine_cost.measured_cost`), at the measured length
         nearest the largest ``n`` asked; any other shape is said to be unmeasured.
 
@@ -143,7 +144,10 @@ class EngineTable:
         else:
             return f"no measured cost for x{r:.4g} on layers {_ranges(e.layers)}"
         if e.nope_scale is not None and _same(e.nope_scale, ref.scale if ref.nope_scale is None else ref.nope_scale):
-            return f"x{r:.4g} {where} on the rotated dimensions only: not measured (measured: every dimension)"
+            if shape != "all" or self.model.partial_rotary_factor != 0.5:
+                return (f"x{r:.4g} {where} on the rotated dimensions only: not measured (measured: every dimension, "
+                        "or half of them on every layer)")
+            shape, where = "half", "on every layer, on the rotated half of the dimensions"
         import os
 
         from ..experiments.engine_cost import committed_file, measured_cost

@@ -1,15 +1,17 @@
 """What an engine's wrong factor costs a real decoder (SmolLM2-135M): the loss change when ``q.k`` is multiplied by ``r``.
 
 A document's first ``n`` tokens are read once as the model was trained (the reference) and once
-for each factor ``r`` of :data:`RATIOS` on ``q.k``, in each shape of :data:`SHAPES` (every layer, or
-one layer in four as Llama 4's and Laguna's per-layer rules put it); the loss is the mean
+for each factor ``r`` of :data:`RATIOS` on ``q.k``, in each shape of :data:`SHAPES` (every layer; every
+layer on half of the dimensions, as a factor on ``cos``/``sin`` of a half rotation puts it; or one layer
+in four as Llama 4's and Laguna's per-layer rules put it); the loss is the mean
 next-token negative log-likelihood over the second half of the positions, and the change is
 paired position by position with its standard error; the next-token KL from the reference's
 distribution to the run's (:meth:`~softmax_scale.models.llama.LlamaDecoder.next_token_kl`) is
 averaged over the same positions.  Beside each row, the i.i.d. theory
 (:func:`softmax_scale.engines.cost.iid_cost`) at the reference pass's measured head scales: the KL
 between a head's attention rows at the two factors and the change of its entropy, averaged over the
-heads the factor reaches.  It is the experiment ``engine_cost`` (:data:`EXPERIMENT`).
+heads the factor reaches (whole logits only: a factor on half of the dimensions does not scale a row's
+scores by one number, so its theory columns are NaN).  It is the experiment ``engine_cost`` (:data:`EXPERIMENT`).
 """
 
 from __future__ import annotations
@@ -26,13 +28,14 @@ from .._util.store import source_revision
 from .base import RESULTS, Experiment
 
 __all__ = ["EXPERIMENT", "QUICK_CONFIG", "RATIOS", "SHAPES", "EngineCostConfig", "EngineCostExperiment",
-           "committed_file", "factor_array", "measured_cost"]
+           "committed_file", "dim_factor_array", "factor_array", "measured_cost"]
 
 #: Factors on ``q.k`` measured: transformers 4.51 against now on Qwen3's static YaRN, its inverse, YaRN 4's
 #: temperature, YaRN 64's cos/sin factor, YaRN 16's temperature (vLLM on Ministral 3), DeepSeek-V3's.
 RATIOS = (1.0451 / 1.2965, 1 / 1.2965, 1.2965, 1.4159, 1.6314, 1.8739)
-#: Where the factor goes: every layer, or the layers ``i`` with ``(i + 1) % 4 == 0``.
-SHAPES = ("all", "every_fourth")
+#: Where the factor goes: every layer; every layer on half of each head's dimensions (the rotation pairs
+#: ``(i, i + d/2)`` with ``i < d/4``); or the layers ``i`` with ``(i + 1) % 4 == 0``.
+SHAPES = ("all", "half", "every_fourth")
 #: How close (relative) an engine's factor must be to a measured one for :func:`measured_cost` to report it.
 MATCH_RTOL = 1e-3
 
@@ -75,14 +78,28 @@ class _Task:
 
 
 def factor_array(ratio: float, shape: str, n_layers: int, n_heads: int, length: int) -> np.ndarray:
-    """The decoder's ``factors`` for ``ratio`` in ``shape``: ``[length]`` (``all``) or ``[layers, heads, length]``."""
+    """The decoder's ``factors`` for ``ratio`` in ``shape``: ``[length]`` (``all``, ``half``: ones) or ``[layers, heads, length]``."""
     if shape == "all":
         return np.full(length, float(ratio))
+    if shape == "half":
+        return np.ones(length)
     if shape == "every_fourth":
         f = np.ones((n_layers, n_heads, length))
         f[3::4] = float(ratio)
         return f
     raise ValueError(f"`shape` must be one of {', '.join(SHAPES)}, got {shape!r}")
+
+
+def dim_factor_array(ratio: float, shape: str, head_dim: int):
+    """The decoder's ``dim_factors`` for ``ratio`` in ``shape``: on the pairs ``(i, i + d/2)``, ``i < d/4`` (``half``), or None."""
+    if shape not in SHAPES:
+        raise ValueError(f"`shape` must be one of {', '.join(SHAPES)}, got {shape!r}")
+    if shape != "half":
+        return None
+    dims = np.ones(head_dim)
+    q = head_dim // 4
+    dims[:q] = dims[head_dim // 2:head_dim // 2 + q] = float(ratio)
+    return dims
 
 
 class EngineCostExperiment(Experiment):
@@ -135,14 +152,16 @@ class EngineCostExperiment(Experiment):
             theory = iid_cost(sigma, n, ratio)
             for shape in c.shapes:
                 run = model.positions(ids, stop=n, factors=factor_array(ratio, shape, L, H, n + 1),
+                                      dim_factors=dim_factor_array(ratio, shape, model.config.head_dim),
                                       query_block=c.query_block, keep_hidden=True)
                 d = run.nll[scored] - ref.nll[scored]
                 kl = model.next_token_kl(ref, run)[scored]
-                reach = np.ones((L, H), bool) if shape == "all" else factor_array(2.0, shape, L, H, 1)[..., 0] != 1.0
+                reach = np.ones((L, H), bool) if shape in ("all", "half") else factor_array(2.0, shape, L, H, 1)[..., 0] != 1.0
                 rows.append((n, float(ratio), shape, float(ref.nll[scored].mean()), float(run.nll[scored].mean()),
                              float(d.mean()), float(d.std(ddof=1) / np.sqrt(d.size)), float(kl.mean()),
                              float(kl.std(ddof=1) / np.sqrt(kl.size)), int(d.size), int(reach.sum()),
-                             float(theory.kl[reach].mean()), float(theory.delta_entropy[reach].mean())))
+                             *((float("nan"),) * 2 if shape == "half" else
+                               (float(theory.kl[reach].mean()), float(theory.delta_entropy[reach].mean())))))
         return rows
 
     def header(self, config, tasks, command) -> dict:

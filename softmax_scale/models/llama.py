@@ -285,12 +285,13 @@ class LlamaDecoder:
 
     # ---- forward ----------------------------------------------------------------------------
     def _forward(self, ids, *, start=0, stop=None, cache=None, factors=None, inv_freq=None, query_block=256,
-                 progress=False, stats=True, rerope=None, kernel="numpy", keep=None) -> _Pass:
+                 progress=False, stats=True, rerope=None, kernel="numpy", keep=None, dim_factors=None) -> _Pass:
         """Positions ``start .. stop-1`` of ``ids`` through every layer (:func:`.layer.block`), given ``cache`` holding ``0..start-1``.
 
         ``query_block`` rows per attention block; ``stats`` gathers the attention statistics;
         ``rerope`` ReRoPE's window (a whole pass from position 0); ``kernel`` the attention's implementation;
-        ``keep`` the positions whose queries each :class:`LayerOut` keeps (all where ``None``).
+        ``keep`` the positions whose queries each :class:`LayerOut` keeps (all where ``None``);
+        ``dim_factors`` ``[head_dim]`` a multiplier on each dimension of every rotated query.
         """
         c = self.config
         w = self.weights
@@ -298,6 +299,11 @@ class LlamaDecoder:
         m = n - start
         cache, inv_freq, qs = pass_inputs(c, len(ids), start, n, cache, factors, inv_freq)
         qs = qs[..., None]  # [m, 1] or [layers, H, m, 1]
+        if dim_factors is not None:
+            dims = np.asarray(dim_factors, dtype=np.float64)
+            if dims.shape != (c.head_dim,) or not np.all(np.isfinite(dims) & (dims > 0)):
+                raise ValueError(f"`dim_factors` must be {c.head_dim} positive finite numbers, got shape {dims.shape}")
+            qs = qs * dims.astype(np.float32)  # [m, d] or [layers, H, m, d]
         cos, sin = rope_tables(inv_freq, np.arange(start, n))
         far = None
         if rerope is not None:
@@ -375,7 +381,7 @@ class LlamaDecoder:
         return kl
 
     def positions(self, ids, *, start=0, stop=None, cache=None, factors=None, inv_freq=None, query_block=256,
-                  progress=False, rerope=None, kernel="numpy", keep_hidden=False) -> PositionStats:
+                  progress=False, rerope=None, kernel="numpy", keep_hidden=False, dim_factors=None) -> PositionStats:
         """Loss and attention statistics of positions ``start .. stop-1`` of ``ids`` in one pass.
 
         Parameters
@@ -405,10 +411,16 @@ class LlamaDecoder:
         keep_hidden : bool
             Keep the final hidden states (``PositionStats.hidden``, ``m x D`` floats) for
             :meth:`next_token_kl`.
+        dim_factors : array [head_dim], optional
+            A multiplier on each dimension of every query after RoPE, beside ``factors``: ``q.k``
+            multiplied on some dimensions only, as an engine's factor on ``cos``/``sin`` of a
+            partial rotation puts it (in the halves' layout, dimensions ``i`` and ``i + d/2`` rotate
+            together).
         """
         n = len(ids) if stop is None else stop
         p = self._forward(ids, start=start, stop=stop, cache=cache, factors=factors, inv_freq=inv_freq,
-                          query_block=query_block, progress=progress, rerope=rerope, kernel=kernel)
+                          query_block=query_block, progress=progress, rerope=rerope, kernel=kernel,
+                          dim_factors=dim_factors)
         ent, sig, snk = (np.stack([out.stats[i] for out in p.layers]) for i in range(3))
         return PositionStats(start, self._nll(p.x, ids, start, n), ent, sig, snk, p.x if keep_hidden else None)
 

@@ -8,7 +8,7 @@ from ._style import new_figure
 
 __all__ = ["FIGURES", "engine_cost_figure"]
 
-_STYLES = {"all": "-", "every_fourth": "--"}
+_STYLES = {"all": "-", "half": ":", "every_fourth": "--"}
 
 
 def engine_cost_figure(table=None, csv=None):

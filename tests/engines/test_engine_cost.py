@@ -8,7 +8,7 @@ import pytest
 from softmax_scale.engines import engine_scales
 from softmax_scale.engines.cost import iid_cost
 from softmax_scale.experiments import EXPERIMENTS, run_experiment
-from softmax_scale.experiments.engine_cost import QUICK_CONFIG, factor_array, measured_cost
+from softmax_scale.experiments.engine_cost import QUICK_CONFIG, dim_factor_array, factor_array, measured_cost
 
 from .configs import YARN_AF1
 
@@ -23,18 +23,18 @@ def quick(tmp_path_factory):
 def test_the_quick_form_has_a_row_per_factor_and_shape(quick):
     table, _ = quick
     r = table.rows
-    assert r["length"].tolist() == [256] * 4
-    assert list(zip(r["ratio"].tolist(), r["shape"].tolist())) == [(1.0, "all"), (1.0, "every_fourth"),
-                                                                   (1.2965, "all"), (1.2965, "every_fourth")]
-    assert r["heads"].tolist() == [270, 63, 270, 63]  # 30 layers x 9 heads; layers 3, 7, ..., 27
-    assert r["tokens"].tolist() == [128] * 4
+    assert r["length"].tolist() == [256] * 6
+    assert list(zip(r["ratio"].tolist(), r["shape"].tolist())) == [
+        (1.0, "all"), (1.0, "half"), (1.0, "every_fourth"), (1.2965, "all"), (1.2965, "half"), (1.2965, "every_fourth")]
+    assert r["heads"].tolist() == [270, 270, 63] * 2  # 30 layers x 9 heads; layers 3, 7, ..., 27
+    assert r["tokens"].tolist() == [128] * 6
 
 
 def test_a_factor_of_one_is_the_reference_itself(quick):
     r = quick[0].rows
     one = r["ratio"] == 1.0
     assert np.all(r["delta_loss"][one] == 0.0)
-    assert np.all(r["iid_kl"][one] == 0.0)
+    assert np.all(r["iid_kl"][one & (r["shape"] != "half")] == 0.0)
     assert np.all(r["loss"][one] == r["loss_reference"][one])
     assert np.all(r["kl"][one] == 0.0)
     assert np.all(r["kl_se"][one] == 0.0)
@@ -44,12 +44,16 @@ def test_the_change_is_the_loss_minus_the_reference_and_the_factor_moves_it(quic
     r = quick[0].rows
     np.testing.assert_allclose(r["delta_loss"], r["loss"] - r["loss_reference"], rtol=0, atol=1e-7)
     moved = (r["ratio"] != 1.0) & (r["shape"] == "all")
-    assert np.all(r["delta_loss"][moved] != 0.0)
+    assert np.all(r["delta_loss"][r["ratio"] != 1.0] != 0.0)
     assert np.all(r["delta_se"][moved] > 0)
     assert np.all(r["iid_kl"][moved] > 0)
     assert np.all(r["iid_delta_entropy"][moved] < 0)
     assert np.all(r["kl"][r["ratio"] != 1.0] > 0)
     assert np.all(r["kl_se"][r["ratio"] != 1.0] > 0)
+    # a factor on half of the dimensions is not a temperature: no i.i.d. theory, and a cost of its own
+    at = {s: r["kl"][(r["ratio"] != 1.0) & (r["shape"] == s)][0] for s in ("all", "half")}
+    assert at["half"] != at["all"]
+    assert np.all(np.isnan(r["iid_kl"][r["shape"] == "half"]))
 
 
 def test_the_theory_column_is_a_mean_of_iid_cost_over_head_scales(quick):
@@ -94,6 +98,15 @@ def test_engines_prints_the_cost_beside_a_disagreement(quick):
     assert t.cost("transformers", csv=csv) is None
 
 
+def test_a_factor_on_the_rotated_half_is_looked_up_as_half(quick):
+    cfg = {**YARN_AF1, "partial_rotary_factor": 0.5}
+    t = engine_scales(cfg, [4096], versions={"vllm": "0.29.0"})
+    line = t.cost("vllm", csv=quick[1])
+    m = measured_cost(1.2965, "half", csv=quick[1])
+    assert line.startswith("x1.296 on every layer, on the rotated half of the dimensions: loss ")
+    assert f"{m['delta_loss']:+.4f}" in line
+
+
 def test_a_partly_rotated_factor_is_said_to_be_unmeasured(quick):
     from .configs import LAGUNA
 
@@ -106,8 +119,13 @@ def test_factor_array_shapes():
     f = factor_array(2.0, "every_fourth", 8, 2, 3)
     assert f.shape == (8, 2, 3)
     assert np.flatnonzero(f[:, 0, 0] == 2.0).tolist() == [3, 7]
+    assert factor_array(2.0, "half", 8, 2, 3).tolist() == [1.0] * 3
     with pytest.raises(ValueError, match="`shape`"):
-        factor_array(2.0, "half", 8, 2, 3)
+        factor_array(2.0, "third", 8, 2, 3)
+    assert dim_factor_array(2.0, "all", 8) is None
+    assert dim_factor_array(2.0, "half", 8).tolist() == [2.0, 2.0, 1.0, 1.0, 2.0, 2.0, 1.0, 1.0]
+    with pytest.raises(ValueError, match="`shape`"):
+        dim_factor_array(2.0, "third", 8)
 
 
 def test_the_experiment_is_registered_with_its_figure(quick):

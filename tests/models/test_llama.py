@@ -157,10 +157,12 @@ def naive_factor(scheme, n, L):
     raise AssertionError(scheme)
 
 
-def naive_forward(hf_permuted_file_weights, ids, rope, scheme, L, n_total=None, with_logits=False, factors=None):
+def naive_forward(hf_permuted_file_weights, ids, rope, scheme, L, n_total=None, with_logits=False, factors=None,
+                  pair_dims=None):
     """Float64, full attention matrices, RoPE rotating adjacent pairs of the file's rows.
 
-    ``factors``: the factor on query ``i``'s logits given outright (in place of ``scheme``'s); ``with_logits``:
+    ``factors``: the factor on query ``i``'s logits given outright (in place of ``scheme``'s); ``pair_dims``: a
+    multiplier on each dimension of the rotated queries, in this layout (pairs ``2i, 2i+1``); ``with_logits``:
     the logits returned too.
     """
     t = TINY
@@ -194,7 +196,7 @@ def naive_forward(hf_permuted_file_weights, ids, rope, scheme, L, n_total=None, 
         att = np.zeros((n, H * d))
         for hd in range(H):
             g = hd // (H // G)
-            qh = rot_pairs(q[:, hd * d:(hd + 1) * d], pos)
+            qh = rot_pairs(q[:, hd * d:(hd + 1) * d], pos) * (1.0 if pair_dims is None else pair_dims)
             kh = rot_pairs(k[:, g * d:(g + 1) * d], pos)
             vh = v[:, g * d:(g + 1) * d]
             S = qh @ kh.T / math.sqrt(d)
@@ -266,6 +268,26 @@ def test_next_token_kl_matches_naive(tiny, tiny_file_weights):
     assert np.array_equal(tiny.next_token_kl(ref, ref), np.zeros(len(ids)))
     with pytest.raises(ValueError, match="keep_hidden"):
         tiny.next_token_kl(ref, tiny.positions(ids, query_block=16))
+
+
+def test_a_factor_on_some_dimensions_matches_naive(tiny, tiny_file_weights):
+    """dim_factors on the rotated queries: all dimensions at r is the factor r; half of the pairs against the naive pass."""
+    L, d = TINY["L"], TINY["head_dim"]
+    ids = np.random.default_rng(6).integers(1, tiny.config.vocab_size, size=2 * L)
+    whole = tiny.positions(ids, factors=np.full(len(ids), 1.7), query_block=16)
+    every = tiny.positions(ids, dim_factors=np.full(d, 1.7), query_block=16)
+    np.testing.assert_allclose(every.nll[:-1], whole.nll[:-1], atol=1e-5, rtol=0)
+    half = np.ones(d)
+    half[: d // 4] = half[d // 2: d // 2 + d // 4] = 1.7  # pairs (i, i + d/2), i < d/4: they rotate together
+    st = tiny.positions(ids, dim_factors=half, query_block=16)
+    pair_dims = np.empty(d)
+    pair_dims[0::2], pair_dims[1::2] = half[: d // 2], half[d // 2:]  # halves layout -> adjacent pairs
+    nll, ent, *_ = naive_forward(tiny_file_weights, ids, "none", "standard", L, pair_dims=pair_dims)
+    np.testing.assert_allclose(st.nll[:-1], nll[:-1], atol=2e-4, rtol=0)
+    np.testing.assert_allclose(st.entropy, ent, atol=2e-4, rtol=0)
+    assert np.abs(st.entropy - whole.entropy).max() > 1e-2 and np.abs(st.entropy - tiny.positions(ids).entropy).max() > 1e-2
+    with pytest.raises(ValueError, match="`dim_factors` must be 8 positive"):
+        tiny.positions(ids, dim_factors=np.ones(3))
 
 
 def test_tiny_config_read_from_file(tiny):
