@@ -89,6 +89,15 @@ class ScoreDistribution:
         a = np.asarray(a, dtype=np.float64)
         return self.log_mgf(2.0 * a) - 2.0 * self.log_mgf(a)
 
+    def standard_form(self) -> tuple[ScoreDistribution, float]:
+        """``(std, scale)``: the scores are ``scale * s + shift`` with ``s ~ std``, ``scale > 0``.
+
+        A softmax at scale ``alpha`` over these scores is the softmax at
+        ``alpha * scale`` over ``std`` (the shift cancels), so a scale found for
+        ``std`` is divided by ``scale``.  The smooth distributions are their own
+        standard form; a sample is moved to ``[-1, 1]``.
+        """
+        return self, 1.0
 
 
 @dataclass(frozen=True)
@@ -438,6 +447,10 @@ class Empirical(ScoreDistribution):
     def __repr__(self):
         return f"Empirical(<{self.values.size} scores>)"
 
+    def standard_form(self):
+        """The sample moved onto ``[-1, 1]`` (centre and half-range of its values), and that half-range."""
+        z, scale = _onto_unit_interval(self.values)
+        return Empirical(z), scale
 
     def __eq__(self, other):
         return isinstance(other, Empirical) and np.array_equal(self.values, other.values)
@@ -546,6 +559,10 @@ class WeightedSample(ScoreDistribution):
     def __repr__(self):
         return f"WeightedSample(<{self.x.size} points for {self.pool_size} values>)"
 
+    def standard_form(self):
+        """The points moved onto ``[-1, 1]`` (centre and half-range), with their weights, and that half-range."""
+        z, scale = _onto_unit_interval(self.x)
+        return WeightedSample(z, self.w, pool_size=self.pool_size), scale
 
     @property
     def label(self):
@@ -600,6 +617,17 @@ class WeightedSample(ScoreDistribution):
     def kernel_spec(self):
         """Not available: the Monte Carlo kernels resample an :class:`Empirical` sample uniformly."""
         raise TypeError("`dist`: Monte Carlo needs an Empirical sample (equal weights), not a WeightedSample")
+
+
+def _onto_unit_interval(v: np.ndarray) -> tuple[np.ndarray, float]:
+    """``(v - c) / h`` with ``c``, ``h`` the centre and half-range of ``v`` (at least 2 distinct values), and ``h``.
+
+    Each half is taken before the sum or the difference, so values up to the
+    largest float64 do not overflow.
+    """
+    lo, hi = float(v.min()), float(v.max())
+    c, h = 0.5 * hi + 0.5 * lo, 0.5 * hi - 0.5 * lo
+    return np.clip((v - c) / h, -1.0, 1.0), h
 
 
 def is_sample(dist) -> bool:
