@@ -179,3 +179,17 @@ def test_cosine_tail_at_any_d_against_log_space_quadrature(d):
         assert c.cdf(-x / sd) == pytest.approx(tail / total, rel=1e-10)
         assert c.sf(x / sd) == pytest.approx(tail / total, rel=1e-10)
         assert c.isf(tail / total) * sd == pytest.approx(x, rel=1e-10)
+
+
+def test_debye_polynomials_match_their_closed_forms_and_bound():
+    from softmax_scale.distributions import _debye_polynomials
+
+    u = _debye_polynomials(9)
+    t = np.linspace(0.0, 1.0, 2001)
+    # DLMF 10.41.10
+    np.testing.assert_allclose(u[0](t), (3 * t - 5 * t**3) / 24, atol=1e-16)
+    np.testing.assert_allclose(u[1](t), (81 * t**2 - 462 * t**4 + 385 * t**6) / 1152, atol=1e-16)
+    np.testing.assert_allclose(
+        u[2](t), (30375 * t**3 - 369603 * t**5 + 765765 * t**7 - 425425 * t**9) / 414720, atol=1e-15)
+    # the bound on the first term left out that cosine_log_mgf states
+    assert np.max(np.abs(u[8](t))) <= 0.6
