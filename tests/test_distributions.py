@@ -115,3 +115,81 @@ def test_public_entry_points_reject_bad_distributions():
         ss.optimal_alpha(512, dist="cosine")
     with pytest.raises(ValueError, match="sample"):
         ss.softmax_stats(1.0, 10, dist=np.array([np.inf, 1.0]))
+
+
+def _cosine_log_mgf_by_quadrature(d, a):
+    """``log E[exp(a s)]`` for cosine(d) by ``scipy.integrate.quad`` in log space.
+
+    Small ``d``: the end factors ``(1 -+ s)^((d-3)/2)`` as quad's algebraic weight, the constant
+    from ``betaln``.  Larger ``d``: in ``x = sqrt(d) s`` around the tilted mode, the integrand
+    shifted by its peak, and the constant by the same quadrature at ``a = 0``.
+    """
+    beta = 0.5 * (d - 3)
+    if d < 8:
+        logc = -special.betaln(0.5, 0.5 * (d - 1))
+        lo = 1.0 - 60.0 / a if a > 30.0 else -1.0
+        if lo > -1.0:
+            val, _ = integrate.quad(lambda t: np.exp(a * (t - 1.0)) * (1.0 + t) ** beta, lo, 1.0,
+                                    weight="alg", wvar=(0.0, beta), epsabs=0, epsrel=1e-13, limit=200)
+        else:
+            val, _ = integrate.quad(lambda t: np.exp(a * (t - 1.0)), -1.0, 1.0,
+                                    weight="alg", wvar=(beta, beta), epsabs=0, epsrel=1e-13, limit=200)
+        return np.log(val) + a + logc
+    sd = np.sqrt(d)
+
+    def log_integral(c):
+        def g(x):
+            return c * x / sd + beta * np.log1p(-x * x / d)
+        mode = c / (beta + np.hypot(beta, c))  # of the tilted density, in s
+        width = min(1.0, (1 - mode**2) / np.sqrt(2 * beta * (1 + mode**2))) * sd
+        m = mode * sd
+        top = g(m)
+        val, _ = integrate.quad(lambda x: np.exp(g(x) - top), max(-sd, m - 40 * width), min(sd, m + 40 * width),
+                                points=[m], epsabs=0, epsrel=1e-13, limit=400)
+        return np.log(val) + top
+
+    return log_integral(a) - log_integral(0.0)
+
+
+@pytest.mark.filterwarnings("ignore::scipy.integrate.IntegrationWarning")
+@pytest.mark.parametrize("d", [2, 3, 8, 128, 10**4, 10**6, 10**9, 10**12, 10**15])
+def test_cosine_log_mgf_at_any_d_against_log_space_quadrature(d):
+    # scales from the normal-limit regime (a ~ sqrt(d)) to far beyond it, up to the largest accepted 1e9
+    for c in [0.05, 1.0, 4.0, 12.0, 60.0, 3e4]:
+        a = c * np.sqrt(d)
+        if a > 1e9:
+            continue
+        assert Cosine(d).log_mgf(a) == pytest.approx(_cosine_log_mgf_by_quadrature(d, a), rel=1e-10)
+
+
+@pytest.mark.filterwarnings("ignore::scipy.integrate.IntegrationWarning")
+@pytest.mark.parametrize("d", [64, 10**4, 10**9, 10**12, 10**15])
+def test_cosine_tail_at_any_d_against_log_space_quadrature(d):
+    c = Cosine(d)
+    beta, sd = 0.5 * (d - 3), np.sqrt(d)
+
+    def f(x):  # the density of sqrt(d) s, up to its constant
+        return np.exp(beta * np.log1p(-x * x / d))
+
+    total, _ = integrate.quad(f, -min(60.0, sd), min(60.0, sd), points=[0.0], epsabs=0, epsrel=1e-13, limit=400)
+    for x in [0.5, 3.0, 8.0, 20.0]:
+        if x >= sd:
+            continue
+        tail, _ = integrate.quad(f, x, min(x + 60.0, sd), epsabs=0, epsrel=1e-13, limit=400)
+        assert c.cdf(-x / sd) == pytest.approx(tail / total, rel=1e-10)
+        assert c.sf(x / sd) == pytest.approx(tail / total, rel=1e-10)
+        assert c.isf(tail / total) * sd == pytest.approx(x, rel=1e-10)
+
+
+def test_debye_polynomials_match_their_closed_forms_and_bound():
+    from softmax_scale.distributions import _debye_polynomials
+
+    u = _debye_polynomials(9)
+    t = np.linspace(0.0, 1.0, 2001)
+    # DLMF 10.41.10
+    np.testing.assert_allclose(u[0](t), (3 * t - 5 * t**3) / 24, atol=1e-16)
+    np.testing.assert_allclose(u[1](t), (81 * t**2 - 462 * t**4 + 385 * t**6) / 1152, atol=1e-16)
+    np.testing.assert_allclose(
+        u[2](t), (30375 * t**3 - 369603 * t**5 + 765765 * t**7 - 425425 * t**9) / 414720, atol=1e-15)
+    # the bound on the first term left out that cosine_log_mgf states
+    assert np.max(np.abs(u[8](t))) <= 0.6

@@ -138,3 +138,36 @@ def test_no_overflow_or_warning_up_to_1e12_and_alpha_1e6():
 def test_bad_input(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+@pytest.mark.parametrize("d", [10**4, 10**6, 10**9, 10**12, 10**15])
+def test_cosine_optimum_tends_to_the_normal_value(d):
+    # sqrt(d) s tends to N(0, 1): alpha*/sqrt(d) meets the normal optimum (Lambert W) with a relative
+    # gap of order log(n)/d, up to the largest accepted d = 1e15
+    ns = np.array([2.0, 512.0, 1e6, 1e9, 1e12, 1e15])
+    ratio = ss.optimal_alpha(ns, dist="cosine", d=d) / np.sqrt(d) / lambert_alpha(ns)
+    assert np.all(np.abs(ratio - 1.0) <= 2.0 * np.log(ns) / d + 1e-13)
+
+
+def test_cosine_optimum_at_d_2_and_3_has_closed_forms():
+    # d = 3: M(a) = sinh(a)/a, R(a) = a coth(a), so G = a (1 - a/n) up to e^-2a: alpha* = n/2
+    n3 = np.array([100.0, 1e6, 1e15])
+    np.testing.assert_allclose(ss.optimal_alpha(n3, dist="cosine", d=3), n3 / 2, rtol=1e-10)
+    # d = 2: M(a) = I_0(a), R(a) = sqrt(pi a) (1 + O(1/a)), so alpha* = 4 n^2 / (9 pi) (1 + O(1/alpha*))
+    n2 = np.array([1e4, 30964.0, 1e6, 1e15])
+    np.testing.assert_allclose(ss.optimal_alpha(n2, dist="cosine", d=2), 4 * n2**2 / (9 * np.pi), rtol=1e-6)
+
+
+def test_empirical_optimum_is_scale_free():
+    x = np.array([0.0, 1.0, 2.0, 3.0, 4.0])
+
+    def neg_g(a):  # the mean-field objective of the sample at n = 3, by its definition
+        lme = special.logsumexp(np.outer([a, 2 * a], x), axis=1) - np.log(x.size)
+        return -a * (1 - np.exp(lme[1] - 2 * lme[0]) / 3)
+
+    ref = optimize.minimize_scalar(neg_g, bounds=(1e-6, 10.0), method="bounded", options={"xatol": 1e-12}).x
+    assert ss.optimal_alpha(3, dist=x) == pytest.approx(ref, rel=1e-6)  # a flat maximum: the bounded search resolves ~1e-8
+    for scale, shift in [(1e300, 0.0), (1e-300, 0.0), (1e-5, 7.0), (1e300, 1e300)]:
+        got = ss.optimal_alpha([3, 4], dist=x * scale + shift)
+        # rtol: a shift of 7 on a spread of 4e-5 leaves the scores 1e-11 of relative rounding
+        np.testing.assert_allclose(got * scale, ss.optimal_alpha([3, 4], dist=x), rtol=1e-10)

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from scipy import special
 
 import softmax_scale as ss
 from softmax_scale import _kernels
@@ -231,3 +232,38 @@ def test_softmax_stats_mc_ranges_and_standard_errors(alpha, n, seed):
         v = getattr(r, name)
         assert np.isfinite(v)
         assert v >= 0
+
+
+# Cosine scores over every accepted d (2 to 1e15) and n up to 1e15, at the mean-field optimum: the
+# exhaustive grid is slow; the default tier runs a subset that spans it.
+COSINE_GRID = [(d, n) for d in (2, 3, 8, 128, 10**4, 10**6, 10**9, 10**15) for n in (2, 10**3, 10**6, 10**9, 10**12, 10**15)]
+COSINE_SUBSET = [(2, 10**3), (3, 10**6), (8, 10**15), (128, 10**15), (10**6, 10**6), (10**15, 10**15)]
+
+
+def _check_cosine_optimum(d, n):
+    a = ss.optimal_alpha(n, dist="cosine", d=d)
+    assert np.isfinite(a) and a > 0
+    if d >= 10**4:  # the normal limit: sqrt(d) s tends to N(0, 1); Lambert W gives the normal optimum
+        normal = np.sqrt(special.lambertw(n * np.sqrt(np.e) / 2).real - 0.5)
+        assert abs(a / np.sqrt(d) / normal - 1.0) <= 2.0 * np.log(n) / d + 1e-13
+    if a > 1e9:  # beyond the largest scale the evaluator accepts (d <= 3 at large n): refused by name
+        with pytest.raises(ValueError, match="`alpha`"):
+            ss.softmax_stats(a, n, "cosine", d=d)
+        return
+    r = ss.exact_stats(a, n, "cosine", d=d, error_estimate=True)
+    assert 0.0 <= r.entropy <= np.log(n)
+    assert 1.0 / n <= r.sum_p2 * (1 + RT) and r.sum_p2 <= 1.0
+    # quad_error is honest: a grid twice as fine moves the entropy by no more than it says
+    fine = ss.exact_stats(a, n, "cosine", d=d, refine=2.0)
+    assert abs(fine.entropy - r.entropy) <= 2.0 * r.quad_error + 1e-12 * r.entropy
+
+
+@pytest.mark.parametrize(("d", "n"), COSINE_SUBSET)
+def test_cosine_optimum_over_d_and_n(d, n):
+    _check_cosine_optimum(d, n)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("d", "n"), COSINE_GRID)
+def test_cosine_optimum_over_d_and_n_exhaustive(d, n):
+    _check_cosine_optimum(d, n)

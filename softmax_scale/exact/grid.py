@@ -69,8 +69,7 @@ def isf(dist, q):
     if isinstance(dist, Normal):
         return float(-special.ndtri(q))
     if isinstance(dist, Cosine):
-        b = 0.5 * (dist.d - 1)
-        return float(1.0 - 2.0 * special.betaincinv(b, b, q))
+        return float(dist.isf(q))
     raise TypeError(type(dist).__name__)
 
 
@@ -84,8 +83,7 @@ def sf(dist, s):
     s = np.asarray(s, dtype=np.float64)
     if isinstance(dist, Normal):
         return special.ndtr(-s)
-    b = 0.5 * (dist.d - 1)
-    return special.betainc(b, b, np.clip(0.5 * (1.0 - s), 0.0, 1.0))
+    return dist.sf(s)
 
 
 def spread(dist) -> float:
@@ -277,9 +275,20 @@ def quadrature_grid(dist, alpha, ns, refine=1.0, offset=0.0):
     return u, np.full(u.size, du)
 
 
+#: Cosine densities ``(1-s^2)^beta`` with ``beta`` above this never reach an end panel: the tilted
+#: window ends at ``m + 12 sigma < 1`` for every ``alpha`` once ``beta > 144``, and the march down
+#: stops ``e^-46`` below the peak long before ``s = -1``.  Their end rules are NaN (any use would show).
+END_RULES_BETA = 1000.0
+
+
 @functools.lru_cache(maxsize=64)
 def jacobi_end_rules(beta):
-    """Gauss-Jacobi rules on [-1, 1] for the weights (1-x)^beta, (1+x)^beta and (1-x^2)^beta."""
+    """Gauss-Jacobi rules on [-1, 1] for the weights (1-x)^beta, (1+x)^beta and (1-x^2)^beta.
+
+    NaN for ``beta > END_RULES_BETA`` (never used there; ``roots_jacobi`` overflows for huge ``beta``).
+    """
     m = GL_X.size + 4
+    if beta > END_RULES_BETA:
+        return np.full((3, m), np.nan), np.full((3, m), np.nan)
     rules = [special.roots_jacobi(m, a, b) for a, b in ((beta, 0.0), (0.0, beta), (beta, beta))]
     return np.array([r[0] for r in rules]), np.array([r[1] for r in rules])

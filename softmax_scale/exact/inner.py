@@ -24,7 +24,6 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
-from scipy import special
 
 from .._util.jit import jit
 from ..distributions import Cosine, Empirical, Normal, WeightedSample
@@ -108,9 +107,7 @@ def _inner_smooth_on(dist, alpha, u, refine):
     if isinstance(dist, Normal):
         kind, logc, beta, s_low = 0, 0.0, 0.0, -np.inf
     elif isinstance(dist, Cosine):
-        b = 0.5 * (dist.d - 1)
-        kind, beta, s_low = 1, b - 1.0, -1.0
-        logc = special.gammaln(2 * b) - 2 * special.gammaln(b) - (2 * b - 1) * np.log(2.0)
+        kind, beta, s_low, logc = 1, 0.5 * (dist.d - 3), -1.0, dist.log_norm
     else:
         raise TypeError(f"`dist`: no quadrature for {type(dist).__name__}")
     out = np.empty((6, u.size))
@@ -130,6 +127,14 @@ def phi_cut(dist, alpha, u, n_lo) -> int:
 
 # ---------------------------------------------------------------------------------------------
 # kernels: smooth densities
+
+
+@jit()
+def _log1m_sq(s):
+    """``log(1 - s^2)`` for ``|s| < 1``: ``log1p(-s^2)`` near 0 (relative accuracy when ``beta`` is huge), two ``log1p`` near the ends."""
+    if abs(s) < 0.5:
+        return np.log1p(-s * s)
+    return np.log1p(-s) + np.log1p(s)
 
 
 @jit()
@@ -162,7 +167,7 @@ def _panel(ui, alpha, zl, zr, kind, logc, beta, xs, ws, mode, acc):
         elif mode == 0:
             if s <= -1.0 or s >= 1.0:
                 continue
-            lf = logc + beta * (np.log1p(-s) + np.log1p(s))
+            lf = logc + beta * _log1m_sq(s)
         elif mode == 1:
             lf = logc + beta * np.log1p(s)
         elif mode == 2:
@@ -243,7 +248,7 @@ def _inner_smooth(u, alpha, kind, logc, beta, s_cap, s_low, dz, gx, gw, jx, jw, 
             if kind == 0:
                 lf = -0.5 * s * s
             else:
-                lf = beta * (np.log1p(-s) + np.log1p(s))
+                lf = beta * _log1m_sq(s)
             lv = lf + min(zl, 0.0)  # log f min(1, y) bounds every integrand (log-concave in z)
             lmax = max(lmax, lv)
             if lv < lmax - _DROP and lv < lprev:

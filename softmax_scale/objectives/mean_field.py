@@ -13,7 +13,10 @@ from scipy.optimize import elementwise
 
 __all__ = ["mean_field_objective", "mean_field_optimum", "mean_field_sum_p2"]
 
-_A_CAP = 1e9  # no mean-field optimum is sought beyond this scale
+#: No mean-field optimum is sought beyond this scale (in the standard form of the scores).  Cosine
+#: scores of small ``d`` need it large: ``a_n`` grows like ``n^(2/(d-1))``, about 3e29 for ``d = 2``
+#: at ``n = 1e15``.
+_A_CAP = 1e300
 
 
 def mean_field_sum_p2(alpha, n, dist):
@@ -55,7 +58,21 @@ def mean_field_optimum(n: np.ndarray, dist) -> dict:
     If ``R`` stays below ``n`` for every scale (an empirical sample whose
     maximum is shared by at least ``len(sample)/n`` points), ``G`` grows without
     bound and no maximiser exists.
+
+    The search runs on the standard form of the scores
+    (:meth:`~softmax_scale.ScoreDistribution.standard_form`: a sample moved onto
+    ``[-1, 1]``), so a sample's units do not matter; ``alpha`` and ``value`` are
+    scaled back.
     """
+    dist, scale = dist.standard_form()
+    out = _optimum_standard(n, dist)
+    out["alpha"] = out["alpha"] / scale
+    out["value"] = out["value"] / scale
+    return out
+
+
+def _optimum_standard(n: np.ndarray, dist) -> dict:
+    """:func:`mean_field_optimum` for scores in their standard form."""
     logn = np.log(n)
     unbounded = np.zeros(n.shape, dtype=bool)
     if hasattr(dist, "values"):  # empirical: sup R = m / (number of samples at the maximum)
@@ -74,7 +91,7 @@ def mean_field_optimum(n: np.ndarray, dist) -> dict:
             return dist.mean_field_log_ratio(a) - ln
 
         hi = np.ones(ln.shape)
-        for _ in range(64):
+        for _ in range(1100):
             low = excess(hi, ln) < 0
             if not low.any() or hi.max() > _A_CAP:
                 break

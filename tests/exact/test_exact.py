@@ -276,3 +276,15 @@ def test_softmax_stats_defaults_to_the_deterministic_exact_method():
     assert a.method == "exact"
     assert a.entropy == b.entropy == c.entropy
     assert a.sum_p2 == c.sum_p2
+
+
+@pytest.mark.parametrize("d", [10**6, 10**12, 10**15])
+def test_cosine_at_large_d_meets_the_normal_limit(d):
+    # sqrt(d) s tends to N(0, 1): at alpha = c sqrt(d) every statistic meets the normal one at scale c,
+    # with a gap of order 1/d (its coefficient stays below 1e3 here), up to the largest accepted d = 1e15
+    for c, n in [(1.0, 512), (2.0, 10**6), (4.0, 10**15)]:
+        r = exact_stats(c * np.sqrt(d), n, "cosine", d=d, error_estimate=True)
+        ref = exact_stats(c, n, "normal")
+        assert r.entropy <= np.log(n)
+        assert abs(r.entropy - ref.entropy) <= 1e3 / d + 2 * r.quad_error + 1e-13
+        assert abs(r.sum_p2 - ref.sum_p2) <= 1e3 / d * ref.sum_p2 + 2 * r.quad_error + 1e-15
