@@ -100,6 +100,11 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def __dir__():
+    """The module's names and those :func:`__getattr__` imports on first access (without importing them)."""
+    return sorted(set(globals()) | {"models", *_EXPERIMENT_NAMES, *_ADVICE_NAMES, *_ENGINE_NAMES})
+
+
 __all__ = [
     "OBJECTIVES",
     "PUBLISHED_COSINE_SCALES",
