@@ -10,7 +10,13 @@ The public API is re-exported here::
 """
 
 from . import exact, moments
-from .contrastive import PUBLISHED_COSINE_SCALES, TemperatureTable, temperature_table
+from .contrastive import (
+    PUBLISHED_COSINE_SCALES,
+    ContrastiveTemperature,
+    TemperatureTable,
+    contrastive_temperature,
+    temperature_table,
+)
 from .distributions import (
     Cosine,
     Empirical,
@@ -68,7 +74,7 @@ __version__ = "0.1.0"
 _EXPERIMENT_NAMES = {"real_head_table": "real_heads", "RealHeadTable": "real_heads",
                      "length_extrapolation": "real_extrapolation", "measure": "measure", "MeasureResult": "measure"}
 #: Names of :mod:`.advice` (which reads the experiments' results), imported on first access.
-_ADVICE_NAMES = ("advise", "Advice")
+_ADVICE_NAMES = ("advise", "Advice", "attention_alpha", "AttentionAlpha")
 #: Names of :mod:`.engines` (which reads real model files), imported on first access.
 _ENGINE_NAMES = ("engine_scales", "read_config")
 
@@ -77,7 +83,9 @@ def __getattr__(name):
     """Import ``softmax_scale.models`` and what sits on the experiments on first access, never at import time.
 
     ``ss.models``; ``ss.real_head_table`` / ``ss.RealHeadTable`` / ``ss.length_extrapolation`` /
-    ``ss.measure`` / ``ss.MeasureResult`` from the experiments; ``ss.advise`` / ``ss.Advice`` from :mod:`softmax_scale.advice`.
+    ``ss.measure`` / ``ss.MeasureResult`` from the experiments; ``ss.advise`` / ``ss.Advice`` /
+    ``ss.attention_alpha`` / ``ss.AttentionAlpha`` from :mod:`softmax_scale.advice`; ``ss.engine_scales`` /
+    ``ss.read_config`` from :mod:`softmax_scale.engines`.
     """
     import importlib
 
@@ -92,12 +100,18 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def __dir__():
+    """The module's names and those :func:`__getattr__` imports on first access (without importing them)."""
+    return sorted(set(globals()) | {"models", *_EXPERIMENT_NAMES, *_ADVICE_NAMES, *_ENGINE_NAMES})
+
+
 __all__ = [
     "OBJECTIVES",
     "PUBLISHED_COSINE_SCALES",
     "SCHEMES",
     "AlphaOptimum",
     "CausalOptimum",
+    "ContrastiveTemperature",
     "Cosine",
     "Empirical",
     "EntropyCurve",
@@ -122,6 +136,7 @@ __all__ = [
     "attention_scale",
     "causal_objective",
     "compare_alpha_laws",
+    "contrastive_temperature",
     "depth_second_moments",
     "dot_product_variance",
     "entropy_curve",

@@ -1,6 +1,6 @@
 """The ``softmax-scale`` command line.
 
-Subcommands: ``advise``, ``alpha``, ``fit``, ``stats``, ``scale``, ``entropy``, ``engines``, ``figures``,
+Subcommands: ``advise``, ``alpha``, ``temperature``, ``fit``, ``stats``, ``scale``, ``entropy``, ``engines``, ``figures``,
 ``table``, ``heads``, ``extrapolate``, ``train``, ``measure`` and ``run`` (any experiment of
 :data:`softmax_scale.experiments.EXPERIMENTS`; ``table``, ``heads``, ``extrapolate`` and ``train``
 are the names users know for some of them).  Every subcommand that prints numbers takes ``--json``.  Bad input
@@ -26,8 +26,19 @@ __all__ = ["main"]
 
 
 def _cmd_alpha(args):
+    from .objectives import REGISTRY
     from .optimize import optimize_alpha
 
+    if args.dist == "normal" and args.d is not None:  # the head dimension: the answer on q.k
+        from .advice import attention_alpha
+
+        if args.objective != "mean_field" or args.trials is not None or args.seed is not None:
+            raise ValueError(f"`--d` with normal scores is the head dimension, answered for --objective mean_field "
+                             f"(the note's alpha*); got --objective {args.objective}"
+                             + (" with --trials/--seed" if args.trials is not None or args.seed is not None else ""))
+        r = attention_alpha(args.n if len(args.n) > 1 else args.n[0], args.d)
+        _emit(args, r.to_dict(), r.text())
+        return
     ns = args.n if len(args.n) > 1 else args.n[0]
     mc = args.objective in MC_OBJECTIVES
     if mc:  # seeded by default, as `stats --method mc` is
@@ -55,13 +66,23 @@ def _cmd_alpha(args):
     if mc:
         obj.update(trials=kw["trials"], seed=kw["rng"])
     how = f"; Monte Carlo, {_plural(int(kw['trials']), 'trial')} per n, seed {int(kw['rng'])}" if mc else ""
-    lines = [f"alpha* ({res.objective}, {res.dist} scores{how})",
+    on = ("the cosine (tau = 1/alpha*; a contrastive batch: softmax-scale temperature)" if args.dist == "cosine"
+          else "q.k/sqrt(d), unit-variance scores (--d D: the multiplier on q.k, the causal value, what training found)")
+    lines = [f"alpha* ({res.objective}: {REGISTRY[res.objective].what}; {res.dist} scores{how})",
              f"{'n':>14} {'alpha*':>12}" + (f" {'SE':>9}" if mc else "") + f" {'G(alpha*)':>12}"]
     lines += [f"{int(n):>14d} {a:>12.6g}" + (f" {se:>9.2g}" if mc else "") + f" {v:>12.6g}"
               for n, a, se, v in zip(n_arr, a_arr, se_arr, v_arr)]
     if mc or not np.all(res.bounded):
         lines.append(res.message)
+    lines.append(f"alpha* multiplies {on}")
     _emit(args, obj, "\n".join(lines))
+
+
+def _cmd_temperature(args):
+    from .contrastive import contrastive_temperature
+
+    r = contrastive_temperature(args.batch, args.d, loss=args.loss)
+    _emit(args, r.to_dict(), r.text())
 
 
 def _cmd_fit(args):
@@ -424,13 +445,29 @@ def _parser() -> argparse.ArgumentParser:
                         help="print JSON instead of text: counts and sizes as integers, inf and nan as null "
                         "(the fields beside them, e.g. bounded: false, say why)")
 
-    sp = add("alpha", _cmd_alpha, "optimal scale alpha* for one or more n")
+    from .objectives import REGISTRY as OBJECTIVE_REGISTRY
+
+    sp = add("alpha", _cmd_alpha, "optimal scale alpha* for one or more n (a factor on 1/sqrt(d); --d D: on q.k)")
     sp.add_argument("n", nargs="+", type=_number, help="number(s) of keys, integers >= 2")
-    dist_opts(sp)
-    sp.add_argument("--objective", default="mean_field", help="mean_field (default), expected, typical or geometric")
+    sp.add_argument("--dist", default="normal", choices=["normal", "cosine"], help="score distribution (default normal)")
+    sp.add_argument("--d", type=int, default=None, help="normal scores: the head dimension (prints the multiplier on "
+                    "q.k, the causal value and the training caveat); cosine: the dimension (e.g. 128)")
+    sp.add_argument("--objective", default="mean_field", help="; ".join(
+        f"{k}: {o.what}" + (" (default)" if k == "mean_field" else "") for k, o in OBJECTIVE_REGISTRY.items()))
     sp.add_argument("--trials", type=_number, default=None,
                     help=f"Monte Carlo trials per n (typical and geometric only; default {MC_TRIALS})")
     sp.add_argument("--seed", type=_number, default=None, help="Monte Carlo seed (typical and geometric only; default 0)")
+    json_opt(sp)
+
+    from .contrastive import CONTRASTIVE_LOSSES, DIMENSIONS
+
+    sp = add("temperature", _cmd_temperature, "contrastive temperature tau* = 1/alpha* for a batch: n (B or 2B - 1) "
+             "said, each d, the mean-field sum p^2 against the exact one at the optimum")
+    sp.add_argument("--batch", type=_number, required=True, metavar="B", help="batch size B, an integer >= 2")
+    sp.add_argument("--d", type=_number, default=None, help="embedding dimension, an integer >= 2 (default: "
+                    f"{', '.join(str(x) for x in DIMENSIONS)})")
+    sp.add_argument("--loss", default="infonce", help="; ".join(f"{k}: n = {v[0]}" for k, v in CONTRASTIVE_LOSSES.items())
+                    + " (default infonce)")
     json_opt(sp)
 
     sp = add("fit", _cmd_fit, "fit the alpha*(n) laws (sqrt_log, log, power, affine_log)")

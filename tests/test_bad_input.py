@@ -458,6 +458,15 @@ CASES = {
             "ns": [[], [1], [-1], [NAN], "x", None],
         },
     ),
+    "contrastive_temperature": (
+        ss.contrastive_temperature,
+        {"batch": 256, "d": 64},
+        {
+            "batch": INT_BAD,
+            "d": [NAN, INF, -1, 0, 1, 2.5, "10", True, 1e15, [], [64]],
+            "loss": STRING_BAD,
+        },
+    ),
     "signal_share_slope": (
         ss.signal_share_slope,
         {"alpha": 1.0, "ns": [64, 256], "s0": 0.5},

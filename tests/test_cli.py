@@ -182,3 +182,14 @@ def test_unwritable_output_is_one_line_not_a_traceback(capsys, tmp_path):
         assert code == 2
         assert "`out`" in err
         assert len(err.strip().splitlines()) == 1
+
+
+def test_alpha_names_each_objective_by_what_it_computes(capsys):
+    with pytest.raises(SystemExit):
+        main(["alpha", "--help"])
+    help_text = " ".join(capsys.readouterr()[0].split())
+    assert "typical: the median of G over draws" in help_text
+    assert "geometric: the geometric mean exp E[log G] over draws" in help_text
+    code, out, _ = run(capsys, "alpha", "64", "--objective", "geometric", "--trials", "200")
+    assert code == 0
+    assert out.startswith("alpha* (geometric: the geometric mean exp E[log G] over draws;")

@@ -79,3 +79,37 @@ def test_readme_layout_map_names_every_module():
         if f"softmax_scale/{folder.name}" not in tree:
             missing.append(folder.name + "/")
     assert missing == []
+
+
+def _fit_coefficient(objective: str) -> float:
+    """``c`` of the ``c sqrt(log n)`` law fitted to ``objective``'s alpha* (normal scores), from the committed table."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "figures" / "alpha_table.md").read_text()
+    return float(re.search(rf"^- {objective}: alpha\* ~ ([\d.]+) sqrt\(log n\)", text, flags=re.M).group(1))
+
+
+def test_each_objective_optimum_sits_under_its_own_name():
+    """Wherever the prose quotes the geometric or the typical law, the clause it sits in names that objective."""
+    import re
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    words = {"geometric": ("geometric",), "typical": ("typical", "median")}
+    coefficient = {k: _fit_coefficient(k) for k in words}
+    wrong, found = [], 0
+    for page in sorted(docs.glob("*.md")) + sorted((docs / "findings").glob("*.md")):
+        for para in page.read_text().split("\n\n"):
+            if para.lstrip().startswith(("|", "```")):
+                continue
+            para = " ".join(para.split())
+            for m in re.finditer(r"(\d+\.(\d+)) sqrt\(log n\)", para):
+                for objective, names in words.items():
+                    if round(coefficient[objective], len(m.group(2))) == float(m.group(1)):
+                        found += 1
+                        clause = re.split(r"[.;:,]\s", para[:m.start()])[-1]
+                        if not any(w in clause for w in names) or "typical draw" in clause:
+                            wrong.append(f"{page.name}: ...{clause}{m.group(0)}")
+    assert found >= 6
+    assert wrong == []

@@ -325,3 +325,19 @@ def test_checkers_catch_planted_examples():
     assert side_effect_registrations(f"{PKG}.heads", "from . import objectives\nR = dict(objectives.REGISTRY)\n", known) == []
     init = "from . import exact, typical  # typical registers its objectives\n__all__ = ['exact']\n"
     assert unused_init_imports(PKG, init) == [f"{PKG} imports typical without re-exporting or using it"]
+
+
+
+def test_dir_lists_the_lazy_names_without_importing_them(monkeypatch):
+    import importlib
+
+    import softmax_scale
+
+    calls = []
+    monkeypatch.setattr(importlib, "import_module", lambda *a, **k: calls.append(a))  # what __getattr__ imports with
+    names = dir(softmax_scale)
+    assert calls == []
+    for name in ("advise", "Advice", "attention_alpha", "engine_scales", "read_config", "models", "real_head_table"):
+        assert name in names
+    assert names == sorted(set(names))
+    assert set(softmax_scale.__all__) <= set(names)

@@ -30,14 +30,16 @@ from ..entropy import extrapolation_table
 from ..experiments import RESULTS
 from ..schemes import QK_SCHEMES, SCHEMES, STANDARD, pinned
 from ..schemes.rope import ROPES
+from ._alpha import AttentionAlpha, TrainedAlpha, attention_alpha, trained_alpha
 from ._config import config_lines, engine_summary, recipe_baseline, recipe_evidence
 from ._evidence import TASKS, Comparison, comparisons, read_evidence, scope
 from ._own import own_evidence, own_result
 from ._render import DOCS_CALL, docs_block, headline, markdown, short_answers, text, write_docs
 from ._rule import LEVEL, RULE, Baseline, Recommendation, recommend
 
-__all__ = ["DOCS_CALL", "LEVEL", "RULE", "TASKS", "Advice", "Baseline", "Comparison", "Recommendation",
-           "SchemeAtLength", "advise", "docs_block", "own_result", "short_answers", "write_docs"]
+__all__ = ["DOCS_CALL", "LEVEL", "RULE", "TASKS", "Advice", "AttentionAlpha", "Baseline", "Comparison", "Recommendation",
+           "SchemeAtLength", "TrainedAlpha", "advise", "attention_alpha", "docs_block", "own_result", "short_answers",
+           "trained_alpha", "write_docs"]
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,13 @@ several ways, kept apart here and never mixed silently:
     For normal scores ``a (1 - exp(a^2) / n)``.
 ``"expected"``
     The exact finite-``n`` ``E[G]`` (quadrature; :mod:`softmax_scale.exact`).
-``"typical"`` / ``"geometric"``
-    The median of ``G`` over draws and ``exp E[log G]`` (Monte Carlo on common
-    random numbers; :mod:`softmax_scale.objectives.typical`).
+``"typical"``
+    The median of ``G`` over draws (Monte Carlo on common random numbers;
+    :mod:`softmax_scale.objectives.typical`).
+``"geometric"``
+    The geometric mean ``exp E[log G]`` over draws (the same Monte Carlo).
+
+Each name is one objective: ``"typical"`` is the median only, ``"geometric"`` the geometric mean only.
 
 Every objective is registered here, in :data:`REGISTRY`, and nowhere else: its evaluator (used by
 :func:`gradient_objective`) and its optimiser (used by :func:`softmax_scale.optimize_alpha`).
@@ -44,10 +48,13 @@ class Objective:
         ``evaluate(alpha_1d, n_1d, dist, **options) -> values`` (``alpha`` and ``n`` broadcast).
     optimise : callable
         ``optimise(n_1d, dist, **options) -> dict`` of :class:`~softmax_scale.AlphaOptimum` fields.
+    what : str
+        What it is, in a few words (printed beside its name by ``softmax-scale alpha``).
     """
 
     evaluate: Callable
     optimise: Callable
+    what: str = ""
 
 
 def _expected_optimum(n, dist, **kwargs):
@@ -70,10 +77,12 @@ def _no_options(name, fn):
 
 #: Objective name -> :class:`Objective`, in the order of :data:`OBJECTIVES`.
 REGISTRY = {
-    "mean_field": Objective(_no_options("mean_field", mean_field_objective), _no_options("mean_field", mean_field_optimum)),
-    "expected": Objective(expected_grad, _expected_optimum),
-    "typical": Objective(mc_evaluator("typical"), mc_optimiser("typical")),
-    "geometric": Objective(mc_evaluator("geometric"), mc_optimiser("geometric")),
+    "mean_field": Objective(_no_options("mean_field", mean_field_objective), _no_options("mean_field", mean_field_optimum),
+                            "the note's mean-field G = a (1 - M(2a) / (n M(a)^2))"),
+    "expected": Objective(expected_grad, _expected_optimum, "the exact E[G] over draws, no finite maximiser"),
+    "typical": Objective(mc_evaluator("typical"), mc_optimiser("typical"), "the median of G over draws"),
+    "geometric": Objective(mc_evaluator("geometric"), mc_optimiser("geometric"),
+                           "the geometric mean exp E[log G] over draws"),
 }
 
 OBJECTIVES = tuple(REGISTRY)
