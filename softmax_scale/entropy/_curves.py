@@ -27,7 +27,17 @@ import numpy as np
 
 from .._util.progress import progress_bar
 from .._util.rng import seed_sequence
-from .._util.validation import check_choice, check_choices, check_float_array, check_int, check_n_array, check_real, show
+from .._util.validation import (
+    ALPHA_MAX,
+    check_choice,
+    check_choices,
+    check_float_array,
+    check_int,
+    check_mc_options,
+    check_n_array,
+    check_real,
+    show,
+)
 from ..distributions import Cosine, Normal, get_distribution
 from ..schemes import SCHEMES, SCORE_MODELS, STANDARD, SchemeKeys, default_list, pinned
 from ..stats import softmax_stats
@@ -176,8 +186,26 @@ def _check_schemes(schemes) -> tuple:
     return check_choices(tuple(schemes) if isinstance(schemes, SchemeKeys) else schemes, "schemes", SCHEMES)
 
 
+#: Monte Carlo trials per ``n`` of :func:`entropy_curve` with ``method="mc"`` unless given.
+_MC_TRIALS = 2000
+
+
+def _scheme_alphas(nn, scheme, d, score_model, pin_length, params) -> np.ndarray:
+    """The scheme's ``alpha`` at each ``n``, or a ValueError naming what set it when one is not a usable scale."""
+    with np.errstate(over="ignore", invalid="ignore"):  # a parameter too large overflows: refused below
+        a = np.atleast_1d(pinned(scheme, pin_length, **params).alpha(nn, d, score_model))
+    bad = ~np.isfinite(a) | (a < 0) | (a > ALPHA_MAX)
+    if bad.any():
+        what = (", ".join(f"`{k}` = {show(v)}" for k, v in params.items())
+                or (f"`pin_length` = {show(pin_length)}" if pin_length is not None else "its published defaults"))
+        raise ValueError(f"scheme {scheme!r} with {what} gives the scale alpha = {show(a[bad][0])} at n = "
+                         f"{show(nn[bad][0])} (d = {d}, {score_model} scores): alpha must be finite, >= 0 and <= "
+                         f"{show(ALPHA_MAX)}")
+    return a
+
+
 def entropy_curves(ns, schemes=DEFAULT_SCHEMES, *, d=128, score_model="normal", match=None, method="exact",
-                   trials=2000, rng=None, progress=None, pin_length=None, scheme_params=None) -> dict:
+                   trials=None, rng=None, progress=None, pin_length=None, scheme_params=None) -> dict:
     """:func:`entropy_curve` for several schemes at once (one evaluator call per ``n``).
 
     Parameters
@@ -202,18 +230,19 @@ def entropy_curves(ns, schemes=DEFAULT_SCHEMES, *, d=128, score_model="normal", 
     """
     nn, _ = check_n_array(ns, "ns")
     d, match = _check_common(score_model, d, match, method)
+    trials, rng = check_mc_options(method, trials, rng, default_trials=_MC_TRIALS)
     scheme_params = scheme_params or {}
     schemes = _check_schemes(schemes)
     if pin_length is not None:
         pin_length = check_int(pin_length, "pin_length", minimum=2)
-    alphas = np.column_stack([np.atleast_1d(pinned(s, pin_length, **scheme_params.get(s, {})).alpha(nn, d, score_model))
+    alphas = np.column_stack([_scheme_alphas(nn, s, d, score_model, pin_length, scheme_params.get(s, {}))
                               for s in schemes])
     out, se = _evaluate(nn, alphas, score_model, d, match, method, trials, rng, progress)
     return {s: _curve(nn, alphas[:, k], s, score_model, d, match, method, out, se, k) for k, s in enumerate(schemes)}
 
 
 def entropy_curve(ns, scheme=STANDARD, *, d=128, score_model="normal", match=None, method="exact",
-                  trials=2000, rng=None, progress=None, pin_length=None, **scheme_params) -> EntropyCurve:
+                  trials=None, rng=None, progress=None, pin_length=None, **scheme_params) -> EntropyCurve:
     """``E[H]``, ``E[H]/log n``, Rényi-2 entropy and ``E[G]`` against ``n`` under a scheme.
 
     Parameters
@@ -233,7 +262,7 @@ def entropy_curve(ns, scheme=STANDARD, *, d=128, score_model="normal", match=Non
     method : {"exact", "mc"}
         Deterministic quadrature, or Monte Carlo with standard errors (a check).
     trials, rng
-        Monte Carlo trials and seed.
+        Monte Carlo trials per ``n`` (default 2000) and seed; ``method="mc"`` only.
     progress : bool, optional
         Progress bar (by default for Monte Carlo).
     pin_length : int, optional
