@@ -18,7 +18,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._util.rng import seed_sequence
-from .._util.validation import N_MAX, check_alpha_array, check_choice, check_int, check_mc_options, check_n_array, check_positive_float, check_real, show
+from .._util.validation import (
+    N_MAX,
+    check_alpha_array,
+    check_choice,
+    check_int,
+    check_mc_options,
+    check_n_array,
+    check_positive_float,
+    check_real,
+    show,
+)
 from ..distributions import Cosine, Empirical, Normal, WeightedSample, get_distribution
 from ..exact import signal_at
 from ..exact.evaluate import moments, signal_grid
