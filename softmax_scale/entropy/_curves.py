@@ -48,6 +48,7 @@ __all__ = [
     "EntropyCurve",
     "ExtrapolationTable",
     "PhaseDiagram",
+    "check_match",
     "entropy_curve",
     "entropy_curves",
     "extrapolation_table",
@@ -124,19 +125,28 @@ def _score_dist(score_model, d):
     return Normal() if score_model == "normal" else Cosine(d)
 
 
+def check_match(match, *, optional: bool = True):
+    """The matching key's cosine with the query, a float in ``[-1, 1]`` (``None`` when ``optional``: isotropic scores).
+
+    Anything else is a ValueError naming ``match`` and the rule.
+    """
+    if match is None and optional:
+        return None
+    rule = "a cosine in [-1, 1]" + (" (or None for isotropic scores)" if optional else "")
+    try:
+        match = check_real(match, "match", rule)
+    except TypeError as err:
+        raise ValueError(str(err)) from None
+    if not -1.0 <= match <= 1.0:
+        raise ValueError(f"`match` must be {rule}, got {show(match)}")
+    return match
+
+
 def _check_common(score_model, d, match, method):
     check_choice(score_model, "score_model", SCORE_MODELS)
     d = check_int(d, "d", minimum=2)
     check_choice(method, "method", METHODS)
-    if match is not None:
-        rule = "a cosine in [-1, 1] (or None for isotropic scores)"
-        try:
-            match = check_real(match, "match", rule)
-        except TypeError as err:
-            raise ValueError(str(err)) from None
-        if not -1.0 <= match <= 1.0:
-            raise ValueError(f"`match` must be {rule}, got {show(match)}")
-    return d, match
+    return d, check_match(match)
 
 
 def _evaluate(ns, alphas, score_model, d, match, method, trials, rng, progress):
@@ -371,8 +381,7 @@ def extrapolation_table(train_length=512, schemes=DEFAULT_SCHEMES, *, d=128, sco
     if fac.ndim != 1 or fac.size == 0 or np.any(fac < 1) or np.any(np.abs(L * fac - ns) > 1e-9 * ns):
         raise ValueError(f"`factors` must be a non-empty sequence of numbers >= 1 that make L * factor a whole number "
                          f"of keys, got {factors!r}")
-    if match is None:
-        raise ValueError("`match` must be a cosine in [-1, 1] for the signal-plus-noise columns, got None")
+    match = check_match(match, optional=False)
     iso = entropy_curves(ns, schemes, d=d, score_model=score_model, pin_length=L)
     sig = entropy_curves(ns, schemes, d=d, score_model=score_model, match=match, pin_length=L)
     return ExtrapolationTable(
