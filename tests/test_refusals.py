@@ -182,6 +182,27 @@ def test_a_length_of_1_in_a_config_names_its_key(cfg, key):
     assert "pin_length" not in str(exc.value) and "train_length" not in str(exc.value)
 
 
+def test_a_gguf_file_is_refused_in_its_own_spelling(tmp_path):
+    """GGUF keys as llama.cpp spells them: a length of 1, and a scaling type nothing reads (an unknown key, first)."""
+    from engines.test_reader import write_gguf
+
+    def orig_1(w, gguf):
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(4.0)
+        w.add_rope_scaling_orig_ctx_len(1)
+
+    with pytest.raises(ValueError, match=r"`llama.rope.scaling.original_context_length` must be an integer >= 2"):
+        read_config(write_gguf(tmp_path / "a.gguf", "llama", orig_1))
+
+    def foo(w, gguf):
+        w.add_string("llama.rope.scaling.type", "foo")
+        w.add_rope_scaling_factor(2.0)
+        w.add_float32("llama.rope.scaling.mystery", 3.0)
+
+    ms = read_config(write_gguf(tmp_path / "b.gguf", "llama", foo))
+    assert ms.unknown_keys == ("llama.rope.scaling.type", "llama.rope.scaling.mystery")
+
+
 def test_an_entropy_scale_out_of_range_names_the_scheme_parameter():
     with pytest.raises(ValueError, match=r"`s` = 1e\+308") as exc:
         entropy_curve([512, 1024], "ssmax", s=1e308)
