@@ -240,16 +240,15 @@ def test_advise_names_match():
 
 
 def _damaged_results(tmp_path):
-    """The committed results with one file's rows cut to their first 3 columns (the column row kept)."""
+    """A results folder holding one committed result file with its rows cut to their first 3 columns (the column row kept)."""
     from softmax_scale.advice import RESULTS
     from softmax_scale.experiments import EXPERIMENTS
 
     folder = tmp_path / "results"
     folder.mkdir()
-    for csv in RESULTS.glob("*.csv"):
-        shutil.copy(csv, folder / csv.name)
     exp = EXPERIMENTS["real_copy"]
     path = exp.result_path(exp.config(), folder)
+    shutil.copy(exp.result_path(exp.config(), RESULTS), path)
     lines = path.read_text().splitlines(keepends=True)
     first = next(i for i, line in enumerate(lines) if not line.startswith("#"))
     body = [",".join(line.rstrip("\n").split(",")[:3]) + "\n" for line in lines[first + 1:]]
