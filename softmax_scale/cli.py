@@ -19,7 +19,7 @@ from . import __version__
 from ._util.output import emit as _emit
 from ._util.output import number as _number
 from ._util.output import plural as _plural
-from ._util.validation import check_output_dir
+from ._util.validation import check_int, check_output_dir
 from .objectives.typical import MC_OBJECTIVES, MC_TRIALS
 
 __all__ = ["main"]
@@ -168,7 +168,8 @@ def _cmd_scale(args):
     if args.train_length is not None and args.scheme in SCHEMES and SCHEMES[args.scheme].pin is None:
         raise ValueError(f"`--train-length` pins a scheme that has a training length ("
                          f"{', '.join(k for k, i in SCHEMES.items() if i.pin is not None)}); --scheme {args.scheme} has none")
-    ps = pinned(args.scheme, pin_length=args.train_length, **dict(_parse_param(p) for p in args.param))
+    params = dict(_parse_param(p, args.scheme)[1:] for p in args.param)
+    ps = pinned(args.scheme, pin_length=_train_length(args), **params)
     m = ps.scale(args.n, args.d)
     obj = {"scheme": args.scheme, "n": args.n, "d": args.d, "train_length": ps.pin_length,
            "params": dict(ps.params), "multiplier": m}
@@ -181,18 +182,37 @@ def _cmd_scale(args):
     _emit(args, obj, text)
 
 
-def _parse_param(text: str):
+def _train_length(args):
+    """``--train-length`` as an integer ``>= 2`` (or None), named as the option."""
+    return None if args.train_length is None else check_int(args.train_length, "--train-length", minimum=2)
+
+
+def _parse_param(text: str, scheme: str | None = None, schemes=()):
+    """``--param KEY=VALUE`` of ``scheme`` (``SCHEME.KEY=VALUE``, SCHEME among ``schemes``, when it is None).
+
+    Returns ``(scheme, key, value)``; the key is checked against the scheme's parameters before
+    the value is read.
+    """
+    form = "key=value" if scheme is not None else "SCHEME.KEY=VALUE with SCHEME among --schemes"
     if "=" not in text:
-        raise ValueError(f"`--param` must look like key=value, got {text!r}")
-    k, v = (part.strip() for part in text.split("=", 1))
-    name = k.rpartition(".")[2]
-    if name == "train_length":
+        raise ValueError(f"`--param` must look like {form}, got {text!r}")
+    name, v = (part.strip() for part in text.split("=", 1))
+    if scheme is None:
+        scheme, dot, name = name.rpartition(".")
+        if not dot or scheme not in schemes:
+            raise ValueError(f"`--param` must look like {form}, got {text!r}")
+    if name.rpartition(".")[2] == "train_length":
         raise ValueError(f"`--param {text}`: pin the training length with --train-length L (it sets every "
                          "parameter that follows from L), not with --param")
+    from .schemes import SCHEMES
+
+    if scheme in SCHEMES and name not in SCHEMES[scheme].defaults:
+        known = ", ".join(sorted(SCHEMES[scheme].defaults)) or "none"
+        raise ValueError(f"`--param {text}`: scheme {scheme} has no parameter {name!r} (its parameters: {known})")
     if v.lower() == "none":
-        return k, None
+        return scheme, name, None
     try:
-        return k, _number(v)
+        return scheme, name, _number(v)
     except argparse.ArgumentTypeError:
         raise ValueError(f"`{name}` must be a number or none, got {v!r} (in --param {text})") from None
 
@@ -231,11 +251,9 @@ def _cmd_entropy(args):
 
     per_scheme = {}
     for p in args.param:
-        key, value = _parse_param(p)
-        scheme, dot, name = key.rpartition(".")
-        if not dot or scheme not in args.schemes:
-            raise ValueError(f"`--param` must look like SCHEME.KEY=VALUE with SCHEME among --schemes, got {p!r}")
+        scheme, name, value = _parse_param(p, schemes=args.schemes)
         per_scheme.setdefault(scheme, {})[name] = value
+    args.train_length = _train_length(args)
     ns = np.asarray(args.ns)
     curves = entropy_curves(ns, args.schemes, d=args.d, score_model=args.score_model, match=args.match,
                             pin_length=args.train_length, scheme_params=per_scheme)
@@ -280,7 +298,6 @@ def _cmd_figures(args):
 
 def _run(args, name, *, config=None, path=None, overwrite=False, command="run"):
     """Run the experiment ``name`` as ``softmax-scale run`` does: write its file, draw its figures, print its summaries."""
-    from ._util.validation import check_int
     from .experiments import EXPERIMENTS, run_experiment, save_figures
 
     if args.no_progress:
@@ -413,17 +430,30 @@ def _cmd_engines(args):
     _emit(args, t.to_json(), t.to_text())
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose every error (unknown option or command, missing or bad argument) is one line.
+
+    ``softmax-scale CMD: error: ...`` on stderr, exit status 2, and where the usage is: ``--help``.
+    The subcommands' parsers are of this class too.
+    """
+
+    def error(self, message):
+        """Print the error in one line and exit with status 2."""
+        self.exit(2, f"{self.prog}: error: {' '.join(str(message).split())} (usage: {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
     from .schemes import ENTROPY_INVARIANT, STANDARD
     from .schemes.rope import ROPE_CHANGES
 
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="softmax-scale",
         description="The scale in front of a softmax: gradient-optimal alpha*, exact statistics, "
         "entropy against length, published attention scales.",
     )
     p.add_argument("--version", action="version", version=f"softmax-scale {__version__}")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")  # a missing one is refused in main, after unknown options
+    p.commands = sub.choices
 
     def add(name, func, help_, epilog=None):
         extra = {"epilog": epilog(), "formatter_class": argparse.RawDescriptionHelpFormatter} if epilog else {}
@@ -640,7 +670,11 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     """Run the command line; returns the exit status."""
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # named before a missing command: `softmax-scale --frobnicate` is about --frobnicate
+        (parser.commands[args.command] if args.command else parser).error(f"unrecognized arguments: {' '.join(unknown)}")
+    if args.command is None:
+        parser.error(f"a COMMAND is required, one of: {', '.join(parser.commands)}")
     args.argv = list(sys.argv[1:] if argv is None else argv)[1:]
     try:
         args.func(args)

@@ -88,8 +88,8 @@ def fit_alpha_law(ns, alphas, form="sqrt_log") -> LawFit:
     Parameters
     ----------
     ns : array_like
-        Numbers of scores, ``>= 2`` (``log n > 0``).  At least as many points
-        as the form has parameters.
+        Numbers of scores, ``>= 2`` (``log n > 0``).  At least as many distinct
+        values as the form has parameters.
     alphas : array_like
         The values to fit (e.g. ``optimal_alpha(ns)``), finite and ``> 0``.
     form : {"sqrt_log", "log", "power", "affine_log"}
@@ -110,8 +110,10 @@ def fit_alpha_law(ns, alphas, form="sqrt_log") -> LawFit:
     check_choice(form, "form", LAW_FORMS)
     nn, aa = _check_points(ns, alphas)
     names, formula = LAW_FORMS[form]
-    if nn.size < len(names):
-        raise ValueError(f"`ns` must have at least {len(names)} points to fit form={form!r}, got {nn.size}")
+    distinct = np.unique(nn).size
+    if distinct < len(names):  # k parameters are fixed by k distinct n, not by repeats of one
+        raise ValueError(f"`ns` must have at least {len(names)} distinct values to fit form={form!r} "
+                         f"({formula}, {len(names)} parameters), got {distinct}")
     L = np.log(nn)
     # Linear forms start from their exact linear least-squares solution.
     if form == "sqrt_log":

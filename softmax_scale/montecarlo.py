@@ -16,7 +16,7 @@ from . import _kernels
 from ._stats_result import SoftmaxStats, as_output
 from ._util.progress import progress_bar
 from ._util.rng import mean_stderr, seed_sequence
-from ._util.validation import N_MAX, check_alpha_array, check_int
+from ._util.validation import N_MAX, check_alpha_array, check_bool, check_int
 from .distributions import get_distribution
 
 __all__ = ["MAX_SCORES", "MCTrials", "mc_stats", "mc_trials"]
@@ -96,6 +96,7 @@ def mc_trials(alpha, n, dist="normal", *, d=None, trials=10_000, rng=None, paral
     alphas, _ = check_alpha_array(alpha)
     n = check_int(n, "n", minimum=2, maximum=N_MAX)
     trials = _check_trials(trials, n)
+    parallel = check_bool(parallel, "parallel")
     dist_obj = get_distribution(dist, d)
     kind, param, sample = dist_obj.kernel_spec
     block, nblocks = _kernels.block_layout(trials)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ._stats_result import SoftmaxStats
-from ._util.validation import check_choice
+from ._util.validation import check_choice, check_mc_options
 
 __all__ = ["METHODS", "SoftmaxStats", "softmax_stats"]
 
@@ -39,13 +39,11 @@ def softmax_stats(alpha, n, dist="normal", *, d=None, method="exact", trials=Non
     SoftmaxStats
     """
     check_choice(method, "method", METHODS)
+    trials, rng = check_mc_options(method, trials, rng, default_trials=10_000)
     if method == "mc":
         from .montecarlo import mc_stats
 
-        return mc_stats(alpha, n, dist, d=d, trials=10_000 if trials is None else trials, rng=rng, **kwargs)
-    if trials is not None or rng is not None:
-        raise ValueError("`trials` and `rng` are Monte Carlo options: pass method='mc' with them "
-                         "(the default method='exact' is deterministic)")
+        return mc_stats(alpha, n, dist, d=d, trials=trials, rng=rng, **kwargs)
     from .exact import exact_stats
 
     return exact_stats(alpha, n, dist, d=d, **kwargs)

@@ -96,16 +96,27 @@ class Table:
         return len(next(iter(self.rows.values()))) if self.rows else 0
 
 
-def _split(path) -> tuple[dict, list[str]]:
-    header, lines = {}, []
+def _split(path) -> tuple[dict, list[str], list[int]]:
+    """The ``# key: value`` header, the other non-blank lines and their 1-based line numbers in the file."""
+    header, lines, numbers = {}, [], []
     with open(path, encoding="utf-8") as f:
-        for line in f:
+        for number, line in enumerate(f, start=1):
             if line.startswith("#"):
                 k, _, v = line[1:].partition(":")
                 header[k.strip()] = v.strip()
             elif line.strip():
                 lines.append(line)
-    return header, lines
+                numbers.append(number)
+    return header, lines, numbers
+
+
+def _cell(value: str, kind, path, number: int, column: str):
+    """One cell read as ``kind`` (``int``, or ``float`` with an empty cell NaN); else a ValueError naming the line and column."""
+    try:
+        return kind(value) if value or kind is int else np.nan
+    except ValueError:
+        raise ValueError(f"`path`: {os.fspath(path)} line {number}: `{column}` must be "
+                         f"{'an integer' if kind is int else 'a number'}, got {value!r} (a damaged file)") from None
 
 
 def read_table(path, columns: Sequence[str] | None = None, *, text: Iterable[str] = (),
@@ -123,14 +134,29 @@ def read_table(path, columns: Sequence[str] | None = None, *, text: Iterable[str
     Returns
     -------
     Table
-        Rows with the wrong number of cells (a torn last line) are left out.
+        A torn last line (cut short by a writer that was stopped: no newline, too few cells) is
+        left out.
+
+    Raises
+    ------
+    ValueError
+        Naming ``path`` and the line: a row elsewhere with the wrong number of cells, or a cell
+        that is not a number where one is read (a damaged file).
     """
-    header, lines = _split(path)
-    reader = csv.reader(lines)
-    cols = tuple(next(reader, ()))
+    header, lines, numbers = _split(path)
+    cols = tuple(next(csv.reader(lines[:1]), ()))
     if columns is not None and cols != tuple(columns):
         raise ValueError(f"`path`: {os.fspath(path)} has columns {list(cols)}, expected {list(columns)}")
-    data = [row for row in reader if len(row) == len(cols)]
+    data, at = [], []
+    for k, (line, number) in enumerate(zip(lines[1:], numbers[1:]), start=1):
+        row = next(csv.reader([line]), [])
+        if len(row) != len(cols):
+            if k == len(lines) - 1 and not line.endswith("\n"):  # a torn tail
+                continue
+            raise ValueError(f"`path`: {os.fspath(path)} line {number} has {len(row)} cell{'s' * (len(row) != 1)}, "
+                             f"expected {len(cols)} (a damaged file)")
+        data.append(row)
+        at.append(number)
     text, ints = set(text), set(ints)
     rows = {}
     for j, c in enumerate(cols):
@@ -138,9 +164,9 @@ def read_table(path, columns: Sequence[str] | None = None, *, text: Iterable[str
         if c in text:
             rows[c] = np.asarray(vals, dtype=object)
         elif c in ints:
-            rows[c] = np.asarray([int(v) for v in vals], dtype=np.int64)
+            rows[c] = np.asarray([_cell(v, int, path, n, c) for v, n in zip(vals, at)], dtype=np.int64)
         else:
-            rows[c] = np.asarray([float(v) if v else np.nan for v in vals])
+            rows[c] = np.asarray([_cell(v, float, path, n, c) for v, n in zip(vals, at)], dtype=np.float64)
     return Table(header, rows, os.fspath(path))
 
 
@@ -187,7 +213,7 @@ class ResultStore:
         self.done: dict = {}
         self._stale: dict = {}
         if os.path.exists(self.path) and not overwrite:
-            old_header, lines = _split(self.path)
+            old_header, lines, _ = _split(self.path)
             if not lines or next(csv.reader(lines[:1])) != list(self.columns):
                 raise ValueError(f"`out`: {self.path} exists and is not a file of this experiment "
                                  f"(columns differ); pass overwrite=True or another file")

@@ -130,6 +130,25 @@ def check_bool(value, name: str) -> bool:
     return bool(value)
 
 
+def check_mc_options(method, trials, rng, *, default_trials: int, mc: str = "mc") -> tuple:
+    """The Monte Carlo options ``trials`` and ``rng`` of a function with a ``method``: one rule for all of them.
+
+    With ``method == mc``, ``trials`` (``None``: ``default_trials``) must be an integer ``>= 2``
+    and ``rng`` a seed (:func:`softmax_scale._util.rng.check_rng`); returns ``(trials, rng)``.
+    With any other (deterministic) method both must be ``None``: a ValueError names the one given.
+    """
+    from .rng import check_rng
+
+    if method != mc:
+        given = [(name, v) for name, v in (("trials", trials), ("rng", rng)) if v is not None]
+        if given:
+            raise ValueError(f"`trials` and `rng` are Monte Carlo options: pass method={mc!r} with them (method="
+                             f"{method!r} is deterministic), got " + ", ".join(f"{k}={show(v)}" for k, v in given))
+        return None, None
+    trials = check_int(default_trials if trials is None else trials, "trials", minimum=2)
+    return trials, check_rng(rng)
+
+
 def check_real(value, name: str, rule: str = "a finite number") -> float:
     """A finite real number as a Python float: a Python or numpy number (or a 0-d array) alike; a bool is a TypeError."""
     v = value.item() if isinstance(value, np.ndarray) and value.ndim == 0 else value

@@ -26,9 +26,10 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from .._util.validation import check_choice, check_int
-from ..entropy import extrapolation_table
+from ..entropy import check_match, extrapolation_table
 from ..experiments import RESULTS
-from ..schemes import QK_SCHEMES, SCHEMES, STANDARD, pinned
+from ..heads import check_head_stats
+from ..schemes import QK_SCHEMES, SCHEMES, SCORE_MODELS, STANDARD, pinned
 from ..schemes.rope import ROPES
 from ._alpha import AttentionAlpha, TrainedAlpha, attention_alpha, trained_alpha
 from ._config import config_lines, engine_summary, recipe_baseline, recipe_evidence
@@ -263,6 +264,10 @@ def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="l
     if rope is not None:
         check_choice(rope, "rope", ROPES)
     check_choice(task, "task", TASKS)
+    check_choice(score_model, "score_model", SCORE_MODELS)
+    match = check_match(match, optional=False)
+    if head_stats is not None:
+        head_stats = check_head_stats(head_stats, L, "head_stats")
     folder = RESULTS if results is None else Path(results)
     if not folder.is_dir():
         raise ValueError(f"`results` must be a folder of result files, got {str(folder)!r}")

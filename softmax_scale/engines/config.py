@@ -38,6 +38,12 @@ KNOWN_KEYS = frozenset({
     "attn_logit_softcapping", "final_logit_softcapping", "rotary_emb_base", "rotary_pct", "routed_scaling_factor",
     "llama_4_scaling", "layer_types",
 })
+#: The ``rope_type`` values the engines' rules here know (``mrope``: Qwen2-VL's sections, the default frequencies).
+#: Any other is an unknown key, listed first in :attr:`ModelScaling.unknown_keys`.
+ROPE_TYPES = frozenset({"default", "linear", "dynamic", "yarn", "longrope", "llama3", "deepseek_yarn", "telechat3-yarn",
+                        "mrope"})
+#: Keys that hold a length in tokens: an integer >= 2 (a length of 1 has no positions to scale).
+LENGTH_KEYS = frozenset({"original_max_position_embeddings", "seq_length", "max_position_embeddings"})
 #: HF ``rope_type`` -> the toolkit's RoPE variant of the same frequencies (:data:`~softmax_scale.schemes.rope.ROPES`).
 ROPE_VARIANTS = {"default": "none", "linear": "pi", "dynamic": "dynamic_ntk", "yarn": "yarn"}
 #: Substrings that mark a top-level key as bearing on the scale (an unknown one is listed).
@@ -243,6 +249,8 @@ def _number(cfg, key, source, prefix="", *, positive=True, integer=False, defaul
         raise _fail(source, name, f"must be a finite number, got {v!r}")
     if integer and v != int(v):
         raise _fail(source, name, f"must be an integer, got {v!r}")
+    if key in LENGTH_KEYS and v < 2:
+        raise _fail(source, name, f"must be an integer >= 2 (a length in tokens), got {v!r}")
     if positive and v <= 0:
         raise _fail(source, name, f"must be > 0, got {v!r}")
     if v < 0:
@@ -299,6 +307,24 @@ def _read_rope(r, prefix, source):
     return RopeScaling(kind, nums["factor"], orig, nums["beta_fast"], nums["beta_slow"], nums["mscale"],
                        nums["mscale_all_dim"], nums["attention_factor"], nums["attn_factor"], truncate,
                        MappingProxyType(dict(r)))
+
+
+def _check_longrope(rope, max_pos, prefix, source):
+    """LongRoPE's attention factor reads the original length and the extension ``s``: the keys they come from must be set.
+
+    Without ``attention_factor``: the length is ``original_max_position_embeddings`` (in the RoPE dict or
+    at the top level), else ``max_position_embeddings``; ``s`` is ``factor``, else
+    ``max_position_embeddings / original_max_position_embeddings``.
+    """
+    if rope.rope_type != "longrope" or rope.attention_factor is not None:
+        return
+    orig = prefix + "original_max_position_embeddings"
+    if rope.original_max_position_embeddings is None and max_pos is None:
+        raise _fail(source, "max_position_embeddings", f"(or `{orig}`) is required by rope_type 'longrope': its "
+                    "attention factor reads the original length")
+    if rope.factor is None and max_pos is None:
+        raise _fail(source, "max_position_embeddings", f"(or `{prefix}factor`) is required by rope_type 'longrope': "
+                    "its attention factor reads s = max_position_embeddings / original_max_position_embeddings")
 
 
 def _nope_layers(cfg, n_layers, source):
@@ -404,6 +430,7 @@ def _from_hf(cfg, source) -> ModelScaling:
     if rope_orig is None and top_orig is not None and rope.rope_type != "default":
         rope = dataclasses.replace(rope, original_max_position_embeddings=top_orig)  # as transformers standardizes
     max_pos = _number(cfg, "max_position_embeddings", source, integer=True)
+    _check_longrope(rope, max_pos, prefix, source)
     L, L_key = None, ""
     for key, value in ((prefix + "original_max_position_embeddings", rope_orig),
                        ("original_max_position_embeddings", top_orig),
@@ -413,6 +440,9 @@ def _from_hf(cfg, source) -> ModelScaling:
             L, L_key = value, key
             break
     set_keys, unknown = _set_keys(cfg, r, prefix)
+    if rope.rope_type not in ROPE_TYPES:  # an unknown RoPE type is an unknown key, said first
+        type_key = prefix + ("rope_type" if "rope_type" in r else "type")
+        unknown = (type_key, *(k for k in unknown if k != type_key))
     model_type = str(top.get("model_type", cfg.get("model_type", "")))
     return ModelScaling(source, "hf", model_type, d, rope_dim, n_layers, base, base_key, L, L_key, max_pos,
                         _number(cfg, "hidden_size", source, integer=True),
@@ -447,9 +477,13 @@ def _from_gguf(path, source) -> ModelScaling:
         raise _fail(source, "general.architecture", "is missing")
     p = arch + "."
     hf = {"model_type": arch}
-    for gkey, hkey in (("attention.key_length", "head_dim"), ("embedding_length", "hidden_size"),
-                       ("attention.head_count", "num_attention_heads"), ("block_count", "num_hidden_layers"),
-                       ("context_length", "max_position_embeddings")):
+    top_keys = (("attention.key_length", "head_dim"), ("embedding_length", "hidden_size"),
+                ("attention.head_count", "num_attention_heads"), ("block_count", "num_hidden_layers"),
+                ("context_length", "max_position_embeddings"))
+    rope_keys = (("rope.scaling.type", "rope_type"), ("rope.scaling.factor", "factor"),
+                 ("rope.scaling.original_context_length", "original_max_position_embeddings"),
+                 ("rope.scaling.attn_factor", "attn_factor"), ("rope.scaling.yarn_log_multiplier", "mscale_all_dim"))
+    for gkey, hkey in top_keys:
         if p + gkey in fields:
             hf[hkey] = fields[p + gkey]
     mla_key = next((p + k for k in ("attention.key_length_mla", "attention.key_length") if p + k in fields), None)
@@ -457,19 +491,25 @@ def _from_gguf(path, source) -> ModelScaling:
         hf["qk_rope_head_dim"] = fields[p + "rope.dimension_count"]
         hf["qk_nope_head_dim"] = fields[mla_key] - fields[p + "rope.dimension_count"]
     rope = {}
-    for gkey, hkey in (("rope.scaling.type", "rope_type"), ("rope.scaling.factor", "factor"),
-                       ("rope.scaling.original_context_length", "original_max_position_embeddings"),
-                       ("rope.scaling.attn_factor", "attn_factor"),
-                       ("rope.scaling.yarn_log_multiplier", "mscale_all_dim")):
+    for gkey, hkey in rope_keys:
         if p + gkey in fields:
             rope[hkey] = fields[p + gkey]
     if "mscale_all_dim" in rope:
         rope["mscale"] = 1.0  # llama.cpp keeps no mscale and takes it to be 1
     if rope.get("rope_type") in (None, "none"):
         rope = {}
-    ms = _from_hf({**hf, "rope_scaling": rope or None}, source)
+    gguf_name = {**{h: p + g for g, h in top_keys}, **{"rope_scaling." + h: p + g for g, h in rope_keys}}
+    try:
+        ms = _from_hf({**hf, "rope_scaling": rope or None}, source)
+    except ValueError as exc:  # name the key as the file spells it
+        msg = str(exc)
+        for h, g in gguf_name.items():
+            msg = msg.replace(f"`{h}`", f"`{g}`")
+        raise ValueError(msg) from None
     keys = sorted(k for k in fields if k.startswith(p) and any(w in k for w in ("rope", "attention", "scal")))
     unknown = tuple(k for k in keys if k[len(p):] not in _GGUF_KNOWN)
+    if "rope_scaling.rope_type" in ms.unknown_keys:  # an unknown scaling type, said first
+        unknown = (p + "rope.scaling.type", *(k for k in unknown if k != p + "rope.scaling.type"))
     L_key = {"rope_scaling.original_max_position_embeddings": p + "rope.scaling.original_context_length",
              "max_position_embeddings": p + "context_length"}.get(ms.train_length_key, ms.train_length_key)
     return dataclasses.replace(ms, format="gguf", train_length_key=L_key, set_keys=tuple(keys), unknown_keys=unknown)

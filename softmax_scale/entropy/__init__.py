@@ -5,6 +5,7 @@ from ._curves import (
     EntropyCurve,
     ExtrapolationTable,
     PhaseDiagram,
+    check_match,
     entropy_curve,
     entropy_curves,
     extrapolation_table,
@@ -14,5 +15,5 @@ from .invariant import InvariantScale, invariant_scale
 from .signal import SignalStats, signal_share_slope, signal_stats
 
 __all__ = ["DEFAULT_SCHEMES", "EntropyCurve", "ExtrapolationTable", "InvariantScale", "PhaseDiagram", "SignalStats",
-           "entropy_curve", "entropy_curves", "extrapolation_table", "invariant_scale", "phase_diagram",
+           "check_match", "entropy_curve", "entropy_curves", "extrapolation_table", "invariant_scale", "phase_diagram",
            "signal_share_slope", "signal_stats"]

@@ -27,7 +27,17 @@ import numpy as np
 
 from .._util.progress import progress_bar
 from .._util.rng import seed_sequence
-from .._util.validation import check_choice, check_choices, check_float_array, check_int, check_n_array, check_real, show
+from .._util.validation import (
+    ALPHA_MAX,
+    check_choice,
+    check_choices,
+    check_float_array,
+    check_int,
+    check_mc_options,
+    check_n_array,
+    check_real,
+    show,
+)
 from ..distributions import Cosine, Normal, get_distribution
 from ..schemes import SCHEMES, SCORE_MODELS, STANDARD, SchemeKeys, default_list, pinned
 from ..stats import softmax_stats
@@ -38,6 +48,7 @@ __all__ = [
     "EntropyCurve",
     "ExtrapolationTable",
     "PhaseDiagram",
+    "check_match",
     "entropy_curve",
     "entropy_curves",
     "extrapolation_table",
@@ -114,19 +125,28 @@ def _score_dist(score_model, d):
     return Normal() if score_model == "normal" else Cosine(d)
 
 
+def check_match(match, *, optional: bool = True):
+    """The matching key's cosine with the query, a float in ``[-1, 1]`` (``None`` when ``optional``: isotropic scores).
+
+    Anything else is a ValueError naming ``match`` and the rule.
+    """
+    if match is None and optional:
+        return None
+    rule = "a cosine in [-1, 1]" + (" (or None for isotropic scores)" if optional else "")
+    try:
+        match = check_real(match, "match", rule)
+    except TypeError as err:
+        raise ValueError(str(err)) from None
+    if not -1.0 <= match <= 1.0:
+        raise ValueError(f"`match` must be {rule}, got {show(match)}")
+    return match
+
+
 def _check_common(score_model, d, match, method):
     check_choice(score_model, "score_model", SCORE_MODELS)
     d = check_int(d, "d", minimum=2)
     check_choice(method, "method", METHODS)
-    if match is not None:
-        rule = "a cosine in [-1, 1] (or None for isotropic scores)"
-        try:
-            match = check_real(match, "match", rule)
-        except TypeError as err:
-            raise ValueError(str(err)) from None
-        if not -1.0 <= match <= 1.0:
-            raise ValueError(f"`match` must be {rule}, got {show(match)}")
-    return d, match
+    return d, check_match(match)
 
 
 def _evaluate(ns, alphas, score_model, d, match, method, trials, rng, progress):
@@ -176,8 +196,26 @@ def _check_schemes(schemes) -> tuple:
     return check_choices(tuple(schemes) if isinstance(schemes, SchemeKeys) else schemes, "schemes", SCHEMES)
 
 
+#: Monte Carlo trials per ``n`` of :func:`entropy_curve` with ``method="mc"`` unless given.
+_MC_TRIALS = 2000
+
+
+def _scheme_alphas(nn, scheme, d, score_model, pin_length, params) -> np.ndarray:
+    """The scheme's ``alpha`` at each ``n``, or a ValueError naming what set it when one is not a usable scale."""
+    with np.errstate(over="ignore", invalid="ignore"):  # a parameter too large overflows: refused below
+        a = np.atleast_1d(pinned(scheme, pin_length, **params).alpha(nn, d, score_model))
+    bad = ~np.isfinite(a) | (a < 0) | (a > ALPHA_MAX)
+    if bad.any():
+        what = (", ".join(f"`{k}` = {show(v)}" for k, v in params.items())
+                or (f"`pin_length` = {show(pin_length)}" if pin_length is not None else "its published defaults"))
+        raise ValueError(f"scheme {scheme!r} with {what} gives the scale alpha = {show(a[bad][0])} at n = "
+                         f"{show(nn[bad][0])} (d = {d}, {score_model} scores): alpha must be finite, >= 0 and <= "
+                         f"{show(ALPHA_MAX)}")
+    return a
+
+
 def entropy_curves(ns, schemes=DEFAULT_SCHEMES, *, d=128, score_model="normal", match=None, method="exact",
-                   trials=2000, rng=None, progress=None, pin_length=None, scheme_params=None) -> dict:
+                   trials=None, rng=None, progress=None, pin_length=None, scheme_params=None) -> dict:
     """:func:`entropy_curve` for several schemes at once (one evaluator call per ``n``).
 
     Parameters
@@ -202,18 +240,19 @@ def entropy_curves(ns, schemes=DEFAULT_SCHEMES, *, d=128, score_model="normal", 
     """
     nn, _ = check_n_array(ns, "ns")
     d, match = _check_common(score_model, d, match, method)
+    trials, rng = check_mc_options(method, trials, rng, default_trials=_MC_TRIALS)
     scheme_params = scheme_params or {}
     schemes = _check_schemes(schemes)
     if pin_length is not None:
         pin_length = check_int(pin_length, "pin_length", minimum=2)
-    alphas = np.column_stack([np.atleast_1d(pinned(s, pin_length, **scheme_params.get(s, {})).alpha(nn, d, score_model))
+    alphas = np.column_stack([_scheme_alphas(nn, s, d, score_model, pin_length, scheme_params.get(s, {}))
                               for s in schemes])
     out, se = _evaluate(nn, alphas, score_model, d, match, method, trials, rng, progress)
     return {s: _curve(nn, alphas[:, k], s, score_model, d, match, method, out, se, k) for k, s in enumerate(schemes)}
 
 
 def entropy_curve(ns, scheme=STANDARD, *, d=128, score_model="normal", match=None, method="exact",
-                  trials=2000, rng=None, progress=None, pin_length=None, **scheme_params) -> EntropyCurve:
+                  trials=None, rng=None, progress=None, pin_length=None, **scheme_params) -> EntropyCurve:
     """``E[H]``, ``E[H]/log n``, Rényi-2 entropy and ``E[G]`` against ``n`` under a scheme.
 
     Parameters
@@ -233,7 +272,7 @@ def entropy_curve(ns, scheme=STANDARD, *, d=128, score_model="normal", match=Non
     method : {"exact", "mc"}
         Deterministic quadrature, or Monte Carlo with standard errors (a check).
     trials, rng
-        Monte Carlo trials and seed.
+        Monte Carlo trials per ``n`` (default 2000) and seed; ``method="mc"`` only.
     progress : bool, optional
         Progress bar (by default for Monte Carlo).
     pin_length : int, optional
@@ -342,8 +381,7 @@ def extrapolation_table(train_length=512, schemes=DEFAULT_SCHEMES, *, d=128, sco
     if fac.ndim != 1 or fac.size == 0 or np.any(fac < 1) or np.any(np.abs(L * fac - ns) > 1e-9 * ns):
         raise ValueError(f"`factors` must be a non-empty sequence of numbers >= 1 that make L * factor a whole number "
                          f"of keys, got {factors!r}")
-    if match is None:
-        raise ValueError("`match` must be a cosine in [-1, 1] for the signal-plus-noise columns, got None")
+    match = check_match(match, optional=False)
     iso = entropy_curves(ns, schemes, d=d, score_model=score_model, pin_length=L)
     sig = entropy_curves(ns, schemes, d=d, score_model=score_model, match=match, pin_length=L)
     return ExtrapolationTable(

@@ -18,7 +18,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._util.rng import seed_sequence
-from .._util.validation import N_MAX, check_alpha_array, check_choice, check_int, check_n_array, check_positive_float, check_real, show
+from .._util.validation import (
+    N_MAX,
+    check_alpha_array,
+    check_choice,
+    check_int,
+    check_mc_options,
+    check_n_array,
+    check_positive_float,
+    check_real,
+    show,
+)
 from ..distributions import Cosine, Empirical, Normal, WeightedSample, get_distribution
 from ..exact import signal_at
 from ..exact.evaluate import moments, signal_grid
@@ -102,7 +112,7 @@ def _check_s0(s0, dist) -> float:
     return s0
 
 
-def signal_stats(alpha, n, s0, dist="normal", *, d=None, method="exact", trials=4000, rng=None) -> SignalStats:
+def signal_stats(alpha, n, s0, dist="normal", *, d=None, method="exact", trials=None, rng=None) -> SignalStats:
     """Statistics of ``softmax(alpha s)`` with one fixed score ``s0`` among ``n - 1`` i.i.d. scores.
 
     Parameters
@@ -121,10 +131,10 @@ def signal_stats(alpha, n, s0, dist="normal", *, d=None, method="exact", trials=
         Dimension for ``"cosine"``.
     method : {"exact", "mc"}
         Deterministic Laplace-transform quadrature, or Monte Carlo with standard errors.
-    trials : int
-        Monte Carlo trials.
+    trials : int, optional
+        Monte Carlo trials (``method="mc"`` only; default 4000).
     rng : None, int, SeedSequence or Generator
-        Monte Carlo seed.
+        Monte Carlo seed (``method="mc"`` only).
 
     Returns
     -------
@@ -137,8 +147,8 @@ def signal_stats(alpha, n, s0, dist="normal", *, d=None, method="exact", trials=
     if not isinstance(dist_obj, (Normal, Cosine, Empirical, WeightedSample)):
         raise TypeError(f"`dist` must be 'normal', 'cosine' or a sample of scores for the signal model, got {dist_obj.label}")
     s0 = _check_s0(s0, dist_obj)
+    trials, rng = check_mc_options(method, trials, rng, default_trials=4000)
     if method == "mc":
-        trials = check_int(trials, "trials", minimum=2)
         per = _signal_mc(dist_obj, alphas, n, s0, trials, rng)
         mean = per.mean(axis=1)
         se = per.std(axis=1, ddof=1) / math.sqrt(trials)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._stats_result import SoftmaxStats, as_output
-from .._util.validation import N_MAX, check_alpha_array, check_int, check_positive_float
+from .._util.validation import N_MAX, check_alpha_array, check_bool, check_int, check_positive_float
 from ..distributions import get_distribution
 from .evaluate import stats_at
 
@@ -53,8 +53,9 @@ def exact_stats(alpha, n, dist="normal", *, d=None, refine=1.0, error_estimate=F
     alphas, scalar = check_alpha_array(alpha)
     n = check_int(n, "n", minimum=2, maximum=N_MAX)
     refine = check_positive_float(refine, "refine")
+    error_estimate = check_bool(error_estimate, "error_estimate")
     dist_obj = get_distribution(dist, d)
-    out, err = stats_at(dist_obj, alphas, float(n), refine, bool(error_estimate))
+    out, err = stats_at(dist_obj, alphas, float(n), refine, error_estimate)
     zeros = as_output(np.zeros(alphas.size), scalar)
     return SoftmaxStats(
         alpha=as_output(alphas, scalar),

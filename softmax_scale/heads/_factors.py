@@ -25,7 +25,7 @@ from ..distributions import WeightedSample
 from ._result import HeadStats
 from ._rules import TOOLKIT_RULES, rule_factors
 
-__all__ = ["HeadFactorTable", "factors_at", "head_factor_errors", "head_factors"]
+__all__ = ["HeadFactorTable", "check_head_stats", "factors_at", "head_factor_errors", "head_factors"]
 
 
 @dataclass(frozen=True)
@@ -124,16 +124,33 @@ def factors_at(train_length, ns, factors, positions) -> np.ndarray:
     return out
 
 
-def _check_stats(stats) -> tuple:
-    if isinstance(stats, HeadStats) or not isinstance(stats, Sequence) or len(stats) < 2:
-        raise ValueError("`stats` must be a sequence of two or more HeadStats (head_stats at two or more lengths "
-                         f"inside the training length), got {type(stats).__name__}")
+def check_head_stats(stats, train_length: int, name: str = "stats") -> tuple:
+    """``stats`` as :func:`head_factors` reads them, or an error naming ``name`` and the rule.
+
+    A sequence of two or more :class:`HeadStats` of the same heads (one shape), each head measured
+    inside ``train_length`` (an integer ``>= 2``, checked by the caller) at two or more different
+    mean lengths.  Returns them as a tuple.
+    """
+    if isinstance(stats, (HeadStats, str)) or not isinstance(stats, Sequence) or len(stats) < 2:
+        raise ValueError(f"`{name}` must be a sequence of two or more HeadStats (head_stats at two or more lengths "
+                         f"inside the training length), got {type(stats).__name__}"
+                         + (f" of length {len(stats)}" if isinstance(stats, Sequence) else ""))
     for s in stats:
         if not isinstance(s, HeadStats):
-            raise TypeError(f"`stats` must hold HeadStats (results of head_stats), got {type(s).__name__}")
+            raise TypeError(f"`{name}` must hold HeadStats (results of head_stats), got {type(s).__name__}")
     shapes = {s.shape for s in stats}
     if len(shapes) != 1:
-        raise ValueError(f"`stats` must measure the same heads (one shape), got shapes {sorted(shapes)}")
+        raise ValueError(f"`{name}` must measure the same heads (one shape), got shapes {sorted(shapes)}")
+    shape = stats[0].shape
+    lengths = np.stack([np.asarray(s.n, dtype=np.float64).reshape(shape) for s in stats])
+    beyond = lengths > train_length
+    if beyond.any():
+        raise ValueError(f"`{name}` must be measured inside the training length {train_length}: a head was measured "
+                         f"at n = {float(lengths[beyond].max()):g}")
+    x = np.log(lengths)
+    if np.any(np.sum((x - x.mean(axis=0)) ** 2, axis=0) <= 0):
+        raise ValueError(f"`{name}` must be measured at two or more different lengths for every head, got the same "
+                         "mean n in every measurement")
     return tuple(stats)
 
 
@@ -183,20 +200,13 @@ def head_factors(stats, train_length, n, *, pools=None) -> HeadFactorTable:
     >>> table.factors["toolkit_iid"][:, 0].round(6)  # 1 at n = L
     array([1., 1.])
     """
-    stats = _check_stats(stats)
     L = check_int(train_length, "train_length", minimum=2)
+    stats = check_head_stats(stats, L)
     ns, scalar = check_n_array(n, "n")
     shape = stats[0].shape
     lengths = np.stack([np.asarray(s.n, dtype=np.float64).reshape(shape) for s in stats])
-    beyond = lengths > L
-    if beyond.any():
-        raise ValueError(f"`stats` must be measured inside the training length {L}: a head was measured at "
-                         f"n = {float(lengths[beyond].max()):g}")
     x = np.log(lengths)
     spread = np.sum((x - x.mean(axis=0)) ** 2, axis=0)
-    if np.any(spread <= 0):
-        raise ValueError("`stats` must be measured at two or more different lengths for every head, got the same "
-                         "mean n in every measurement")
     entropy = np.stack([np.asarray(s.entropy, dtype=np.float64).reshape(shape) for s in stats])
     slope = np.sum((x - x.mean(axis=0)) * (entropy - entropy.mean(axis=0)), axis=0) / spread
     longest = np.argmax(lengths, axis=0)

@@ -76,7 +76,11 @@ _KNOWN_FILLS = ((float(np.finfo(np.float16).min), "the float16 minimum"),
 
 def check_scores(x, name: str) -> np.ndarray:
     """``x`` as an array of real numbers of shape ``(..., n_queries, n_keys)``, ``n_keys >= 2``; else raise naming ``name``."""
-    arr = x if isinstance(x, np.ndarray) else np.asarray(x)
+    try:
+        arr = x if isinstance(x, np.ndarray) else np.asarray(x)
+    except ValueError:  # nested lists of different lengths
+        raise ValueError(f"`{name}` must have rows of the same length (an array of shape (..., n_queries, n_keys)), "
+                         "got a ragged nested sequence") from None
     if arr.dtype == bool or not (arr.dtype.kind in "iu" or _is_float(arr.dtype)):
         raise TypeError(f"`{name}` must be an array of real numbers, shape (..., n_queries, n_keys), got dtype {arr.dtype}")
     if arr.ndim < 2:
@@ -125,7 +129,8 @@ def looks_like_probabilities(arr) -> bool:
     """Whether every entry of ``arr`` (``(..., n_queries, n_keys)``) is ``>= 0`` and every row sums to 1 within :data:`PROB_SUM_TOL`."""
     if not np.all(arr >= 0):  # False on NaN too
         return False
-    sums = arr.sum(axis=-1, dtype=np.float64)
+    with np.errstate(over="ignore"):  # logits near 1e308 sum to inf: not probabilities either way
+        sums = arr.sum(axis=-1, dtype=np.float64)
     return bool(np.all(np.abs(sums - 1.0) <= PROB_SUM_TOL))
 
 

@@ -146,16 +146,21 @@ def _measure(s, allowed, skip, probs=None):
     entropy = np.log(z_sum) - np.sum(p * x0, axis=1)
     entropy = np.clip(entropy, 0.0, np.log(n))  # rounding only: H lies in [0, log n]
     sum_p2 = np.einsum("ij,ij->i", p, p)
-    if allowed is not None:
-        mean = np.where(allowed, s, 0.0).sum(axis=1) / n
-        dev = np.where(allowed, s - mean[:, None], 0.0)
-    else:
-        mean = s.mean(axis=1)
-        dev = s - mean[:, None]
-    sigma = np.sqrt(np.einsum("ij,ij->i", dev, dev) / n)
+    # Each row's moments in units of a power of two near its largest |score| (exact, no rounding): rows of
+    # finite scores up to 1e308 neither overflow their sum nor their squares.
     top_abs = np.abs(s).max(axis=1) if allowed is None else np.where(allowed, np.abs(s), 0.0).max(axis=1)
-    flat = sigma <= FLAT_ULPS * np.finfo(np.float64).eps * top_abs  # constant up to rounding: a uniform softmax
-    sigma = np.where(flat, 0.0, sigma)
+    unit = np.ldexp(1.0, np.frexp(np.where(top_abs > 0, top_abs, 1.0))[1] - 1)  # 2^e <= top_abs < 2^(e+1)
+    u = s / unit[:, None]
+    if allowed is not None:
+        mean = np.where(allowed, u, 0.0).sum(axis=1) / n
+        dev = np.where(allowed, u - mean[:, None], 0.0)
+    else:
+        mean = u.mean(axis=1)
+        dev = u - mean[:, None]
+    sigma_u = np.sqrt(np.einsum("ij,ij->i", dev, dev) / n)
+    flat = sigma_u <= FLAT_ULPS * np.finfo(np.float64).eps * (top_abs / unit)  # constant up to rounding: uniform
+    sigma_u = np.where(flat, 0.0, sigma_u)
+    sigma = sigma_u * unit
     rows = {
         "n": n,
         "sigma": sigma,
@@ -167,7 +172,7 @@ def _measure(s, allowed, skip, probs=None):
         "sink": p[:, 0],
     }
     live = ~flat
-    zs = dev[live] / sigma[live, None]
+    zs = dev[live] / sigma_u[live, None]
     pool = zs[allowed[live]] if allowed is not None else zs.ravel()
     return rows, pool
 

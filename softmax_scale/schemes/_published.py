@@ -173,10 +173,11 @@ def _inverse_temperature(n, d, p):
 def _cosine_gradient_optimal(n, d, p):
     from ..optimize import optimal_alpha
 
+    d = check_int(d, "d", minimum=2)  # cosine(d) scores: a direction in R^1 has cosines +-1 only
     out = np.zeros_like(n)
     ok = n >= 2
     if ok.any():
-        out[ok] = np.asarray(optimal_alpha(n[ok], dist="cosine", d=max(d, 2)))
+        out[ok] = np.asarray(optimal_alpha(n[ok], dist="cosine", d=d))
     return out
 
 
