@@ -12,6 +12,7 @@ length and RoPE variant.
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.lines import Line2D
 
 from ._style import new_figure
 
@@ -61,7 +62,12 @@ def _figure(name, title, metric, table, csv, whole_range=True):
     c.plot([0, 1], [0, 1], color="0.6", lw=0.8)
     c.set_xlabel("share predicted from L (i.i.d. theory)")
     c.set_ylabel("share measured (retrieving heads)")
-    c.set_title("filled: past L; open: at or below L", fontsize=8)
+    c.set_title("one point per (sequence, head): filled past L, open at or below", fontsize=8)
+    dot = dict(ls="none", marker="o", ms=5)
+    keys = [Line2D([], [], color=colours[s], **dot) for s in scales]
+    keys += [Line2D([], [], color="0.3", **dot), Line2D([], [], mfc="none", mec="0.3", **dot)]
+    c.legend(keys, [*scales, "past L", "at or below L"], fontsize=7, title="scale at test", title_fontsize=7,
+             loc="lower right")
     _paired(d, EXPERIMENTS[name], t, sc, L, colours)
     fig.suptitle(f"{title} (L = {L})", fontsize=10)
     return fig
