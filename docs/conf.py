@@ -93,9 +93,19 @@ html_theme_options = {
     "footer_start": ["copyright"],
     "footer_end": [],
 }
-# Pages with no subpages get no left sidebar (it would be empty).
-html_sidebars = {page: [] for page in ("index", "getting_started", "choosing_a_scale", "own_model", "figures",
-                                       "design", "benchmarks", "sources")}
+
+
+def leaf_pages() -> list[str]:
+    """The front page and the pages of its toctree that have no toctree of their own (no subpages)."""
+    index = (DOCS / "index.md").read_text(encoding="utf-8")
+    block = re.search(r"^```\{toctree\}\n(.*?)^```", index, flags=re.M | re.S).group(1)
+    pages = [line.strip() for line in block.splitlines() if line.strip() and not line.startswith(":")]
+    return ["index"] + [page for page in pages
+                        if not re.search(r"\{toctree\}|toctree::", (DOCS / f"{page}.md").read_text(encoding="utf-8"))]
+
+
+# Pages with no subpages get no left sidebar (it would hold only an empty "Section Navigation").
+html_sidebars = {page: [] for page in leaf_pages()}
 html_static_path = ["_static"]
 html_css_files = ["wide.css"]
 html_show_sourcelink = False

@@ -25,11 +25,13 @@ class _Lines(tqdm):
             return False
         self.fp.write((msg if msg is not None else self.__str__()) + "\n")
         self.fp.flush()
+        self._shown = self.n
         return True
 
     def close(self):
-        if not self.disable:  # tqdm disables a bar once it is closed
-            self.display()  # the final state, once
+        # the final state, unless the last line printed already shows it (a bar that starts complete)
+        if not self.disable and getattr(self, "_shown", None) != self.n:  # tqdm disables a bar once it is closed
+            self.display()
         super().close()
 
 

@@ -80,7 +80,7 @@ class FirstConfig:
     train_lengths, test_lengths : tuple of int
         Bits after ``$``; every training length is a test length.
     scales : tuple of str
-        Trained scales (:data:`~softmax_scale.train.first.FIRST_SCALES`).
+        Trained scales (:data:`~softmax_scale.train.scales.FIRST_SCALES`).
     test_scales : tuple of str
         Test-time scales on the ``standard`` models.
     steps : int
@@ -103,7 +103,7 @@ class FirstConfig:
 
     def __post_init__(self):
         from .._util.validation import check_choices
-        from ..train.first import FIRST_SCALES
+        from ..train.scales import FIRST_SCALES
 
         check_int(self.seeds, "seeds", minimum=1, maximum=1000)
         for name in ("train_lengths", "test_lengths"):

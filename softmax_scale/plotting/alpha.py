@@ -33,20 +33,29 @@ def alpha_star_vs_n(ns=NOTE_GRID, cosine_d: int = 128, table=None):
     if table is not None:
         ns, cosine_d = table.ns, table.cosine_d
     ns = np.asarray(ns)
-    fig, axes = new_figure(2, width=11, height=4.4)
+    fig, axes = new_figure(2, 2, width=11, height=6.6, sharex=True, gridspec_kw={"height_ratios": [2, 1]})
     panels = [("normal", None, "normal scores"), ("cosine", cosine_d, f"cosine scores, d = {cosine_d}")]
-    for ax, (dist, d, title) in zip(axes, panels):
-        a = as_written(optimal_alpha(ns, dist, d=d), ALPHA_FORMAT) if table is None else list(table.columns.values())[d is not None]
-        ax.plot(ns, a, color="k", lw=2.5, alpha=0.35, label="alpha* (mean-field)")
+    # alpha* as dots, evenly spaced on the log axis and drawn over the fits (a line would hide under the best one)
+    dots = np.unique(np.searchsorted(ns, np.geomspace(ns[0], ns[-1], 18)).clip(0, ns.size - 1))
+    for (ax, ax_r), (dist, d, title) in zip(axes.T, panels):
+        a = np.asarray(as_written(optimal_alpha(ns, dist, d=d), ALPHA_FORMAT) if table is None
+                       else list(table.columns.values())[d is not None])
         for form, fit in compare_alpha_laws(ns, a).items():
             coef = ", ".join(f"{k}={v:.3g}" for k, v in fit.params.items())
-            ax.plot(ns, fit(ns), ls=_STYLES[form], lw=1.4, label=f"{fit.formula} ({coef}); RMSE {fit.rmse:.2g}")
+            line, = ax.plot(ns, fit(ns), ls=_STYLES[form], lw=1.6, label=f"{fit.formula} ({coef}); RMSE {fit.rmse:.2g}")
+            ax_r.plot(ns, 100 * (fit(ns) - a) / a, ls=_STYLES[form], lw=1.6, color=line.get_color())
+        ax.plot(ns[dots], a[dots], "o", color="k", ms=4.5, zorder=5, label="alpha* (mean-field)")
+        handles, labels = ax.get_legend_handles_labels()
+        ax.legend(handles[-1:] + handles[:-1], labels[-1:] + labels[:-1], fontsize=8, loc="upper left")
         ax.set_xscale("log")
-        ax.set_xlabel("number of keys n (log scale)")
         ax.set_ylabel("optimal scale alpha* (on unit-variance scores)" if d is None else "optimal scale alpha* (on cosines)")
         ax.set_title(title)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7.5, loc="upper left")
+        ax_r.axhline(0.0, color="k", lw=0.8)
+        ax_r.set_yscale("symlog", linthresh=0.1, linscale=0.5)
+        ax_r.set_xlabel("number of keys n (log scale)")
+        ax_r.set_ylabel("fit - alpha*  (% of alpha*)")
+        ax_r.grid(alpha=0.3)
     fig.suptitle("Gradient-maximising scale grows slowly with n: 0.84 sqrt(log n) (normal), ~3.5 log n (cosine, d = 128)")
     return fig
 

@@ -39,8 +39,12 @@ def _colors(keys):
     return {k: cmap(i % 10) for i, k in enumerate(keys)}
 
 
-def plot_entropy_vs_n(ns=None, schemes=_SHOWN, *, d=128, train_length=512, match=1.0) -> Figure:
-    """``E[H]/log n`` against ``n`` per scheme: normal and cosine scores, isotropic and with a matching key.
+def plot_entropy_vs_n(ns=None, schemes=_SHOWN, *, d=128, train_length=512, match=1.0, score_model="cosine",
+                      floor=1e-3, share_floor=1e-4) -> Figure:
+    """Entropy against ``n`` per scheme: ``E[H]/log n`` with isotropic scores; ``E[H]`` and the share lost with a matching key.
+
+    Panel (a) draws ``score_model``'s isotropic curves and says in its title how far the other score
+    model's lie from them (at ``d = 128`` cosine and normal scores give nearly the same curves).
 
     Parameters
     ----------
@@ -53,36 +57,63 @@ def plot_entropy_vs_n(ns=None, schemes=_SHOWN, *, d=128, train_length=512, match
     train_length : int
         Length at which length-aware schemes are pinned.
     match : float
-        The matching key's cosine in the signal-plus-noise panels.
+        The matching key's cosine in panels (b) and (c).
+    score_model : {"cosine", "normal"}
+        The scores drawn; the other model is compared in panel (a)'s title.
+    floor : float
+        Lower edge of panel (b)'s logarithmic axis, nats; the schemes whose ``E[H]`` stays below it are named there.
+    share_floor : float
+        The same for panel (c), the share the matching key loses, ``1 - E[p0]``.
 
     Returns
     -------
     matplotlib.figure.Figure
     """
     ns = np.unique(np.round(np.geomspace(64, 1e6, 24))) if ns is None else np.asarray(ns)
-    fig = Figure(figsize=(12, 8), layout="constrained")
-    axes = fig.subplots(2, 2, sharex=True)
-    for j, model in enumerate(("normal", "cosine")):
-        for i, m in enumerate((None, match)):
-            ax = axes[i, j]
-            curves = E.entropy_curves(ns, schemes, d=d, score_model=model, match=m, pin_length=train_length)
-            for s, c in curves.items():
-                ax.plot(ns, c.entropy_ratio, label=_label(s), **scheme_style(s))
-                if m is not None:
-                    ax.plot(ns, c.signal_share, color=scheme_style(s)["color"], lw=0.8, ls=":")
-            ax.axvline(train_length, color="0.5", lw=0.8, ls="--")
-            ax.set_xscale("log")
-            ax.set_ylim(-0.02, 1.02)
-            regime = "isotropic" if m is None else f"one key at cosine {m:g} (dotted: its share E[p0])"
-            ax.set_title(f"{model} scores, d={d}: {regime}", fontsize=10)
-            ax.set_ylabel("E[H] / log n  (dimensionless)")
-            if i == 1:
-                ax.set_xlabel("number of keys n")
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside right center", fontsize=9, title=f"pinned at L={train_length}",
-               title_fontsize=9)
-    fig.suptitle(f"Without a matching key only log-n scales slow the entropy; with one, they hold it "
-                 f"(dashed: L={train_length})")
+    other = {"cosine": "normal", "normal": "cosine"}[score_model]
+    iso = E.entropy_curves(ns, schemes, d=d, score_model=score_model, pin_length=train_length)
+    iso_other = E.entropy_curves(ns, schemes, d=d, score_model=other, pin_length=train_length)
+    sig = E.entropy_curves(ns, schemes, d=d, score_model=score_model, match=match, pin_length=train_length)
+    fig = Figure(figsize=(11, 8), layout="constrained")
+    (ax_a, ax_b), (ax_c, ax_l) = fig.subplots(2, 2)
+    below, kept = [], []
+    for s in iso:
+        ax_a.plot(ns, iso[s].entropy_ratio, label=_label(s), **scheme_style(s))
+        h = sig[s].entropy_ratio * np.log(ns)
+        ax_b.plot(ns, np.where(h > floor, h, np.nan), **scheme_style(s))
+        if np.all(h <= floor):
+            below.append(_label(s))
+        lost = 1.0 - sig[s].signal_share
+        ax_c.plot(ns, np.where(lost > share_floor, lost, np.nan), **scheme_style(s))
+        if np.all(lost <= share_floor):
+            kept.append(_label(s))
+    gap = max(np.max(np.abs(iso[s].entropy_ratio - iso_other[s].entropy_ratio)) for s in iso)
+    where = f"{score_model} scores, d={d}" if score_model == "cosine" else f"{score_model} scores"
+    ax_a.set_title(f"(a) isotropic {where}\n({other} scores: every curve within {gap:.2f} of these)", fontsize=10)
+    ax_a.set_ylabel("E[H] / log n  (dimensionless)")
+    ax_a.set_ylim(-0.02, 1.02)
+    ax_b.set_yscale("log")
+    ax_b.set_ylim(floor, None)
+    ax_b.set_ylabel("E[H]  (nats, log scale)")
+    under = f"\nbelow {floor:g} nats throughout: {', '.join(below)}" if below else ""
+    ax_b.set_title(f"(b) with one key at cosine {match:g}: the entropy{under}", fontsize=10)
+    ax_c.set_yscale("log")
+    ax_c.set_ylim(share_floor, 1.5)
+    ax_c.set_ylabel("1 - E[p0]  (share lost by the key, log scale)")
+    under = f"\nbelow {share_floor:g} throughout: {', '.join(kept)}" if kept else ""
+    ax_c.set_title(f"(c) the share of attention that key loses{under}", fontsize=10)
+    for ax in (ax_a, ax_b, ax_c):
+        ax.set_xscale("log")
+        ax.set_xlabel("number of keys n")
+        ax.axvline(train_length, color="0.55", lw=0.8)
+        ax.annotate(f"L = {train_length}", (train_length, 0), xycoords=("data", "axes fraction"), xytext=(3, 3),
+                    textcoords="offset points", ha="left", va="bottom", fontsize=8, color="0.35")
+        ax.grid(alpha=0.25)
+    ax_l.axis("off")
+    handles, labels = ax_a.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="center", bbox_to_anchor=(0.76, 0.25), fontsize=10, ncols=2,
+               title=f"pinned at L = {train_length} (grey line)", title_fontsize=10)
+    fig.suptitle("Without a matching key only log-n scales slow the entropy; with one, they hold it and the key's share")
     return fig
 
 
@@ -266,16 +297,15 @@ def plot_temperature_table(ds=(128, 256, 512, 768), ns=(256, 4096, 65536)) -> Fi
     matplotlib.figure.Figure
     """
     t = temperature_table(ds, ns)
-    fig = Figure(figsize=(12, 4.8), layout="constrained")
-    a1, a2 = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.2, 1]})
+    fig = Figure(figsize=(9.5, 7.6), layout="constrained")
+    a1, a2 = fig.subplots(2, 1, gridspec_kw={"height_ratios": [0.5 + 0.35 * len(t.ds), 4.0]})
     a1.axis("off")
     cells = [[f"{a:.1f}  (tau {tau:.4f})" for a, tau in zip(ra, rt)] for ra, rt in zip(t.alpha, t.tau)]
-    # bbox keeps the row labels inside the axes (loc="center" lets them spill past the left edge)
     tab = a1.table(cellText=cells, rowLabels=[f"d={d}" for d in t.ds], colLabels=[f"n={int(n)}" for n in t.ns],
-                   bbox=[0.1, 0.2, 0.9, 0.6])
+                   bbox=[0.08, 0.0, 0.92, 1.0])
     tab.auto_set_font_size(False)
-    tab.set_fontsize(9)
-    a1.set_title("mean-field alpha* (tau* = 1/alpha*) for cosine scores", fontsize=10)
+    tab.set_fontsize(11)
+    a1.set_title("mean-field alpha* (tau* = 1/alpha*) for cosine scores", fontsize=11)
     for i, d in enumerate(t.ds):
         a2.plot(t.ns, t.tau[i], "o-", label=f"tau*, d={d}")
     groups = {}
@@ -283,13 +313,17 @@ def plot_temperature_table(ds=(128, 256, 512, 768), ns=(256, 4096, 65536)) -> Fi
         groups.setdefault(round(v, 9), []).append(k)
     for v, keys in groups.items():
         a2.axhline(1 / v, ls=":", lw=1, color="0.3")
-        a2.annotate(f"{', '.join(keys)}: {1 / v:.3g}", (t.ns.max(), 1 / v), fontsize=7, ha="right", va="bottom")
+        a2.annotate(f"{', '.join(keys)}: {1 / v:.3g}", (t.ns.max(), 1 / v), fontsize=9, ha="right", va="bottom")
     a2.set_xscale("log")
     a2.set_yscale("log")
+    a2.yaxis.set_major_formatter("{x:.3g}")
+    a2.yaxis.set_minor_formatter("{x:.3g}")
+    a2.tick_params(labelsize=9, which="both")
     a2.set_xlabel("number of candidates n")
     a2.set_ylabel("temperature tau  (1/scale)")
-    a2.legend(fontsize=8, loc="lower left")
-    fig.suptitle(f"Contrastive temperature: the mean-field tau* is {t.tau.min():.3f}-{t.tau.max():.3f}, "
+    a2.legend(fontsize=9, loc="lower left")
+    a2.grid(alpha=0.25, which="both")
+    fig.suptitle(f"Contrastive temperature: the mean-field tau* is {t.tau.min():.3f}-{t.tau.max():.3f},\n"
                  f"below the published {', '.join(f'{1 / v:.3g}' for v in sorted(groups))} for most (d, n)")
     return fig
 

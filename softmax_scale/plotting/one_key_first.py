@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..schemes import ENTROPY_INVARIANT, QWEN_LOGN, SCHEMES, SSMAX, STANDARD
+from ..schemes import QWEN_LOGN, SCHEMES, STANDARD
+from ..train.scales import FIRST_SCALES
 from ._style import new_figure
 
-#: (trained scale, test scale, colour, line style) of each curve: the trained scales' training colours,
-#: their ``log n`` (drawn like ``qwen_logn`` in the registry) in its own.
-_CURVES = ((STANDARD, "trained", SCHEMES[STANDARD].style.train_color, "-"),
-           ("chiang_cholak", "trained", SCHEMES["chiang_cholak"].style.train_color, "-"),
-           (ENTROPY_INVARIANT, "trained", SCHEMES[ENTROPY_INVARIANT].style.train_color, "-"),
-           (SSMAX, "trained", SCHEMES[SSMAX].style.train_color, "-"),
-           (STANDARD, QWEN_LOGN, SCHEMES[QWEN_LOGN].style.train_color, "--"),
-           (STANDARD, "toolkit_share", "C4", ":"))
+#: (trained scale, test scale, colour, line style) of each curve: FIRST's trained scales in their training
+#: colours, then on ``standard``'s models their ``log n`` (drawn like ``qwen_logn`` in the registry) and the
+#: toolkit's share-holding factor, each in its own.
+_CURVES = tuple((scale, "trained", SCHEMES[scale].style.train_color, "-") for scale in FIRST_SCALES) + (
+    (STANDARD, QWEN_LOGN, SCHEMES[QWEN_LOGN].style.train_color, "--"),
+    (STANDARD, "toolkit_share", "C4", ":"))
 
 
 def one_key_first_figure(table=None, csv=None):

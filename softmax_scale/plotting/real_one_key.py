@@ -12,6 +12,7 @@ length and RoPE variant.
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.lines import Line2D
 
 from ._style import new_figure
 
@@ -28,7 +29,7 @@ def _figure(name, title, metric, table, csv, whole_range=True):
     r = t.rows
     L = int(t.header["train_length"])
     sc = (r["kind"] == "score") & (r["task"] != "control")
-    fig, (a, b, c, d) = new_figure(4, width=17.0, height=4.2)
+    fig, ((a, b), (c, d)) = new_figure(2, 2, width=12.0, height=8.8)
     scales = list(dict.fromkeys(r["scale"][sc]))
     colours = {s: f"C{i}" for i, s in enumerate(scales)}
     pairs = list(dict.fromkeys(zip(r["rope"][sc], r["scale"][sc])))
@@ -50,7 +51,7 @@ def _figure(name, title, metric, table, csv, whole_range=True):
         ax.set_ylabel(lab)
     if whole_range:
         a.set_ylim(-0.03, 1.03)
-    a.legend(fontsize=7, handlelength=3.5)
+    a.legend(fontsize=8, handlelength=3.5)
     sh = (r["kind"] == "share") & np.isfinite(r["share"]) & np.isfinite(r["share_predicted"])
     for rope, scale in pairs:
         m = sh & (r["rope"] == rope) & (r["scale"] == scale)
@@ -61,9 +62,14 @@ def _figure(name, title, metric, table, csv, whole_range=True):
     c.plot([0, 1], [0, 1], color="0.6", lw=0.8)
     c.set_xlabel("share predicted from L (i.i.d. theory)")
     c.set_ylabel("share measured (retrieving heads)")
-    c.set_title("filled: past L; open: at or below L", fontsize=8)
+    c.set_title("one point per (sequence, head): filled past L, open at or below", fontsize=9)
+    dot = dict(ls="none", marker="o", ms=5)
+    keys = [Line2D([], [], color=colours[s], **dot) for s in scales]
+    keys += [Line2D([], [], color="0.3", **dot), Line2D([], [], mfc="none", mec="0.3", **dot)]
+    c.legend(keys, [*scales, "past L", "at or below L"], fontsize=8, title="scale at test", title_fontsize=8,
+             loc="lower right")
     _paired(d, EXPERIMENTS[name], t, sc, L, colours)
-    fig.suptitle(f"{title} (L = {L})", fontsize=10)
+    fig.suptitle(f"{title} (L = {L})", fontsize=11)
     return fig
 
 
@@ -94,9 +100,9 @@ def _paired(ax, experiment, t, sc, L, colours):
     ax.axhline(0.0, color="0.6", lw=0.8)
     ax.set_xticks(range(len(order)), [f"{rope}, {n / L:g}L" for n, rope in order], fontsize=8)
     ax.set_xlim(-0.5, len(groups) - 0.5)
-    ax.legend(shown.values(), shown.keys(), fontsize=7, title="scale at test", title_fontsize=7)
+    ax.legend(shown.values(), shown.keys(), fontsize=8, title="scale at test", title_fontsize=8)
     ax.set_ylabel("loss minus standard, same RoPE (nats)")
-    ax.set_title("past L, paired by sequence (bar: mean)", fontsize=8)
+    ax.set_title("past L, paired by sequence (bar: mean)", fontsize=9)
 
 
 def real_passkey_figure(table=None, csv=None):

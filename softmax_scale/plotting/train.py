@@ -16,9 +16,17 @@ from ._style import new_figure
 
 
 def _color(label):
-    """A trained scale's colour: its scheme's ``train_color`` (``entropy_invariant@512`` is ``entropy_invariant``)."""
+    """A trained or test-time scale's colour: its scheme's ``train_color`` (``entropy_invariant@512`` is ``entropy_invariant``)."""
     name = label.partition("@")[0]
-    return train_scheme(name)[0].style.train_color if name in TRAIN_NAMES else "C4"
+    if name in TRAIN_NAMES:
+        return train_scheme(name)[0].style.train_color
+    return SCHEMES[name].style.train_color if name in SCHEMES else "C4"
+
+
+def _name(label):
+    """A trained scale's name as the registry spells it (``alpha_star`` is ``gradient_optimal``), its pin kept."""
+    name, at, pin = label.partition("@")
+    return (train_scheme(name)[0].key if name in TRAIN_NAMES else name) + at + pin
 
 
 def committed_table(experiment, table=None, csv=None):
@@ -60,9 +68,9 @@ def train_mlm_figure(table=None, csv=None):
         if key == "diverged":
             continue
         label, scale = key
-        color = _color(label)
+        color = _color(label if scale == "trained" else scale)
         style = "-" if scale == "trained" else "--"
-        name = label if scale == "trained" else f"{label}, {scale} at test only"
+        name = _name(label) if scale == "trained" else f"{_name(label)} trained, {scale} at test only"
         ax.errorbar(v["lengths"], 100 * v["accuracy"], yerr=100 * np.nan_to_num(se(v["accuracy_std"], v["accuracy_n"])),
                     fmt=style,
                     marker="o", ms=4, capsize=3, color=color, label=f"{name} ({v['seeds']} seeds)")
@@ -94,7 +102,7 @@ def train_mlm_figure(table=None, csv=None):
         m = curve & (r["scheme"] == label)
         steps = np.unique(r["x"][m])
         loss = np.array([r["loss"][m & (r["x"] == x)].mean() for x in steps])
-        ax_c.plot(steps, loss, color=_color(label), label=label)
+        ax_c.plot(steps, loss, color=_color(label), label=_name(label))
         late.append(loss[steps >= steps.max() / 5])
     if late:
         lo, hi = min(x.min() for x in late), max(x.max() for x in late)

@@ -249,7 +249,7 @@ PUBLISHED = (
            _gradient_optimal, {"value": None}, "Su, kexue.fm/archives/9812",
            "about 0.84 sqrt(log n); value=2.5 gives the note's fixed compromise 2.5/sqrt(d)",
            check=_check_value, train_names={"alpha_star": None, "alpha": "value"}, default_in=_ENTROPY,
-           style=Style("tab:gray", "-", 1.8, train_color="C1")),
+           style=Style("tab:gray", "-", 1.8, train_color="C6")),
     Scheme(CRITICAL, "qk", "sqrt(2 log n)/sqrt(d)", _critical, {},
            "random-energy-model freezing; cf. Chen, Lin, Polyanskiy & Rigollet, arXiv 2510.05554",
            default_in=_ENTROPY, style=Style("tab:olive", "-", 1.8)),

@@ -35,15 +35,12 @@ from .._util.validation import check_choice, check_int, check_positive_float
 from ..schemes import ENTROPY_INVARIANT
 from .backend import jax, jnp, optax
 from .model import attention, ffn
-from .scales import learned_init, learned_parameter, model_factors
+from .scales import FIRST_SCALES, learned_init, learned_parameter, model_factors
 from .tasks import FIRST_VOCAB, first_batch
 
 __all__ = ["FIRST_SCALES", "FirstModel", "FirstResult", "first_factors", "first_forward", "first_logits",
            "init_first", "layer_norm", "train_first"]
 
-#: The scales FIRST's model is trained with: none, their unpinned ``ln n`` (``chiang_cholak``),
-#: ``log_P n`` pinned at the training keys ``P = L + 1`` (``entropy_invariant``), and SSMax's ``s ln n``.
-FIRST_SCALES = ("standard", "chiang_cholak", "entropy_invariant", "ssmax")
 
 
 @dataclass(frozen=True)

@@ -26,10 +26,14 @@ import numpy as np
 from .._util.validation import check_choice, check_int
 from ..schemes import QK_SCHEMES, SCHEMES, SSMAX, TRAIN_NAMES, pinned, scheme_factor, train_scheme
 
-__all__ = ["TRAIN_SCALES", "keys_seen", "learned_init", "learned_parameter", "model_factors", "query_factors", "ssmax_init"]
+__all__ = ["FIRST_SCALES", "TRAIN_SCALES", "keys_seen", "learned_init", "learned_parameter", "model_factors", "query_factors", "ssmax_init"]
 
 #: The scales a model can be trained with: the registry's training names (they follow registrations).
 TRAIN_SCALES = TRAIN_NAMES
+#: The scales FIRST's model (:mod:`softmax_scale.train.first`) is trained with: none, their unpinned ``ln n``
+#: (``chiang_cholak``), ``log_P n`` pinned at the training keys ``P = L + 1`` (``entropy_invariant``), and
+#: SSMax's ``s ln n``.  Here, beside the other scale names, so that reading FIRST's results needs no JAX.
+FIRST_SCALES = ("standard", "chiang_cholak", "entropy_invariant", "ssmax")
 
 
 def keys_seen(length: int, causal: bool) -> np.ndarray:

@@ -226,8 +226,12 @@ def test_style_colours_fall_back_in_order():
 
 
 def test_the_scales_a_training_figure_draws_together_have_colours_of_their_own():
-    """The one-key figures draw trained scales beside test-time ones: each its scheme's ``train_color``, none shared."""
-    together = (sc.STANDARD, "chiang_cholak", sc.ENTROPY_INVARIANT, sc.SSMAX, sc.QWEN_LOGN, sc.YARN)
+    """The training figures draw trained scales beside test-time ones: each its scheme's ``train_color``, none shared.
+
+    Every scheme a training run can name (:data:`TRAIN_NAMES`) and every scale applied at test only.
+    """
+    trained = {sc.train_scheme(name)[0].key for name in sc.TRAIN_NAMES}
+    together = sorted(trained | {"chiang_cholak", sc.QWEN_LOGN, sc.YARN})
     colours = [sc.SCHEMES[k].style.train_color for k in together]
     assert len(set(colours)) == len(colours), dict(zip(together, colours))
 
