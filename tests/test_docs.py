@@ -91,7 +91,10 @@ def _fit_coefficient(objective: str) -> float:
 
 
 def test_each_objective_optimum_sits_under_its_own_name():
-    """Wherever the prose quotes the geometric or the typical law, the clause it sits in names that objective."""
+    """Wherever the prose quotes the geometric or the typical law, the clause it sits in names that objective.
+
+    The law is found as plain text (``1.45 sqrt(log n)``) or as the pages' math (``$1.45\\sqrt{\\log n}$``).
+    """
     import re
     from pathlib import Path
 
@@ -104,7 +107,7 @@ def test_each_objective_optimum_sits_under_its_own_name():
             if para.lstrip().startswith(("|", "```")):
                 continue
             para = " ".join(para.split())
-            for m in re.finditer(r"(\d+\.(\d+)) sqrt\(log n\)", para):
+            for m in re.finditer(r"(\d+\.(\d+))(?: |\\,)?\\?sqrt(?:\(log n\)|\{\\log n\})", para):
                 for objective, names in words.items():
                     if round(coefficient[objective], len(m.group(2))) == float(m.group(1)):
                         found += 1

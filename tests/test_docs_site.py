@@ -127,7 +127,9 @@ def _cited(page: Path) -> list[tuple[str, Path | None]]:
     """Every repository file a page names: (what it says, where that is), ``None`` where nothing fits."""
     text = _prose(page.read_text(encoding="utf-8"))
     out = []
-    for target in re.findall(r"\]\(([^)\s]+)\)", re.sub(r"`[^`]*`", "", text)):
+    # a link is neither code nor math: `E[H](64L)` and $E[H](64L)$ name no file
+    links = re.sub(r"\$[^$\n]+\$", "", re.sub(r"`[^`]*`", "", text))
+    for target in re.findall(r"\]\(([^)\s]+)\)", links):
         target = target.split("#")[0]
         if target and "://" not in target and not target.startswith("mailto:"):
             path = (page.parent / target).resolve()
@@ -152,7 +154,8 @@ def test_pages_cite_only_files_in_the_repository(page):
 
 def test_the_citation_check_can_fail(tmp_path):
     page = tmp_path / "page.md"
-    page.write_text("See `DESIGN.md`, `figures/nowhere.png`, `E[H](64L)` and [the notes](notes.md).\n", encoding="utf-8")
+    page.write_text("See `DESIGN.md`, `figures/nowhere.png`, `E[H](64L)`, $E[H](64L)$ and [the notes](notes.md).\n",
+                    encoding="utf-8")
     assert [what for what, where in _cited(page) if where is None] == ["notes.md", "DESIGN.md", "figures/nowhere.png"]
 
 
