@@ -71,7 +71,7 @@ def test_the_header_has_the_provenance(quick):
     assert h["doc"] == "stdlib/argparse"
     assert h["code"].startswith("softmax_scale at ")
     assert h["ratios"] == "1 1.2965"
-    assert h["shapes"] == "all every_fourth"
+    assert h["shapes"] == "all half every_fourth"
 
 
 def test_measured_cost_matches_a_factor_within_its_tolerance(quick):
