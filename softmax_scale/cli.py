@@ -68,9 +68,10 @@ def _cmd_alpha(args):
     how = f"; Monte Carlo, {_plural(int(kw['trials']), 'trial')} per n, seed {int(kw['rng'])}" if mc else ""
     on = ("the cosine (tau = 1/alpha*; a contrastive batch: softmax-scale temperature)" if args.dist == "cosine"
           else "q.k/sqrt(d), unit-variance scores (--d D: the multiplier on q.k, the causal value, what training found)")
+    w = max(14, *(len(str(int(n))) for n in n_arr))  # the n column fits the longest n
     lines = [f"alpha* ({res.objective}: {REGISTRY[res.objective].what}; {res.dist} scores{how})",
-             f"{'n':>14} {'alpha*':>12}" + (f" {'SE':>9}" if mc else "") + f" {'G(alpha*)':>12}"]
-    lines += [f"{int(n):>14d} {a:>12.6g}" + (f" {se:>9.2g}" if mc else "") + f" {v:>12.6g}"
+             f"{'n':>{w}} {'alpha*':>12}" + (f" {'SE':>9}" if mc else "") + f" {'G(alpha*)':>12}"]
+    lines += [f"{int(n):>{w}d} {a:>12.6g}" + (f" {se:>9.2g}" if mc else "") + f" {v:>12.6g}"
               for n, a, se, v in zip(n_arr, a_arr, se_arr, v_arr)]
     if mc or not np.all(res.bounded):
         lines.append(res.message)

@@ -193,3 +193,11 @@ def test_alpha_names_each_objective_by_what_it_computes(capsys):
     code, out, _ = run(capsys, "alpha", "64", "--objective", "geometric", "--trials", "200")
     assert code == 0
     assert out.startswith("alpha* (geometric: the geometric mean exp E[log G] over draws;")
+
+
+def test_alpha_columns_line_up_at_the_largest_n(capsys):
+    """The n column is as wide as the longest n: header and rows end each column at the same place."""
+    assert main(["alpha", "1e15", "512", "--dist", "cosine", "--d", "2"]) == 0
+    head, *rows = capsys.readouterr().out.splitlines()[1:4]
+    ends = {line.index(line.split()[0]) + len(line.split()[0]) for line in (head, *rows)}
+    assert len(ends) == 1
