@@ -1,13 +1,14 @@
-"""Atomic file writes: a result is either the old file or the whole new one, never half of either."""
+"""Atomic file writes (a result is either the old file or the whole new one, never half of either), and a file's hash."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["atomic_write", "atomic_write_text"]
+__all__ = ["atomic_write", "atomic_write_text", "file_sha256"]
 
 
 def atomic_write(path, write: Callable[[str], object]) -> Path:
@@ -45,3 +46,12 @@ def _umask() -> int:
 def atomic_write_text(path, text: str) -> Path:
     """Write ``text`` (UTF-8) to ``path`` atomically (see :func:`atomic_write`)."""
     return atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
+def file_sha256(path) -> str:
+    """SHA-256 of a file's bytes as hex, read a mebibyte at a time."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

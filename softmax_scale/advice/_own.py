@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._util.files import file_sha256
 from ..experiments import Evidence, at_test_label
 
 __all__ = ["OWN_EXPERIMENT", "OWN_KIND", "constant_label", "own_evidence", "own_result"]
@@ -72,18 +73,12 @@ def own_result(model, folders=None) -> Path:
     ValueError
         Naming ``model``: a missing file, or no result file of that model in ``folders``.
     """
-    import hashlib
-
     from ..experiments.base import RESULTS
 
     model = Path(model)
     if not model.is_file():
         raise ValueError(f"`model`: {model} does not exist")
-    h = hashlib.sha256()
-    with open(model, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    sha = h.hexdigest()
+    sha = file_sha256(model)
     folders = [Path("measure"), RESULTS] if folders is None else [Path(x) for x in folders]
     hits = sorted({p.resolve() for d in folders if d.is_dir() for p in d.glob("*.csv") if _header_sha(p) == sha})
     if not hits:

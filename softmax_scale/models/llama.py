@@ -27,7 +27,6 @@ the loss alone.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .._util.files import file_sha256
 from .._util.progress import progress_bar
 from .._util.validation import check_int
 from ..schemes import scheme_factor
@@ -256,11 +256,7 @@ class LlamaDecoder:
     def sha256(self) -> str:
         """SHA-256 of the model file (computed once)."""
         if self._sha256 is None:
-            h = hashlib.sha256()
-            with open(self.path, "rb") as f:
-                for chunk in iter(lambda: f.read(1 << 20), b""):
-                    h.update(chunk)
-            self._sha256 = h.hexdigest()
+            self._sha256 = file_sha256(self.path)
         return self._sha256
 
     # ---- text ------------------------------------------------------------------------------

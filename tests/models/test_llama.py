@@ -28,25 +28,12 @@ from softmax_scale.models import attention, gguf_file, llama
 from softmax_scale.models import layer as layer_fns
 from softmax_scale.schemes import rope as ropes
 
+from .tiny_gguf import byte_vocab, permute
+
 # ---------------------------------------------------------------------------------------------
 # A tiny random LLaMA as GGUF.
 
 TINY = dict(layers=2, d_model=32, heads=4, kv_heads=2, head_dim=8, d_ff=24, L=32, base=100.0, eps=1e-5)
-
-
-def _byte_vocab():
-    from tokenizers import pre_tokenizers
-
-    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
-    merges = ["Ġ t", "h e", "Ġt he", "i n", "e r"]
-    tokens = ["<|endoftext|>"] + alphabet + [m.replace(" ", "") for m in merges]
-    return tokens, merges
-
-
-def _permute(w, n_head):
-    """llama.cpp's convert_hf_to_gguf permutation of q/k rows (halves -> adjacent pairs)."""
-    out, inp = w.shape
-    return w.reshape(n_head, 2, out // n_head // 2, inp).swapaxes(1, 2).reshape(out, inp)
 
 
 def write_tiny_gguf(path, seed=0):
@@ -55,7 +42,7 @@ def write_tiny_gguf(path, seed=0):
 
     t = TINY
     rng = np.random.default_rng(seed)
-    tokens, merges = _byte_vocab()
+    tokens, merges = byte_vocab()
     V, D, F = len(tokens), t["d_model"], t["d_ff"]
     H, G, d = t["heads"], t["kv_heads"], t["head_dim"]
 
@@ -94,9 +81,9 @@ def write_tiny_gguf(path, seed=0):
     w.add_eos_token_id(0)
     for name, a in hf.items():
         if name.endswith("attn_q.weight"):
-            a = _permute(a, H)
+            a = permute(a, H)
         elif name.endswith("attn_k.weight"):
-            a = _permute(a, G)
+            a = permute(a, G)
         w.add_tensor(name, a)
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -229,8 +216,8 @@ def naive_forward(hf_permuted_file_weights, ids, rope, scheme, L, n_total=None, 
 def tiny_file_weights(tmp_path_factory):
     path = tmp_path_factory.mktemp("tinyw") / "tiny.gguf"
     hf = write_tiny_gguf(path)
-    return {k: (_permute(v, TINY["heads"]) if k.endswith("attn_q.weight") else
-                _permute(v, TINY["kv_heads"]) if k.endswith("attn_k.weight") else v) for k, v in hf.items()}
+    return {k: (permute(v, TINY["heads"]) if k.endswith("attn_q.weight") else
+                permute(v, TINY["kv_heads"]) if k.endswith("attn_k.weight") else v) for k, v in hf.items()}
 
 
 @pytest.mark.parametrize("rope", ropes.ROPES)

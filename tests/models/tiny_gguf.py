@@ -34,7 +34,7 @@ TYPES = ("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q8_0", "Q2_K", "Q3_K", "
 _K_SCALES = {"Q2_K": (80, 82), "Q3_K": (108,), "Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,)}
 
 
-def _byte_vocab():
+def byte_vocab():
     from tokenizers import pre_tokenizers
 
     alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
@@ -94,7 +94,7 @@ def write(path, arch="llama", *, seed=0, types=None, rope_scaling=None, freq_div
 
     t = sizes_of(arch, sizes)
     rng = np.random.default_rng([seed, ARCHS.index(arch)])
-    tokens, merges = _byte_vocab()
+    tokens, merges = byte_vocab()
     V, D, F = len(tokens), t["d_model"], t["d_ff"]
     H, G, d = t["heads"], t["kv_heads"], t["head_dim"]
     pairs = arch in ("llama", "smollm3")
