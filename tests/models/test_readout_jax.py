@@ -17,9 +17,6 @@ A negative control: a factor other than the numpy pass's moves the loss by far m
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -34,14 +31,8 @@ from softmax_scale.schemes import rope as ropes  # noqa: E402
 TIE = 1e-3
 
 
-def _llama_tests():
-    spec = importlib.util.spec_from_file_location("_test_llama_helpers", Path(__file__).with_name("test_llama.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from . import test_llama as _T  # noqa: E402  (its tiny model and naive pass)
 
-
-_T = _llama_tests()
 TINY = _T.TINY
 
 
