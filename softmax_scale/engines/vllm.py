@@ -6,8 +6,10 @@
 cache is multiplied by ``yarn_get_mscale(factor) * attn_factor`` (squared on the logits).
 DeepSeek's models switch the type to ``deepseek_yarn``, which reads ``mscale`` (default 1) and
 ``mscale_all_dim`` (default 0), and multiply the softmax scale by ``yarn_get_mscale(factor,
-mscale_all_dim)^2``.  PR #56446 (first in 0.29.1rc0) changed the YaRN rule (``RULES`` rows of
-family ``yarn``); Mistral's ``llama_4_scaling_beta`` in ``rope_parameters`` is not applied before it.
+mscale_all_dim)^2``.  PR #56446 (first in 0.29.1rc0) aligned the YaRN rule with transformers
+(``RULES`` rows of family ``yarn``): from it ``attention_factor``, ``mscale`` and ``mscale_all_dim``
+are forwarded and ``attn_factor`` and ``apply_yarn_scaling`` are not.  Mistral's
+``llama_4_scaling_beta`` in ``rope_parameters`` is not applied before it.
 """
 
 from __future__ import annotations
@@ -29,17 +31,22 @@ RULES = {
                  _REPO, _ROPE + "yarn_scaling_rope.py", "ffdc985737c94233f2c88629c4450022e5bf4925",
                  scheme="deepseek_yarn", squared=True, versions="<0.29.1rc0",
                  source="ended by PR #56446 (commit c191787a6861868069bc4f6ed6f842af541de23a)"),
-    "yarn_mscale": Rule("yarn_mscale", "cos/sin x get_mscale(s, `mscale`)/get_mscale(s, `mscale_all_dim`) when both are "
-                        "set, else get_mscale(s) = 0.1 ln s + 1, s = `factor`: the PR's description (vLLM's YaRN "
-                        "aligned with transformers' _compute_yarn_parameters, `mscale`/`mscale_all_dim` honoured); "
-                        "its diff was not read, so `attention_factor`, `attn_factor` and `apply_yarn_scaling` after "
-                        "it give no value", _REPO, _ROPE + "yarn_scaling_rope.py",
-                        "c191787a6861868069bc4f6ed6f842af541de23a", scheme="deepseek_yarn", squared=True,
-                        versions=">=0.29.1rc0", source="PR #56446, merged 2026-09-11, after the v0.29.0 tag",
-                        family="yarn"),
+    "yarn_mscale": Rule("yarn_mscale", "cos/sin x `attention_factor` when set, else get_mscale(s, `mscale`) / "
+                        "get_mscale(s, `mscale_all_dim`) when both are non-zero, else get_mscale(s) = 0.1 ln s + 1, "
+                        "s = `factor` (transformers' _compute_yarn_parameters); `attn_factor` and "
+                        "`apply_yarn_scaling` are no longer forwarded (read in a snapshot after the PR, whose YaRN "
+                        "class has its shape)", _REPO, _ROPE + "yarn_scaling_rope.py",
+                        "0cd5784803d83f81fac0794b82cb592d4317d4bf", scheme="deepseek_yarn", squared=True,
+                        versions=">=0.29.1rc0", source="PR #56446 (commit c191787a6861868069bc4f6ed6f842af541de23a), "
+                        "merged 2026-09-11, after the v0.29.0 tag", family="yarn"),
     "get_rope_keys": Rule("get_rope_keys", "the keys get_rope forwards per rope_type (yarn: extrapolation_factor, "
                           "attn_factor, beta_fast, beta_slow, apply_yarn_scaling, truncate)", _REPO,
-                          _ROPE + "__init__.py", "926c71f6f25f8fe0a71ba4b168205e64bef24a36"),
+                          _ROPE + "__init__.py", "926c71f6f25f8fe0a71ba4b168205e64bef24a36", versions="<0.29.1rc0",
+                          source="ended by PR #56446"),
+    "get_rope_keys_aligned": Rule("get_rope_keys_aligned", "the keys get_rope forwards per rope_type (yarn: "
+                                  "beta_fast, beta_slow, mscale, mscale_all_dim, attention_factor, truncate)", _REPO,
+                                  _ROPE + "__init__.py", "0cd5784803d83f81fac0794b82cb592d4317d4bf",
+                                  versions=">=0.29.1rc0", source="PR #56446", family="get_rope_keys"),
     "deepseek_yarn": Rule("deepseek_yarn", "cos/sin x yarn_get_mscale(s, `mscale`=1) / yarn_get_mscale(s, "
                           "`mscale_all_dim`=0) x `attn_factor`", _REPO, _ROPE + "deepseek_scaling_rope.py",
                           "7bc8d408139110c389bea6028e9fdfadb1eb7641", scheme="deepseek_yarn", squared=True),
@@ -133,12 +140,13 @@ def generic(name, ms, n, *, deepseek_types, yarn_keys, yarn_rule, apply_flag, fi
         af = 1.0 if r.attn_factor is None else r.attn_factor
         on = r.values.get("apply_yarn_scaling", True) if apply_flag else True
         if row_name == "yarn_mscale":
-            if r.attention_factor is not None or r.attn_factor is not None or "apply_yarn_scaling" in r.values:
-                return unknown(name, n, label, "yarn", ("after PR #56446 its reading of `attention_factor`, "
-                                                       "`attn_factor` and `apply_yarn_scaling` was not read",))
-            both = r.mscale and r.mscale_all_dim
-            rope_sq = mscale_sq(r.factor, r.mscale) / mscale_sq(r.factor, r.mscale_all_dim) if both else \
-                mscale_sq(r.factor, 1.0)
+            if r.attention_factor is not None:
+                rope_sq = float(r.attention_factor) ** 2
+            elif r.mscale and r.mscale_all_dim:
+                rope_sq = mscale_sq(r.factor, r.mscale) / mscale_sq(r.factor, r.mscale_all_dim)
+            else:
+                rope_sq = mscale_sq(r.factor, 1.0)
+            notes += [f"drops `{k}`" for k in ("attn_factor", "apply_yarn_scaling") if k in r.values]
         else:
             rope_sq = (mscale_sq(r.factor, 1.0) if on else 1.0) * af ** 2
             notes += dropped(r, yarn_keys)

@@ -117,8 +117,31 @@ def test_laguna_vllm_puts_1_4159_on_cos_sin_of_the_rotated_half_of_the_full_laye
     assert t.disagreements("vllm")
 
 
-def test_laguna_newest_vllm_is_unknown_because_the_56446_diff_was_not_read():
-    assert engine_scales(LAGUNA, [1]).engines["vllm"].scale is None
+def test_laguna_newest_vllm_honours_attention_factor_and_agrees_with_the_reference():
+    t = engine_scales(LAGUNA, [1, 100000])
+    e = t.engines["vllm"]
+    assert e.version == "newest"
+    np.testing.assert_allclose(e.scale * math.sqrt(128), 1.0 ** 2, rtol=1e-12)  # attention_factor 1.0, squared
+    assert not t.disagreements("vllm")
+
+
+@pytest.mark.parametrize("keys, want", [
+    ({"attention_factor": 0.5}, 0.5 ** 2),  # attention_factor wins over everything
+    ({"attention_factor": 1.25, "mscale": 1.0, "mscale_all_dim": 0.5}, 1.25 ** 2),
+    ({"mscale": 1.0, "mscale_all_dim": 0.5}, (get_mscale(4, 1.0) / get_mscale(4, 0.5)) ** 2),
+    ({"mscale": 1.0, "mscale_all_dim": 0.0}, get_mscale(4) ** 2),  # one of them zero: YaRN's own factor
+    ({"attn_factor": 0.5}, get_mscale(4) ** 2),  # no longer forwarded
+    ({"apply_yarn_scaling": False}, get_mscale(4) ** 2),
+])
+def test_vllm_after_56446_reads_yarn_as_transformers_does(keys, want):
+    cfg = {"model_type": "llama", "head_dim": 128, "max_position_embeddings": 4 * 32768,
+           "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768, **keys}}
+    after = engine_scales(cfg, [1], versions={"vllm": "0.29.1"}).engines["vllm"]
+    np.testing.assert_allclose(after.scale * math.sqrt(128), want, rtol=1e-12)
+    for k in ("attn_factor", "apply_yarn_scaling"):
+        assert (f"drops `{k}`" in after.notes) == (k in keys)
+    before = engine_scales(cfg, [1], versions={"vllm": "0.29.0"}).engines["vllm"]
+    assert before.scale is not None and before.version == "0.29.0"
 
 
 def test_every_family_has_disjoint_ranges():
