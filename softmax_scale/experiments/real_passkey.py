@@ -94,8 +94,8 @@ def _parse(prompt: str):
 def _pieces(model, key):
     line = model.tokenize(PASSKEY_LINE.format(key=key))
     question = model.tokenize(QUESTION + key)
-    digits = model.tokenize(key)
-    if digits.size != DIGITS or not np.array_equal(question[-DIGITS:], digits):
+    digits = question[-DIGITS:]  # read in place: a SentencePiece tokenizer would prefix the key alone with a space
+    if digits.size != DIGITS or model.detokenize(digits) != key:
         raise ValueError(f"the tokenizer does not give the key {key!r} as {DIGITS} tokens ending the question")
     first = next((i for i in range(line.size - DIGITS + 1) if np.array_equal(line[i:i + DIGITS], digits)), None)
     if first is None:

@@ -6,7 +6,9 @@ additions: ``llama`` (Llama 2/3, Mistral, SmolLM2; Llama 3's RoPE as the file's 
 divisors), ``smollm3`` (``llama`` with every fourth layer without RoPE, as llama.cpp runs it),
 ``qwen2`` (biases on q, k, v) and ``qwen3`` (an RMSNorm on each head's q and k).  Weights are
 dequantised once to float32 by ``gguf.quants.dequantize``, for every type it implements
-(:data:`TENSOR_TYPES`).
+(:data:`TENSOR_TYPES`).  The tokenizer is byte-level BPE (``tokenizer.ggml.model = "gpt2"``:
+Llama 3, Qwen, SmolLM) or SentencePiece (``"llama"``: Llama 2, Mistral 7B;
+:class:`~softmax_scale.models.spm.SpmTokenizer`).
 
 GGUF's RoPE layout. ``convert_hf_to_gguf.py`` permutes the rows of each query and key head so
 that llama.cpp can rotate *adjacent* pairs ``(2i, 2i+1)``; the Hugging Face checkpoint rotates
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._files import bad_file
+from .spm import SpmTokenizer
 
 __all__ = ["ARCHITECTURES", "TENSOR_TYPES", "Architecture", "LlamaConfig", "load_gguf"]
 
@@ -246,11 +249,16 @@ def load_gguf(path):
             raise bad_file(path, "holds a `rope_freqs.weight` that is not positive and finite")
         cfg = dataclasses.replace(cfg, freq_divisors=tuple(float(x) for x in divisors))
     model = str(_field(reader, "tokenizer.ggml.model", path, "gpt2"))
-    if model != "gpt2":
-        raise bad_file(path, f"holds a tokenizer of model {model!r}; only byte-level BPE ('gpt2') is read")
-    tok = _tokenizer(tokens, _field(reader, "tokenizer.ggml.merges", path, []),  # none: every token is a byte or special
-                     _field(reader, "tokenizer.ggml.token_type", path, [1] * len(tokens)),
-                     str(_field(reader, "tokenizer.ggml.pre", path, "default")))
+    types = _field(reader, "tokenizer.ggml.token_type", path, [1] * len(tokens))
+    if model == "llama":
+        tok = SpmTokenizer(tokens, _field(reader, "tokenizer.ggml.scores", path), types,
+                           bool(_field(reader, "tokenizer.ggml.add_space_prefix", path, True)))
+    elif model == "gpt2":
+        tok = _tokenizer(tokens, _field(reader, "tokenizer.ggml.merges", path, []),  # none: every token is a byte or special
+                         types, str(_field(reader, "tokenizer.ggml.pre", path, "default")))
+    else:
+        raise bad_file(path, f"holds a tokenizer of model {model!r}; only byte-level BPE ('gpt2') and "
+                             "SentencePiece ('llama') are read")
     return cfg, weights, tok
 
 

@@ -5,7 +5,7 @@ architectures that llama.cpp rotates in adjacent pairs as ``convert_hf_to_gguf.p
 writes them with the ``gguf`` package's writer, each tensor in the type asked for (the numpy
 quantisers where ``gguf`` has one; the K-quants from random blocks whose scales are set so that
 the weights are of order 1).  The metadata is what llama.cpp needs to run the file: a byte-level
-BPE vocabulary with a few merges, and the RoPE scaling keys when asked.
+BPE vocabulary with a few merges (or a SentencePiece one), and the RoPE scaling keys when asked.
 
 :func:`naive_logits` is the reference: float64, one full attention matrix per head, RoPE written
 out again (adjacent pairs on the file's own rows for ``llama``/``smollm3``, halves for the Qwens),
@@ -43,6 +43,25 @@ def byte_vocab():
     return tokens, merges
 
 
+#: SentencePiece pieces of :func:`spm_vocab` beyond the single characters, with their scores: the
+#: equal scores of ``"▁a"`` and ``"an"`` make the leftmost pair win ("▁an" from "▁a" + "n").
+SPM_PIECES = {"▁t": -1.0, "he": -2.0, "▁the": -3.0, "in": -4.0, "er": -5.0, "▁a": -6.0, "an": -6.0,
+              "▁an": -7.0, "▁in": -8.0, "ing": -9.0, "▁k": -10.0, "ey": -10.5, "▁key": -11.0, "é": -12.0}
+
+
+def spm_vocab():
+    """A SentencePiece vocabulary as ``convert_hf_to_gguf.py`` writes one: ``(tokens, scores, types)``.
+
+    ``<unk>``, ``<s>`` and ``</s>`` (types unknown, control, control), the 256 byte pieces
+    ``<0xXX>`` (type byte), the space ``"▁"``, printable ASCII and :data:`SPM_PIECES` (normal).
+    """
+    chars = ["▁"] + [chr(c) for c in range(33, 127)]
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + chars + list(SPM_PIECES)
+    scores = [0.0] * 259 + [-100.0 - i for i in range(len(chars))] + list(SPM_PIECES.values())
+    types = [2, 3, 3] + [6] * 256 + [1] * (len(chars) + len(SPM_PIECES))
+    return tokens, scores, types
+
+
 def permute(w, n_head):
     """llama.cpp's convert_hf_to_gguf permutation of q/k rows (halves -> adjacent pairs); a bias as one column."""
     if w.ndim == 1:
@@ -68,7 +87,8 @@ def _k_quant(a, kind, rng):
     return raw, gguf.quants.dequantize(raw, qt)
 
 
-def write(path, arch="llama", *, seed=0, types=None, rope_scaling=None, freq_divisors=False, sizes=None, gain=1.0):
+def write(path, arch="llama", *, seed=0, types=None, rope_scaling=None, freq_divisors=False, sizes=None, gain=1.0,
+          vocab="bpe"):
     """Write a tiny random ``arch`` GGUF at ``path``; its weights as the decoder should read them.
 
     Parameters
@@ -84,6 +104,8 @@ def write(path, arch="llama", *, seed=0, types=None, rope_scaling=None, freq_div
     gain : float
         Multiplies every projection's weights (below 1: a smoother model, its logits less sensitive
         to rounding).
+    vocab : {"bpe", "spm"}
+        Byte-level BPE (:func:`byte_vocab`) or SentencePiece (:func:`spm_vocab`).
 
     Returns
     -------
@@ -94,7 +116,10 @@ def write(path, arch="llama", *, seed=0, types=None, rope_scaling=None, freq_div
 
     t = sizes_of(arch, sizes)
     rng = np.random.default_rng([seed, ARCHS.index(arch)])
-    tokens, merges = byte_vocab()
+    if vocab == "spm":
+        tokens, scores, token_types = spm_vocab()
+    else:
+        tokens, merges = byte_vocab()
     V, D, F = len(tokens), t["d_model"], t["d_ff"]
     H, G, d = t["heads"], t["kv_heads"], t["head_dim"]
     pairs = arch in ("llama", "smollm3")
@@ -137,13 +162,23 @@ def write(path, arch="llama", *, seed=0, types=None, rope_scaling=None, freq_div
         w.add_rope_scaling_type(gguf.RopeScalingType[rope_scaling["type"].upper()])
         w.add_rope_scaling_factor(float(rope_scaling["factor"]))
         w.add_rope_scaling_orig_ctx_len(t["L"])
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("default")
-    w.add_token_list(tokens)
-    w.add_token_types([3] + [1] * (len(tokens) - 1))
-    w.add_token_merges(merges)
-    w.add_bos_token_id(0)
-    w.add_eos_token_id(0)
+    if vocab == "spm":
+        w.add_tokenizer_model("llama")
+        w.add_token_list(tokens)
+        w.add_token_scores(scores)
+        w.add_token_types(token_types)
+        w.add_unk_token_id(0)
+        w.add_bos_token_id(1)
+        w.add_eos_token_id(2)
+        w.add_add_space_prefix(True)
+    else:
+        w.add_tokenizer_model("gpt2")
+        w.add_tokenizer_pre("default")
+        w.add_token_list(tokens)
+        w.add_token_types([3] + [1] * (len(tokens) - 1))
+        w.add_token_merges(merges)
+        w.add_bos_token_id(0)
+        w.add_eos_token_id(0)
     w.add_add_bos_token(False)
     for name, a in hf.items():
         if pairs and name.endswith(("attn_q.weight", "attn_q.bias")):
