@@ -20,7 +20,7 @@ from softmax_scale.models.llama import LlamaDecoder
 from softmax_scale.models.readout import read_out
 from softmax_scale.models.recipe import file_recipe
 
-from .tiny_gguf import ARCHS, SIZES, ggml_frequencies, naive_logits, sizes_of, write
+from .tiny_gguf import ARCHS, SIZES, ggml_frequencies, naive_logits, rewrite, sizes_of, write
 
 S = 4.0
 L = SIZES["L"]
@@ -201,22 +201,9 @@ def test_an_unsupported_tensor_type_is_one_error_naming_it(tmp_path):
 def test_a_qwen2_file_without_its_biases_names_them(tmp_path):
     path = tmp_path / "q.gguf"
     write(path, "llama", sizes={})
-    import gguf
-
-    r = gguf.GGUFReader(str(path))
-    w = gguf.GGUFWriter(str(tmp_path / "q2.gguf"), "qwen2")
-    for f in r.fields.values():
-        if f.name.startswith("llama."):
-            w.add_key_value("qwen2." + f.name[len("llama."):], f.contents(), f.types[0])
-        elif f.name.startswith("tokenizer."):
-            w.add_key_value(f.name, f.contents(), f.types[0], f.types[-1] if f.types[0] == gguf.GGUFValueType.ARRAY
-                            else None)
-    for t in r.tensors:
-        w.add_tensor(t.name, np.asarray(t.data).reshape([int(x) for x in reversed(t.shape)]))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    rewrite(path, tmp_path / "q2.gguf", "qwen2",
+            lambda name: "qwen2." + name[len("llama."):] if name.startswith("llama.")
+            else name if name.startswith("tokenizer.") else None)
     with pytest.raises(ValueError, match=r"lacks the tensors blk\.0\.attn_q\.bias, blk\.0\.attn_k\.bias, "
                                          r"blk\.0\.attn_v\.bias and 9 more"):
         LlamaDecoder.from_gguf(tmp_path / "q2.gguf")

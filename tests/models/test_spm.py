@@ -13,7 +13,7 @@ from softmax_scale.models.gguf_file import load_gguf
 from softmax_scale.models.llama import LlamaDecoder
 from softmax_scale.models.spm import SpmTokenizer
 
-from .tiny_gguf import SPM_PIECES, spm_vocab, write
+from .tiny_gguf import SPM_PIECES, rewrite, spm_vocab, write
 
 TEXTS = ["the key", "The pass key is 12345. Remember it.", "in an inn, the anteater ate", "  two  spaces\nand a line",
          "café, naïve, 日本 and 🙂", "<s>after a control token</s> and on", "anan ananan", "", " ", "x"]
@@ -136,23 +136,11 @@ def test_a_sentencepiece_gguf_loads_with_its_tokenizer(tmp_path):
 
 
 def test_another_tokenizer_model_is_one_line_naming_it(tmp_path):
-    import gguf
-
     path = tmp_path / "spm.gguf"
     write(path, "llama", vocab="spm")
-    r = gguf.GGUFReader(str(path))
-    w = gguf.GGUFWriter(str(tmp_path / "t5.gguf"), "llama")
-    for f in r.fields.values():
-        if f.name.startswith(("llama.", "tokenizer.")) and f.name != "tokenizer.ggml.model":
-            w.add_key_value(f.name, f.contents(), f.types[0], f.types[-1] if f.types[0] == gguf.GGUFValueType.ARRAY
-                            else None)
-    w.add_tokenizer_model("t5")
-    for t in r.tensors:
-        w.add_tensor(t.name, np.asarray(t.data).reshape([int(x) for x in reversed(t.shape)]))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    rewrite(path, tmp_path / "t5.gguf", "llama",
+            lambda name: name if name.startswith(("llama.", "tokenizer.")) and name != "tokenizer.ggml.model" else None,
+            lambda w: w.add_tokenizer_model("t5"))
     with pytest.raises(ValueError, match=r"tokenizer of model 't5'; only byte-level BPE \('gpt2'\) and "
                                          r"SentencePiece \('llama'\) are read") as e:
         load_gguf(tmp_path / "t5.gguf")

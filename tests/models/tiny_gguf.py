@@ -283,3 +283,27 @@ def ggml_frequencies(d, base, L, s=1.0, divisors=None):
     start, end = max(0.0, np.floor(corr(32.0))), min(d - 1.0, np.ceil(corr(1.0)))
     mix = 1.0 - np.clip((i - start) / max(0.001, end - start), 0.0, 1.0)
     return theta / s * (1.0 - mix) + theta * mix
+
+
+def rewrite(src, dst, arch, rename, extra=None):
+    """Copy the GGUF ``src`` to ``dst`` as architecture ``arch``: every tensor, and the fields ``rename`` keeps.
+
+    ``rename(name)`` gives a field's new name, or None to leave it out; ``extra(writer)`` adds fields.
+    """
+    import gguf
+
+    r = gguf.GGUFReader(str(src))
+    w = gguf.GGUFWriter(str(dst), arch)
+    for f in r.fields.values():
+        name = rename(f.name)
+        if name is not None:
+            w.add_key_value(name, f.contents(), f.types[0], f.types[-1] if f.types[0] == gguf.GGUFValueType.ARRAY
+                            else None)
+    if extra is not None:
+        extra(w)
+    for t in r.tensors:
+        w.add_tensor(t.name, np.asarray(t.data).reshape([int(x) for x in reversed(t.shape)]))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
