@@ -179,7 +179,8 @@ class _Run:
         """``(name, ids [n])`` of the documents at length ``n``.
 
         Windows of ``n`` tokens: the first of every text, then the second...; a window is named
-        ``<text>#<w>`` (the ``w``-th ``n`` tokens of the text).
+        ``<text>#<w>`` (the ``w``-th ``n`` tokens of the text).  When the file asks for a BOS first
+        (``config.add_bos``), a window is the BOS and the first ``n - 1`` of its tokens.
         """
         from ..models.corpus import corpus, corpus_names
 
@@ -195,7 +196,10 @@ class _Run:
             for src in sources:
                 if w < windows[src] and len(out) < cfg.docs:
                     label = os.path.basename(src) if cfg.texts else src
-                    out.append((f"{label}#{w}", self.texts[src][0][w * n:(w + 1) * n]))
+                    window = self.texts[src][0][w * n:(w + 1) * n]
+                    if self.model.config.add_bos:
+                        window = np.concatenate([[self.model.config.bos_id], window[:-1]]).astype(np.int64)
+                    out.append((f"{label}#{w}", window))
         if len(out) < cfg.docs:
             raise ValueError(f"`text`: {len(out)} windows of {n} tokens, fewer than `docs` = {cfg.docs} "
                              f"({'in the files given' if cfg.texts else 'in the texts that ship with Python'})")
@@ -362,7 +366,8 @@ class MeasureExperiment(Experiment):
             "prompts": f"{config.prompts} per length: real_passkey.passkey_sequence at depths "
                        f"{', '.join(f'{d:g}' for d in DEPTHS)} in turn, key k = numpy default_rng([{KEY_SEED}, k])",
             "scoring": "loss: mean next-token nats at the positions past L; passkey: all five digits the greedy "
-                       f"choice (teacher-forced); float32 activations ({config.backend}), float64 statistics",
+                       f"choice (teacher-forced); float32 activations ({config.backend}), float64 statistics"
+                       + ("; a BOS first in every sequence (the file's add_bos_token)" if m.config.add_bos else ""),
             "statistics": f"minimiser: vertex of the parabola through the lowest mean loss and its neighbours; "
                           f"interval: percentile bootstrap over documents ({BOOTSTRAP} resamples, 95%)",
             "code": f"softmax_scale at {source_revision()}",

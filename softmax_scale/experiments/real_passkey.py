@@ -103,25 +103,35 @@ def _pieces(model, key):
     return line, question, first
 
 
+def _bos(model) -> list:
+    """``[bos_id]`` when the model's file asks for a BOS first (``config.add_bos``), else ``[]``."""
+    return [model.config.bos_id] if model.config.add_bos else []
+
+
 def passkey_min_tokens(model) -> int:
     """The shortest prompt in tokens (no filler)."""
     line, question, _ = _pieces(model, "0" * DIGITS)
-    return line.size + question.size
+    return len(_bos(model)) + line.size + question.size
 
 
 def passkey_sequence(model, length: int, depth: float, key: str) -> rk.OneKeySequence:
-    """The prompt of ``length`` tokens with the key's line at ``depth`` of the filler; its five digits scored."""
+    """The prompt of ``length`` tokens with the key's line at ``depth`` of the filler; its five digits scored.
+
+    A BOS comes first when the model's file asks for one (``config.add_bos``).
+    """
     line, question, first = _pieces(model, key)
-    room = length - line.size - question.size
+    bos = _bos(model)
+    room = length - len(bos) - line.size - question.size
     if room < 0:
-        raise ValueError(f"`length` must be at least {line.size + question.size} tokens (the key's line and the "
-                         f"question), got {length}")
+        raise ValueError(f"`length` must be at least {len(bos) + line.size + question.size} tokens (the key's "
+                         f"line and the question), got {length}")
     unit = model.tokenize(FILLER).size
     filler = model.tokenize(FILLER * (room // max(1, unit - 2) + 2))[:room]
     at = int(round(depth * room))
-    ids = np.concatenate([filler[:at], line, filler[at:], question])
+    ids = np.concatenate([np.asarray(bos, dtype=np.int64), filler[:at], line, filler[at:], question])
     scored = np.arange(length - DIGITS - 1, length - 1)
-    return rk.OneKeySequence(ids, scored, scored, at + first + np.arange(DIGITS), float(depth), all_of=True)
+    return rk.OneKeySequence(ids, scored, scored, len(bos) + at + first + np.arange(DIGITS), float(depth),
+                             all_of=True)
 
 
 class RealPasskeyExperiment(rk.RealOneKeyExperiment):

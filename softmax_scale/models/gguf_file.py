@@ -87,6 +87,7 @@ class LlamaConfig:
     arch: str = "llama"
     nope_layers: tuple = ()
     freq_divisors: tuple = ()
+    add_bos: bool = False
 
 
 #: The first four bytes of every GGUF file.
@@ -259,7 +260,9 @@ def load_gguf(path):
     else:
         raise bad_file(path, f"holds a tokenizer of model {model!r}; only byte-level BPE ('gpt2') and "
                              "SentencePiece ('llama') are read")
-    return cfg, weights, tok
+    # llama.cpp's default: a BOS first for SentencePiece, none for BPE, unless the file says otherwise
+    add_bos = bool(_field(reader, "tokenizer.ggml.add_bos_token", path, model == "llama"))
+    return dataclasses.replace(cfg, add_bos=add_bos and cfg.bos_id >= 0), weights, tok
 
 
 #: Pre-tokeniser regexes of the ``tokenizer.ggml.pre`` values that replace GPT-2's (llama.cpp's

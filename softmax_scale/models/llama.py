@@ -261,7 +261,7 @@ class LlamaDecoder:
 
     # ---- text ------------------------------------------------------------------------------
     def tokenize(self, text: str) -> np.ndarray:
-        """Token ids of ``text`` (no BOS is added, as the file says: ``add_bos_token = False``)."""
+        """Token ids of ``text``, no BOS added (``config.add_bos`` says whether the file asks for one first)."""
         if not isinstance(text, str):
             raise TypeError(f"`text` must be a str, got {type(text).__name__}")
         return np.asarray(self.tokenizer.encode(text, add_special_tokens=False).ids, dtype=np.int64)

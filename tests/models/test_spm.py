@@ -183,3 +183,36 @@ def test_measure_runs_on_a_sentencepiece_file_and_reads_the_key_in_place(tmp_pat
     rows = ms.MeasureExperiment().read(result.path).rows
     assert np.isfinite(rows["loss"][rows["task"] == "loss"]).all()
     assert set(rows["task"]) == {"loss", "passkey"}
+
+
+@pytest.mark.parametrize("add_bos, want", [(None, True), (False, False), (True, True)])
+def test_a_bos_first_as_the_file_says_and_llama_cpp_defaults(tmp_path, add_bos, want):
+    path = tmp_path / "spm.gguf"
+    write(path, "llama", vocab="spm", add_bos=add_bos)
+    assert load_gguf(path)[0].add_bos is want  # absent: llama.cpp's default for SentencePiece, a BOS
+
+
+def test_with_a_bos_the_passkey_prompt_and_the_documents_start_with_it(tmp_path):
+    from softmax_scale.experiments import measure as ms
+    from softmax_scale.experiments.real_passkey import passkey_min_tokens, passkey_sequence
+
+    paths = {}
+    for bos in (False, True):
+        paths[bos] = tmp_path / f"bos{bos}.gguf"
+        write(paths[bos], "llama", vocab="spm", add_bos=bos, rope_scaling={"type": "yarn", "factor": 4.0})
+    plain, first = LlamaDecoder.from_gguf(paths[False]), LlamaDecoder.from_gguf(paths[True])
+    assert passkey_min_tokens(first) == passkey_min_tokens(plain) + 1
+    a, b = passkey_sequence(plain, 128, 0.5, "40719"), passkey_sequence(first, 128, 0.5, "40719")
+    assert b.ids.size == a.ids.size == 128
+    assert b.ids[0] == first.config.bos_id == 1 and a.ids[0] != 1
+    assert first.detokenize(b.ids[b.source]) == "40719"
+    np.testing.assert_array_equal(b.scored, a.scored)
+    text = tmp_path / "story.txt"
+    text.write_text("the key in an inn; " * 200, encoding="utf-8")
+    result = ms.measure(paths[True], 128, text=text, docs=2, prompts=1, factors=(1.0,), shapes=(), progress=False,
+                        out=tmp_path / "out", figure_file=False)
+    assert "a BOS first in every sequence" in ms.MeasureExperiment().read(result.path).header["scoring"]
+    run = ms._run_of(next(iter(ms._RUNS)))
+    docs = run.documents(128)
+    assert all(ids[0] == 1 and ids.size == 128 for _, ids in docs)
+    np.testing.assert_array_equal(docs[0][1][1:], first.tokenize(text.read_text())[:127])

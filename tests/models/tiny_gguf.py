@@ -88,7 +88,7 @@ def _k_quant(a, kind, rng):
 
 
 def write(path, arch="llama", *, seed=0, types=None, rope_scaling=None, freq_divisors=False, sizes=None, gain=1.0,
-          vocab="bpe"):
+          vocab="bpe", add_bos=False):
     """Write a tiny random ``arch`` GGUF at ``path``; its weights as the decoder should read them.
 
     Parameters
@@ -106,6 +106,8 @@ def write(path, arch="llama", *, seed=0, types=None, rope_scaling=None, freq_div
         to rounding).
     vocab : {"bpe", "spm"}
         Byte-level BPE (:func:`byte_vocab`) or SentencePiece (:func:`spm_vocab`).
+    add_bos : bool or None
+        ``tokenizer.ggml.add_bos_token``; None leaves the key out.
 
     Returns
     -------
@@ -179,7 +181,8 @@ def write(path, arch="llama", *, seed=0, types=None, rope_scaling=None, freq_div
         w.add_token_merges(merges)
         w.add_bos_token_id(0)
         w.add_eos_token_id(0)
-    w.add_add_bos_token(False)
+    if add_bos is not None:
+        w.add_add_bos_token(bool(add_bos))
     for name, a in hf.items():
         if pairs and name.endswith(("attn_q.weight", "attn_q.bias")):
             a = permute(a, H)
