@@ -304,8 +304,8 @@ def rewrite(src, dst, arch, rename, extra=None):
                             else None)
     if extra is not None:
         extra(w)
-    for t in r.tensors:
-        w.add_tensor(t.name, np.asarray(t.data).reshape([int(x) for x in reversed(t.shape)]))
+    for t in r.tensors:  # as stored: quantised blocks stay quantised
+        w.add_tensor(t.name, t.data, raw_shape=t.data.shape, raw_dtype=t.tensor_type)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
