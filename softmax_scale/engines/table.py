@@ -116,7 +116,8 @@ class EngineTable:
         dimension of ``q.k`` (or, on every layer, on the rotated half of a ``partial_rotary_factor`` of 0.5)
         is looked up in the committed result of the experiment ``engine_cost``
         (:func:`softmax_scale.experiments.engine_cost.measured_cost`), at the measured length
-        nearest the largest ``n`` asked; any other shape is said to be unmeasured.
+        nearest the largest ``n`` asked, taken as a multiple of the training length where the
+        config gives one (the measured model's own is 8192); any other shape is said to be unmeasured.
 
         Parameters
         ----------
@@ -150,15 +151,20 @@ class EngineTable:
             shape, where = "half", "on every layer, on the rotated half of the dimensions"
         import os
 
-        from ..experiments.engine_cost import committed_file, measured_cost
+        from ..experiments.engine_cost import MEASURED_TRAIN_LENGTH, committed_file, measured_cost
 
         if not os.path.exists(committed_file() if csv is None else csv):
             return f"x{r:.4g} {where}: no measured cost here (the result file of engine_cost is not in this installation)"
-        m = measured_cost(r, shape, int(self.n.max()), csv=csv)
+        L = self.model.train_length
+        m = measured_cost(r, shape, int(self.n.max()), train_length=L, csv=csv)
         if m is None:
             return f"no measured cost for x{r:.4g} {where} (engine_cost has not measured this factor)"
+        at = f"n = {m['length']}"
+        if L:
+            at += (f" = {m['length'] / MEASURED_TRAIN_LENGTH:.3g} L (n = {int(self.n.max())} is "
+                   f"{self.n.max() / L:.3g} L here)")
         return (f"x{r:.4g} {where}: loss {m['delta_loss']:+.4f} ± {m['delta_se']:.4f} nats/token, next-token KL "
-                f"{m['kl']:.4f} ± {m['kl_se']:.4f} nats at n = {m['length']} on {m['model']} (measured, ± standard "
+                f"{m['kl']:.4f} ± {m['kl_se']:.4f} nats at {at} on {m['model']} (measured, ± standard "
                 f"error over positions; i.i.d. KL per head {m['iid_kl']:.3g}, theory)")
 
     def version_range(self, engine: str) -> str:

@@ -27,7 +27,8 @@ import numpy as np
 from .._util.store import source_revision
 from .base import RESULTS, Experiment
 
-__all__ = ["EXPERIMENT", "QUICK_CONFIG", "RATIOS", "SHAPES", "EngineCostConfig", "EngineCostExperiment",
+__all__ = ["EXPERIMENT", "MEASURED_TRAIN_LENGTH", "QUICK_CONFIG", "RATIOS", "SHAPES", "EngineCostConfig",
+           "EngineCostExperiment",
            "committed_file", "dim_factor_array", "factor_array", "measured_cost"]
 
 #: Factors on ``q.k`` measured: transformers 4.51 against now on Qwen3's static YaRN, its inverse, YaRN 4's
@@ -38,6 +39,9 @@ RATIOS = (1.0451 / 1.2965, 1 / 1.2965, 1.2965, 1.4159, 1.6314, 1.8739)
 SHAPES = ("all", "half", "every_fourth")
 #: How close (relative) an engine's factor must be to a measured one for :func:`measured_cost` to report it.
 MATCH_RTOL = 1e-3
+#: The training length of the committed measurement's model (SmolLM2-135M's ``context_length``): a length
+#: asked as a multiple of another model's training length is looked up at the same multiple of this one.
+MEASURED_TRAIN_LENGTH = 8192
 
 
 @dataclass(frozen=True)
@@ -202,7 +206,7 @@ def committed_file():
     return EXPERIMENT.result_path(EXPERIMENT.config(), RESULTS)
 
 
-def measured_cost(ratio: float, shape: str, n: int | None = None, *, csv=None):
+def measured_cost(ratio: float, shape: str, n: int | None = None, *, train_length: int | None = None, csv=None):
     """The committed measurement nearest ``n`` for a factor ``ratio`` in ``shape``, or ``None`` if it was not measured.
 
     Parameters
@@ -213,6 +217,10 @@ def measured_cost(ratio: float, shape: str, n: int | None = None, *, csv=None):
         One of :data:`SHAPES`.
     n : int, optional
         The length wanted; the measured length nearest it (in ``log n``) is returned.
+    train_length : int, optional
+        The training length of the model ``n`` is asked for: the measured length nearest the same
+        multiple of :data:`MEASURED_TRAIN_LENGTH` is returned instead (past the measured model's
+        training length only where ``n`` is past ``train_length``).
     csv : str or PathLike, optional
         The result file (default: the committed ``figures/engine_cost.csv``).
 
@@ -231,6 +239,7 @@ def measured_cost(ratio: float, shape: str, n: int | None = None, *, csv=None):
         return None
     idx = np.flatnonzero(hit)
     if n is not None:
-        idx = idx[np.argsort(np.abs(np.log(r["length"][idx] / n)), kind="stable")]
+        target = n if train_length is None else n / train_length * MEASURED_TRAIN_LENGTH
+        idx = idx[np.argsort(np.abs(np.log(r["length"][idx] / target)), kind="stable")]
     i = int(idx[0])
     return {**{c: np.asarray(r[c][i]).item() for c in EXPERIMENT.columns}, "model": t.header.get("model", "?")}

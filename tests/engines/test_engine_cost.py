@@ -92,10 +92,30 @@ def test_engines_prints_the_cost_beside_a_disagreement(quick):
     assert line.startswith("x1.296 on every layer: loss ")
     assert f"{m['delta_loss']:+.4f}" in line
     assert f"next-token KL {m['kl']:.4f} ± {m['kl_se']:.4f} nats" in line
-    assert "at n = 256 on SmolLM2" in line
+    L = t.model.train_length
+    assert f"at n = 256 = {256 / 8192:.3g} L (n = 4096 is {4096 / L:.3g} L here) on SmolLM2" in line
     assert "measured" in line
     assert t.cost("reference", csv=csv) is None
     assert t.cost("transformers", csv=csv) is None
+
+
+@pytest.mark.parametrize("n, train_length, want", [
+    (65536, 131072, 4096),  # 0.5 L there: SmolLM2's 0.5 L
+    (262144, 131072, 16384),  # 2 L: SmolLM2 past its own L
+    (32768, 32768, 8192),  # at L
+    (16384, None, 16384),  # no training length: the length itself
+    (1000, None, 1024),
+])
+def test_measured_cost_takes_the_same_multiple_of_the_training_length(n, train_length, want):
+    m = measured_cost(1.2965, "all", n, train_length=train_length)
+    assert m["length"] == want
+
+
+def test_the_measured_models_training_length_is_smollm2s():
+    from softmax_scale.experiments.engine_cost import MEASURED_TRAIN_LENGTH
+    from softmax_scale.models import load
+
+    assert load("smollm2").config.context_length == MEASURED_TRAIN_LENGTH
 
 
 def test_a_factor_on_the_rotated_half_is_looked_up_as_half(quick):
