@@ -196,10 +196,9 @@ class _Run:
             for src in sources:
                 if w < windows[src] and len(out) < cfg.docs:
                     label = os.path.basename(src) if cfg.texts else src
-                    window = self.texts[src][0][w * n:(w + 1) * n]
-                    if self.model.config.add_bos:
-                        window = np.concatenate([[self.model.config.bos_id], window[:-1]]).astype(np.int64)
-                    out.append((f"{label}#{w}", window))
+                    bos = self.model.bos_first()
+                    window = self.texts[src][0][w * n:(w + 1) * n - bos.size]
+                    out.append((f"{label}#{w}", np.concatenate([bos, window])))
         if len(out) < cfg.docs:
             raise ValueError(f"`text`: {len(out)} windows of {n} tokens, fewer than `docs` = {cfg.docs} "
                              f"({'in the files given' if cfg.texts else 'in the texts that ship with Python'})")

@@ -103,15 +103,10 @@ def _pieces(model, key):
     return line, question, first
 
 
-def _bos(model) -> list:
-    """``[bos_id]`` when the model's file asks for a BOS first (``config.add_bos``), else ``[]``."""
-    return [model.config.bos_id] if model.config.add_bos else []
-
-
 def passkey_min_tokens(model) -> int:
     """The shortest prompt in tokens (no filler)."""
     line, question, _ = _pieces(model, "0" * DIGITS)
-    return len(_bos(model)) + line.size + question.size
+    return model.bos_first().size + line.size + question.size
 
 
 def passkey_sequence(model, length: int, depth: float, key: str) -> rk.OneKeySequence:
@@ -120,17 +115,17 @@ def passkey_sequence(model, length: int, depth: float, key: str) -> rk.OneKeySeq
     A BOS comes first when the model's file asks for one (``config.add_bos``).
     """
     line, question, first = _pieces(model, key)
-    bos = _bos(model)
-    room = length - len(bos) - line.size - question.size
+    bos = model.bos_first()
+    room = length - bos.size - line.size - question.size
     if room < 0:
-        raise ValueError(f"`length` must be at least {len(bos) + line.size + question.size} tokens (the key's "
+        raise ValueError(f"`length` must be at least {bos.size + line.size + question.size} tokens (the key's "
                          f"line and the question), got {length}")
     unit = model.tokenize(FILLER).size
     filler = model.tokenize(FILLER * (room // max(1, unit - 2) + 2))[:room]
     at = int(round(depth * room))
-    ids = np.concatenate([np.asarray(bos, dtype=np.int64), filler[:at], line, filler[at:], question])
+    ids = np.concatenate([bos, filler[:at], line, filler[at:], question])
     scored = np.arange(length - DIGITS - 1, length - 1)
-    return rk.OneKeySequence(ids, scored, scored, len(bos) + at + first + np.arange(DIGITS), float(depth),
+    return rk.OneKeySequence(ids, scored, scored, bos.size + at + first + np.arange(DIGITS), float(depth),
                              all_of=True)
 
 

@@ -266,6 +266,10 @@ class LlamaDecoder:
             raise TypeError(f"`text` must be a str, got {type(text).__name__}")
         return np.asarray(self.tokenizer.encode(text, add_special_tokens=False).ids, dtype=np.int64)
 
+    def bos_first(self) -> np.ndarray:
+        """``[bos_id]`` where the file asks for a BOS first in a sequence (``config.add_bos``), else empty."""
+        return np.asarray([self.config.bos_id] if self.config.add_bos else [], dtype=np.int64)
+
     def detokenize(self, ids) -> str:
         """Text of token ids (special tokens kept)."""
         return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=False)

@@ -71,9 +71,6 @@ class SpmTokenizer:
                          key=lambda t: (-len(t), t))
         self._special = re.compile("|".join(map(re.escape, special))) if special else None
 
-    def __len__(self) -> int:
-        return len(self.tokens)
-
     # ---- encoding ----------------------------------------------------------------------------
     def encode(self, text: str, add_special_tokens: bool = False) -> Encoding:
         """The token ids of ``text`` (``add_special_tokens`` must be False: no BOS is added)."""
