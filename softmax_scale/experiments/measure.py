@@ -37,6 +37,7 @@ import datetime
 import hashlib
 import math
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -188,7 +189,13 @@ class _Run:
         sources = cfg.texts or tuple(corpus_names())
         for src in sources:
             if src not in self.texts:
-                text = Path(src).read_text(encoding="utf-8") if cfg.texts else corpus(src)
+                try:
+                    text = Path(src).read_text(encoding="utf-8") if cfg.texts else corpus(src)
+                except FileNotFoundError:
+                    if cfg.texts:
+                        raise
+                    self.texts[src] = (np.zeros(0, dtype=np.int64), None)  # not in this Python: no windows
+                    continue
                 self.texts[src] = (self.model.tokenize(text), hashlib.sha256(text.encode()).hexdigest()[:16])
         windows = {src: len(self.texts[src][0]) // n for src in sources}
         out = []
@@ -255,6 +262,29 @@ class MeasureTask:
     config: MeasureConfig = field(repr=False, compare=False)
 
 
+def _text_hashes(documents: str) -> dict:
+    """``{text: sha256 prefix}`` as a header's ``documents`` line names them."""
+    return dict(re.findall(r"(?:\(|; )([^;]+?) sha256 ([0-9a-f]{16})", documents))
+
+
+def _same_documents(store, header: dict, run, lengths) -> None:
+    """Refuse to extend a file whose rows were read from other text than this run would read.
+
+    A file may gain lengths (and so documents) it did not have; what it holds must stay what it
+    was: every text both runs read has the same hash, and every document row at a length this run
+    asks for is one of this run's windows at that length.
+    """
+    old, new = _text_hashes(store.header.get("documents", "")), _text_hashes(header["documents"])
+    changed = sorted(t for t in old.keys() & new.keys() if old[t] != new[t])
+    if changed:
+        raise ValueError(f"`out`: {store.path} was read from other text ({', '.join(changed)} changed); "
+                         "pass overwrite=True (or another file) to start again")
+    for task, n, item in store.done:
+        if task == "loss" and int(n) in lengths and item not in dict(run.documents(int(n))):
+            raise ValueError(f"`out`: {store.path} holds document {item} at n = {n}, which this run does not "
+                             "read; pass overwrite=True (or another file) to start again")
+
+
 def _prompt_name(k: int) -> str:
     return f"d{DEPTHS[k % len(DEPTHS)]:g}-k{k}"
 
@@ -267,7 +297,7 @@ class MeasureExperiment(Experiment):
     file_stem = "measure"
     columns, text, ints = COLUMNS, TEXT, INTS
     key = task_columns = ("task", "length", "item")
-    match = ("model_sha256", "train_length", "rope", "cells", "documents", "prompts", "scoring")
+    match = ("model_sha256", "train_length", "rope", "cells", "prompts", "scoring")  # documents: _same_documents
     float_format = ".9g"
 
     def __init__(self, progress: bool = True):
@@ -345,7 +375,7 @@ class MeasureExperiment(Experiment):
         run = _run_of(config)
         m, r = run.model, run.recipe
         docs = sorted({t.item for t in tasks if t.task == "loss"})
-        hashes = "; ".join(f"{os.path.basename(s) if config.texts else s} sha256 {h}"
+        hashes = "; ".join(f"{os.path.basename(s) if config.texts else s} " + (f"sha256 {h}" if h else "absent")
                            for s, (_, h) in run.texts.items())
         recipe = "none" if r is None else f"{r.rope_type} s = {r.factor:g} at L = {r.train_length}, {r.engine}'s multiplier"
         return {
@@ -365,8 +395,9 @@ class MeasureExperiment(Experiment):
             "prompts": f"{config.prompts} per length: real_passkey.passkey_sequence at depths "
                        f"{', '.join(f'{d:g}' for d in DEPTHS)} in turn, key k = numpy default_rng([{KEY_SEED}, k])",
             "scoring": "loss: mean next-token nats at the positions past L; passkey: all five digits the greedy "
-                       f"choice (teacher-forced); float32 activations ({config.backend}), float64 statistics"
+                       "choice (teacher-forced); float32 activations, float64 statistics"
                        + ("; a BOS first in every sequence (the file's add_bos_token)" if m.config.add_bos else ""),
+            "backend": config.backend,
             "statistics": f"minimiser: vertex of the parabola through the lowest mean loss and its neighbours; "
                           f"interval: percentile bootstrap over documents ({BOOTSTRAP} resamples, 95%)",
             "code": f"softmax_scale at {source_revision()}",
@@ -663,7 +694,8 @@ def measure(model, n, *, rope: str = FILE_ROPE, train_length: int | None = None,
         Folder of the result file (``measure.csv``, ``measure_quick.csv``) and figure; a path ending in
         ``.csv`` names the file itself.
     overwrite : bool
-        Start a new file instead of resuming.
+        Start a new file instead of resuming.  A file resumed may gain lengths and change backend;
+        it must hold rows of the same model, RoPE, cells and prompts, read from the same text.
     executor : concurrent.futures.Executor, optional
         Where the units run; ``workers`` local processes (0: this one) or a Dask ``scheduler`` otherwise.
     backend : {"numpy", "jax"}
@@ -709,6 +741,7 @@ def measure(model, n, *, rope: str = FILE_ROPE, train_length: int | None = None,
     header = exp.header(cfg, tasks, command)
     store = ResultStore(target, header, COLUMNS, key=exp.key, match=exp.match, overwrite=overwrite,
                         float_format=exp.float_format)
+    _same_documents(store, header, run, cfg.lengths)
     workers = check_int(workers, "workers", minimum=0, maximum=1024)
     exp.todo = sum(not exp.is_done(store, t) for t in tasks)
     exp.started = time.perf_counter()

@@ -23,8 +23,10 @@ from .._util.rng import seed_sequence
 
 __all__ = ["STDLIB_MODULES", "chunk_offsets", "corpus", "corpus_names", "token_chunks"]
 
-#: Long standard-library modules (each over 90,000 characters in CPython 3.11).
-STDLIB_MODULES = ("_pydecimal", "typing", "inspect", "argparse", "pydoc", "tarfile", "doctest", "_pyio")
+#: Long standard-library modules (each over 90,000 characters in CPython 3.11); the last two, with
+#: ``pydoc_topics`` and ``_pydecimal``, are the ones over 32,768 tokens of SmolLM2's tokenizer.
+STDLIB_MODULES = ("_pydecimal", "typing", "inspect", "argparse", "pydoc", "tarfile", "doctest", "_pyio",
+                  "tkinter", "turtle")
 
 
 def corpus_names() -> list[str]:

@@ -45,7 +45,7 @@ def run_tiny(tiny, out, **kw):
     path, text = tiny
     args = dict(text=text, docs=3, prompts=2, factors=(1.0, 1.2, 1.5), progress=False, out=out)
     args.update(kw)
-    return ms.measure(path, N, **args)
+    return ms.measure(path, args.pop("n", N), **args)
 
 
 @pytest.fixture(scope="module")
@@ -203,6 +203,46 @@ def test_an_unsupported_file_exits_2_with_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0
     assert "architecture 'gpt2'" in err
+
+
+def test_a_file_gains_a_length_and_keeps_what_it_holds(tiny, tmp_path, monkeypatch):
+    """A length added later runs its units only, reading documents the file did not have, on another
+    backend if asked; the rows already there stay the same bytes."""
+    model = LlamaDecoder.from_gguf(tiny[0])
+    short = tmp_path / "short.txt"  # one window at N, none at N + 16
+    short.write_text(next(TEXT[:c] for c in range(len(TEXT)) if len(model.tokenize(TEXT[:c])) == N + 8))
+    texts = (tiny[1], short)
+    out = tmp_path / "measure.csv"
+    run_tiny(tiny, out, text=texts, prompts=1, figure_file=False)
+    body = out.read_text().split("task,length,")[1]
+    ran = []
+    real = ms.MeasureExperiment.run_task
+
+    def count(self, task):
+        ran.append((task.task, task.length, task.item))
+        return real(self, task)
+
+    monkeypatch.setattr(ms.MeasureExperiment, "run_task", count)
+    run_tiny(tiny, out, n=[N, N + 16], text=texts, prompts=1, figure_file=False, backend="jax")
+    assert sorted(ran) == [("loss", N + 16, "story.txt#0"), ("loss", N + 16, "story.txt#1"),
+                           ("loss", N + 16, "story.txt#2"), ("passkey", N + 16, "d0.1-k0")]
+    t = ms.MeasureExperiment().read(out)
+    assert out.read_text().split("task,length,")[1].startswith(body)
+    assert "short.txt#0, story.txt#0, story.txt#1, story.txt#2" in t.header["documents"]
+    assert t.header["backend"] == "jax" and "backend was numpy" in t.header["resumed"]
+    assert {c.length for c in ms.summarise(t)} == {N, N + 16}
+
+
+def test_a_changed_text_or_fewer_documents_is_refused(result, tiny, tmp_path):
+    out = tmp_path / "measure.csv"
+    out.write_bytes(result.path.read_bytes())
+    other = tmp_path / "other" / tiny[1].name
+    other.parent.mkdir()
+    other.write_text(TEXT.replace("river", "canal"), encoding="utf-8")
+    with pytest.raises(ValueError, match=f"other text \\({tiny[1].name} changed\\)"):
+        run_tiny(tiny, out, text=other, figure_file=False)
+    with pytest.raises(ValueError, match="holds document story.txt#2 at n = 128, which this run does not read"):
+        run_tiny(tiny, out, docs=2, figure_file=False)
 
 
 @pytest.mark.parametrize("argv, name", [(["--n", "16"], "`n`"), (["--n", "64", "--shapes", "nope"], "`shapes`"),
