@@ -233,6 +233,27 @@ def test_a_file_gains_a_length_and_keeps_what_it_holds(tiny, tmp_path, monkeypat
     assert {c.length for c in ms.summarise(t)} == {N, N + 16}
 
 
+def test_a_text_this_python_lacks_gives_no_windows_and_the_header_says_so(tiny, monkeypatch):
+    import sys
+
+    corpus_module = sys.modules["softmax_scale.models.corpus"]  # the package's name `corpus` is the function
+
+    def corpus(name):
+        if name == "stdlib/typing":
+            raise FileNotFoundError("not in this Python")
+        return f"{name} " + TEXT
+
+    monkeypatch.setattr(corpus_module, "corpus", corpus)
+    monkeypatch.setattr(ms, "_RUNS", {})  # this run's made-up texts stay out of the process's cache
+    cfg = ms.MeasureConfig(str(tiny[0]), (N,), docs=4, prompts=0)
+    run = ms._run_of(cfg)
+    names = [name for name, _ in run.documents(N)]
+    assert names == ["pydoc_topics#0", "stdlib/_pydecimal#0", "stdlib/inspect#0", "stdlib/argparse#0"]
+    header = ms.MeasureExperiment(progress=False).header(cfg, ms.MeasureExperiment().tasks(cfg), "test")
+    assert "stdlib/typing absent" in header["documents"] and "stdlib/inspect sha256 " in header["documents"]
+    assert "stdlib/typing" not in ms._text_hashes(header["documents"])
+
+
 def test_a_changed_text_or_fewer_documents_is_refused(result, tiny, tmp_path):
     out = tmp_path / "measure.csv"
     out.write_bytes(result.path.read_bytes())
