@@ -140,6 +140,9 @@ def test_committed_notebook_is_executed_and_stripped(path):
     text = "".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", "")) for c in code for o in c.get("outputs", []))
     for private in {str(ROOT), os.path.expanduser("~"), "/tmp/"} - {"/", ""}:
         assert private not in text, f"{path.name}: an output shows the path {private!r}"
+    drawn = [o for c in code for o in c.get("outputs", []) if "data" in o]
+    bare = [o for o in drawn if "image/png" not in o["data"] and str(o["data"].get("text/plain", "")).startswith("<Figure")]
+    assert not bare, f"{path.name}: a figure shows as its text ({bare[0]['data']['text/plain']}): %matplotlib inline"
 
 
 @pytest.mark.parametrize("path", OPTED_IN, ids=[p.stem for p in OPTED_IN])
