@@ -279,8 +279,9 @@ def _same_documents(store, header: dict, run, lengths) -> None:
     if changed:
         raise ValueError(f"`out`: {store.path} was read from other text ({', '.join(changed)} changed); "
                          "pass overwrite=True (or another file) to start again")
+    windows = {n: {name for name, _ in run.documents(n)} for n in lengths}
     for task, n, item in store.done:
-        if task == "loss" and int(n) in lengths and item not in dict(run.documents(int(n))):
+        if task == "loss" and int(n) in windows and item not in windows[int(n)]:
             raise ValueError(f"`out`: {store.path} holds document {item} at n = {n}, which this run does not "
                              "read; pass overwrite=True (or another file) to start again")
 

@@ -6,8 +6,8 @@
   covering the documents' common minimum, the grid's edge flagged.
 - Resume (nothing recomputed; a changed setting refused), any executor (a thread pool writes the
   same bytes), the command line (``--json``, exit 2 with one line for an unsupported file).
-- The issue's check: ``softmax-scale measure <SmolLM2> --n 2048 --quick`` writes the file, the figure and the
-  minimiser (its wall time, under 60 s, is a row of ``benchmarks/measure_cost.py``).
+- ``softmax-scale measure <SmolLM2> --n 2048 --quick`` writes the file, the figure and the minimiser (its
+  wall time, under 60 s, is a row of ``benchmarks/measure_cost.py``).
 """
 
 import concurrent.futures as cf
@@ -279,7 +279,7 @@ def test_bad_input_exits_2_naming_the_parameter(tiny, argv, name, capsys):
 
 
 # ---------------------------------------------------------------------------------------------
-# The issue's check on the shipped model.
+# The quick command on the shipped model.
 
 
 @pytest.fixture(scope="module")
