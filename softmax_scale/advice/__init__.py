@@ -212,7 +212,9 @@ def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="l
         measured (its result is found by the file's SHA-256, :func:`~softmax_scale.advice.own_result`):
         read first, the closest evidence there is (each cell against the file's recipe, paired by
         document and prompt); its header fills ``d`` and ``train_length`` where not given, and the
-        toolkit's other results are shown beside it as context.
+        toolkit's other results are shown beside it as context.  A row out of range or a cell given
+        twice is refused naming its line and column; what in the file contributes no comparison is
+        said in :attr:`Advice.scope`.
     engine_versions : Mapping, optional
         With ``config``: engine name -> the version you run, to read its rules at
         (:func:`softmax_scale.engines.engine_scales`); the others at their newest known.
