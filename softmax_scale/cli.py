@@ -223,12 +223,12 @@ _ADVISE_NEEDS = {"d": "the head dimension", "train_length": "the training length
 
 
 def _cmd_advise(args):
-    from .advice import advise
+    from .advice import advise, own_result
 
     if args.model is not None:
         if args.evidence is not None:
             raise ValueError("`--model` and `--evidence` name the same thing: pass one")
-        args.evidence = args.model
+        args.evidence = own_result(args.model, name="--model")
     needs = _ADVISE_NEEDS if args.config is None and args.evidence is None else {"n": _ADVISE_NEEDS["n"]}
     if missing := [k for k in needs if getattr(args, k) is None]:
         raise ValueError(" and ".join(f"`--{k.replace('_', '-')}` ({_ADVISE_NEEDS[k]})" for k in missing) + " required")

@@ -33,7 +33,7 @@ from ..schemes import QK_SCHEMES, SCHEMES, SCORE_MODELS, STANDARD, pinned
 from ..schemes.rope import ROPES
 from ._alpha import AttentionAlpha, TrainedAlpha, attention_alpha, trained_alpha
 from ._config import config_lines, engine_summary, recipe_baseline, recipe_evidence
-from ._evidence import TASKS, Comparison, comparisons, read_evidence, scope
+from ._evidence import TASKS, Comparison, comparisons, own_scope, read_evidence, scope
 from ._own import own_evidence, own_result
 from ._render import DOCS_CALL, docs_block, headline, markdown, short_answers, text, write_docs
 from ._rule import LEVEL, RULE, Baseline, Recommendation, recommend
@@ -212,7 +212,9 @@ def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="l
         measured (its result is found by the file's SHA-256, :func:`~softmax_scale.advice.own_result`):
         read first, the closest evidence there is (each cell against the file's recipe, paired by
         document and prompt); its header fills ``d`` and ``train_length`` where not given, and the
-        toolkit's other results are shown beside it as context.
+        toolkit's other results are shown beside it as context.  A row out of range or a cell given
+        twice is refused naming its line and column; what in the file contributes no comparison is
+        said in :attr:`Advice.scope`.
     engine_versions : Mapping, optional
         With ``config``: engine name -> the version you run, to read its rules at
         (:func:`softmax_scale.engines.engine_scales`); the others at their newest known.
@@ -245,17 +247,17 @@ def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="l
             train_length = model.covered_length
         rope = model.rope_variant if rope is None else rope
     if evidence is not None and Path(evidence).suffix.lower() == ".gguf":
-        evidence = own_result(evidence)
-    own_rows, own_header = ([], {}) if evidence is None else own_evidence(evidence)
-    if evidence is not None:
-        d = int(own_header.get("head_dim") or 0) or None if d is None else d
-        train_length = int(own_header["train_length"]) if train_length is None else train_length
+        evidence = own_result(evidence, name="evidence")
+    own = None if evidence is None else own_evidence(evidence)
+    if own is not None:
+        d = own.head_dim if d is None else d
+        train_length = own.train_length if train_length is None else train_length
         if rope is None:  # the variant it was measured under: the header's, or its recipe's
-            named, word = str(own_header.get("rope", "")), str(own_header.get("recipe", "")).split(" ")[0]
+            named, word = str(own.header.get("rope", "")), str(own.header.get("recipe", "")).split(" ")[0]
             rope = named if named in ROPES else word if word in ROPES else None
     for name, value in (("d", d), ("train_length", train_length), ("n", n)):
         if value is None:
-            raise TypeError(f"advise() needs `{name}` (or a `config` that gives it)")
+            raise TypeError(f"advise() needs `{name}` (or a `config` or an `evidence` file whose header gives it)")
     d = check_int(d, "d", minimum=2)
     L = check_int(train_length, "train_length", minimum=2)
     n = check_int(n, "n", minimum=2)
@@ -287,17 +289,21 @@ def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="l
     else:
         comps = comparisons(found, task, rope, target)
         baselines = comparisons(found, task, rope, target, baselines=True)
-    if own_rows:
+    mine = []
+    if own is not None and own.rows:
         label_rope = rope if rope is not None else "your model's"
-        own = [replace(c, rope=label_rope) for c in comparisons({"measure": (Path(evidence).name, own_rows)}, task,
-                                                                   None, target)]
-        comps = own + [c for c in comps if rope is not None]
+        mine = [replace(c, rope=label_rope) for c in comparisons({"measure": (Path(evidence).name, list(own.rows))},
+                                                                    task, None, target)]
+    if mine:
+        comps = mine + [c for c in comps if rope is not None]
         rope = label_rope
     ropes = [rope] if rope is not None else sorted({c.rope for c in comps})
     recs = [recommend(comps, r, at, d=d, L=L, n=n, heads=head_stats, baseline=baseline)
             for r in ropes for at in (True, False)]
     lines = scope(found, missing, empty, comps, d=d, task=task, rope=rope, target=target,
                   results_label=label)
+    if own is not None:
+        lines = own_scope(own, Path(evidence).name, task, bool(mine)) + lines
     engines, about_recipe = "", ()
     if model is not None:
         lines = config_lines(model, L, n, table) + tuple(lines)

@@ -26,7 +26,8 @@ from ..schemes.rope import ROPES
 from ._own import OWN_EXPERIMENT, OWN_KIND
 from ._rule import DIRECTION, base_scheme, holm, paired_test, verdict
 
-__all__ = ["KINDS", "TASKS", "Comparison", "base_scheme", "comparisons", "pool", "read_evidence", "scale_label", "scope", "task_matches"]
+__all__ = ["KINDS", "TASKS", "Comparison", "base_scheme", "comparisons", "own_scope", "pool", "read_evidence", "scale_label",
+           "scope", "task_matches"]
 
 #: ``--task``: what the model is asked to do, and the rows of the evidence that speak to it.
 TASKS = {"lm": "language modelling", "retrieval": "retrieving one key"}
@@ -372,6 +373,19 @@ def _model_line(key, es) -> str:
 
     where = "; ".join(f"{x}: {reach(x)}" for x in sorted(by_exp))
     return f"{model}: {', '.join(parts)} ({where})."
+
+
+def own_scope(own, name: str, task: str, compared: bool) -> list:
+    """What the user's own measurement (:func:`~._own.own_evidence`) leaves out on ``task``, one line each.
+
+    ``compared``: whether it gives a comparison on ``task``; where it gives none, a line says the
+    answer rests on the other results.
+    """
+    lines = [f"Your measurement ({name}): {text}" for kind, text in own.unused if not kind or task_matches(kind, task)]
+    if not compared:
+        lines.append(f"Your measurement ({name}) gives no comparison on {TASKS[task]} past L = {own.train_length:,}: "
+                     "the answer rests on the other results.")
+    return lines
 
 
 def scope(found: dict, missing: list, empty: list, comps: list, *, d: int, task: str, rope: str | None,
