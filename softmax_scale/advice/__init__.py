@@ -109,6 +109,10 @@ class Advice:
         on the recipe.
     rule : str
         :data:`RULE`.
+    minimiser : tuple
+        With your own measurement (``evidence``): ``(length, x, low, high, documents, at_edge)``, the
+        constant multiplier its loss curve is lowest at (:func:`softmax_scale.experiments.measure.summarise`)
+        at the first measured length at or past ``n``, with its 95% bootstrap interval; empty otherwise.
     """
 
     d: int
@@ -128,6 +132,7 @@ class Advice:
     engines: str = ""
     recipe_evidence: tuple = ()
     rule: str = RULE
+    minimiser: tuple = ()
 
     @property
     def multiple(self) -> float:
@@ -170,6 +175,17 @@ def _schemes(d: int, L: int, n: int, score_model: str, match: float) -> tuple:
                                   float(table.drift_isotropic[i, -1]), float(table.drift_signal[i, -1]),
                                   float(table.share_signal[i, 0]), float(table.share_signal[i, -1]), info.source))
     return tuple(out)
+
+
+def _own_minimiser(path, n) -> tuple:
+    """:attr:`Advice.minimiser` of a ``measure`` result file at the first length at or past ``n``."""
+    from ..experiments.measure import MeasureExperiment, summarise
+
+    curves = [c for c in summarise(MeasureExperiment(progress=False).read(path)) if c.length >= n]
+    if not curves:
+        return ()
+    c = min(curves, key=lambda c: c.length)
+    return (c.length, float(c.minimiser), float(c.interval[0]), float(c.interval[1]), c.documents, bool(c.at_edge))
 
 
 def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="lm", results=None, head_stats=None,
@@ -247,6 +263,7 @@ def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="l
     if evidence is not None and Path(evidence).suffix.lower() == ".gguf":
         evidence = own_result(evidence)
     own_rows, own_header = ([], {}) if evidence is None else own_evidence(evidence)
+    minimiser = _own_minimiser(evidence, n) if own_rows and n is not None else ()
     if evidence is not None:
         d = int(own_header.get("head_dim") or 0) or None if d is None else d
         train_length = int(own_header["train_length"]) if train_length is None else train_length
@@ -306,4 +323,4 @@ def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="l
     return Advice(d=d, train_length=L, n=n, rope=rope, task=task, results=str(folder.resolve()),
                   score_model=score_model, match=float(match), schemes=tuple(schemes), comparisons=tuple(comps),
                   baselines=tuple(baselines), recommendations=tuple(recs), scope=tuple(lines), baseline=baseline,
-                  engines=engines, recipe_evidence=about_recipe)
+                  engines=engines, recipe_evidence=about_recipe, minimiser=minimiser)
