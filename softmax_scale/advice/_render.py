@@ -85,6 +85,8 @@ def headline(a) -> str:
     assumed = " Assumed: a model trained without a temperature (1/sqrt(d)); pass --config for a model's own recipe." \
         if a.baseline.assumed else ""
     engines = f" Engines: {a.engines}." if a.engines else ""
+    if a.evidence_note:
+        assumed = f" {a.evidence_note.partition(', so ')[0]}: it does not decide this question (see Scope).{assumed}"
     if not recs:
         return "keep x1 (1/sqrt(d)): no measured comparison speaks to this situation." + assumed
     if a.rope is not None or len(recs) == 1:

