@@ -304,14 +304,27 @@ def test_inside_the_training_length_the_baseline_is_kept(tmp_path):
     assert _at_test(_advise(tmp_path, rows, n=2 * L)).scale == "qwen_logn at test"
 
 
-def test_a_tie_within_the_uncertainty_keeps_the_baseline_and_a_clear_winner_is_taken(tmp_path):
+def test_a_tie_within_the_uncertainty_takes_the_best_estimate_and_names_the_other(tmp_path):
     # seed by seed the two differ by -0.004, -0.002, 0: paired t = 1.73 on 2 degrees of freedom, p = 0.23
     rows = [_row("standard + yarn@128 at test", values=(-0.053, -0.052, -0.051)),
             _row("standard + qwen_logn@128 at test", values=(-0.049, -0.050, -0.051))]
     rec = _at_test(_advise(tmp_path, rows))
-    assert rec.scale == "standard" and "tied within the uncertainty: qwen_logn at test, yarn at test" in rec.reason
+    assert rec.scale == "yarn at test" and rec.equivalent == ("qwen_logn at test",)
+    assert rec.effect == pytest.approx(-0.052, abs=1e-12)
+    assert "equivalent within the uncertainty (the top tier): qwen_logn at test" in rec.reason
     rows[0] = _row("standard + yarn@128 at test", -0.2, 0.001)  # yarn's gain now far beyond qwen_logn's, seed by seed
-    assert _at_test(_advise(tmp_path, rows)).scale == "yarn at test"
+    rec = _at_test(_advise(tmp_path, rows))
+    assert rec.scale == "yarn at test" and rec.equivalent == ()
+    assert "beaten within the candidates: qwen_logn at test (by yarn at test)" in rec.reason
+
+
+def test_a_candidate_beaten_by_another_leaves_the_tier_and_the_answer(tmp_path):
+    clear = [_row("standard + yarn@128 at test", values=(-0.060, -0.050, -0.040))]
+    # qwen_logn beats the baseline too, but yarn beats it seed by seed (by 0.010 every seed): out of the tier
+    beaten = _row("standard + qwen_logn@128 at test", values=(-0.050, -0.040, -0.030))
+    alone, both = _at_test(_advise(tmp_path, clear)), _at_test(_advise(tmp_path, clear + [beaten]))
+    assert (both.scale, both.factor, both.effect) == (alone.scale, alone.factor, alone.effect)
+    assert both.equivalent == ()
 
 
 # ---------------------------------------------------------------------------------------------

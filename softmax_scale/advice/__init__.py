@@ -22,6 +22,7 @@ prints now.
 from __future__ import annotations
 
 import functools
+import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -30,7 +31,7 @@ from ..entropy import check_match, extrapolation_table
 from ..experiments import RESULTS
 from ..heads import check_head_stats
 from ..schemes import QK_SCHEMES, SCHEMES, SCORE_MODELS, STANDARD, pinned
-from ..schemes.rope import ROPES
+from ..schemes.rope import ROPE_CHANGES, ROPES
 from ._alpha import AttentionAlpha, TrainedAlpha, attention_alpha, trained_alpha
 from ._config import config_lines, engine_summary, recipe_baseline, recipe_evidence
 from ._evidence import TASKS, Comparison, comparisons, own_scope, read_evidence, scope
@@ -39,8 +40,8 @@ from ._render import DOCS_CALL, docs_block, headline, markdown, short_answers, t
 from ._rule import LEVEL, RULE, Baseline, Recommendation, recommend
 
 __all__ = ["DOCS_CALL", "LEVEL", "RULE", "TASKS", "Advice", "AttentionAlpha", "Baseline", "Comparison", "Recommendation",
-           "SchemeAtLength", "TrainedAlpha", "advise", "attention_alpha", "docs_block", "own_result", "short_answers",
-           "trained_alpha", "write_docs"]
+           "SchemeAtLength", "TrainedAlpha", "advise", "attention_alpha", "docs_block", "measured_rope", "own_result",
+           "rope_setting", "short_answers", "trained_alpha", "write_docs"]
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,13 @@ class Advice:
         on the recipe.
     rule : str
         :data:`RULE`.
+    minimiser : tuple
+        With your own measurement (``evidence``): ``(length, x, low, high, documents, at_edge)``, the
+        constant multiplier its loss curve is lowest at (:func:`softmax_scale.experiments.measure.summarise`)
+        at the first measured length at or past ``n``, with its 95% bootstrap interval; empty otherwise.
+    evidence_note : str
+        Why your own measurement does not decide this question (measured under another RoPE); empty where it
+        decides or was not given.
     """
 
     d: int
@@ -128,6 +136,8 @@ class Advice:
     engines: str = ""
     recipe_evidence: tuple = ()
     rule: str = RULE
+    minimiser: tuple = ()
+    evidence_note: str = ""
 
     @property
     def multiple(self) -> float:
@@ -170,6 +180,50 @@ def _schemes(d: int, L: int, n: int, score_model: str, match: float) -> tuple:
                                   float(table.drift_isotropic[i, -1]), float(table.drift_signal[i, -1]),
                                   float(table.share_signal[i, 0]), float(table.share_signal[i, -1]), info.source))
     return tuple(out)
+
+
+def _own_minimiser(path, n) -> tuple:
+    """:attr:`Advice.minimiser` of a ``measure`` result file at the first length at or past ``n``."""
+    from ..experiments.measure import MeasureExperiment, summarise
+
+    curves = [c for c in summarise(MeasureExperiment(progress=False).read(path)) if c.length >= n]
+    if not curves:
+        return ()
+    c = min(curves, key=lambda c: c.length)
+    return (c.length, float(c.minimiser), float(c.interval[0]), float(c.interval[1]), c.documents, bool(c.at_edge))
+
+
+def measured_rope(header) -> str | None:
+    """The RoPE variant a ``measure`` result file was measured under, from its header (None: not one of ``ROPES``).
+
+    ``rope: yarn`` names it; ``rope: file (...)`` is the file's own scaling, read from the ``recipe``
+    line's first word (``default`` is the trained frequencies, ``none``).
+    """
+    named = str(header.get("rope", "")).split(" ")[0]
+    if named in ROPES:
+        return named
+    word = str(header.get("recipe", "")).split(" ")[0]
+    return {"default": "none"}.get(word, word if word in ROPES else None)
+
+
+def rope_setting(rope: str, L: int, n: int) -> str:
+    """How to run a model under the RoPE variant ``rope`` at ``n`` (a Hugging Face ``rope_scaling``), as a clause."""
+    s = n / L
+    hf = {"pi": {"rope_type": "linear", "factor": s},
+          "dynamic_ntk": {"rope_type": "dynamic", "factor": s},
+          "yarn": {"rope_type": "yarn", "factor": s, "original_max_position_embeddings": L}}.get(rope)
+    if hf is not None:
+        return f" (with rope_scaling {json.dumps(hf)}, the frequencies only)"
+    if rope == "none":
+        return " (the trained frequencies: no rope_scaling)"
+    return f" (the toolkit's `{rope}` frequencies: {ROPE_CHANGES.get(rope, rope)})"
+
+
+def _with_rope(r: Recommendation, L: int, n: int) -> Recommendation:
+    """A change measured under a RoPE variant says the setting it needs."""
+    if r.scale == STANDARD or not r.at_test or r.rope not in ROPES or r.rope == "none":
+        return r
+    return replace(r, formula=f"{r.formula}, under RoPE {r.rope}{rope_setting(r.rope, L, n)}")
 
 
 def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="lm", results=None, head_stats=None,
@@ -249,12 +303,12 @@ def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="l
     if evidence is not None and Path(evidence).suffix.lower() == ".gguf":
         evidence = own_result(evidence, name="evidence")
     own = None if evidence is None else own_evidence(evidence)
+    minimiser = _own_minimiser(evidence, n) if own is not None and own.rows and n is not None else ()
     if own is not None:
         d = own.head_dim if d is None else d
         train_length = own.train_length if train_length is None else train_length
-        if rope is None:  # the variant it was measured under: the header's, or its recipe's
-            named, word = str(own.header.get("rope", "")), str(own.header.get("recipe", "")).split(" ")[0]
-            rope = named if named in ROPES else word if word in ROPES else None
+        if rope is None:
+            rope = measured_rope(own.header)
     for name, value in (("d", d), ("train_length", train_length), ("n", n)):
         if value is None:
             raise TypeError(f"advise() needs `{name}` (or a `config` or an `evidence` file whose header gives it)")
@@ -289,21 +343,28 @@ def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="l
     else:
         comps = comparisons(found, task, rope, target)
         baselines = comparisons(found, task, rope, target, baselines=True)
-    mine = []
+    mine, other_rope = [], ()
     if own is not None and own.rows:
-        label_rope = rope if rope is not None else "your model's"
-        mine = [replace(c, rope=label_rope) for c in comparisons({"measure": (Path(evidence).name, list(own.rows))},
-                                                                    task, None, target)]
+        measured = measured_rope(own.header) or "your model's"
+        mine = [replace(c, rope=measured) for c in comparisons({"measure": (Path(evidence).name, list(own.rows))},
+                                                                  task, None, target)]
+        if mine and rope is not None and rope != measured:  # other frequencies: past L they can turn an effect around
+            other_rope = (f"Your measurement ({Path(evidence).name}) was made under RoPE {measured}"
+                          f"{rope_setting(measured, L, n)}; the question is under RoPE {rope}, so no change rests on it "
+                          f"here: past L the frequencies decide the sign of a factor's effect (ask with `--rope "
+                          f"{measured}` for a model run under them, or measure under RoPE {rope}).",)
+            mine = []
     if mine:
         comps = mine + [c for c in comps if rope is not None]
-        rope = label_rope
+        rope = measured
     ropes = [rope] if rope is not None else sorted({c.rope for c in comps})
     recs = [recommend(comps, r, at, d=d, L=L, n=n, heads=head_stats, baseline=baseline)
             for r in ropes for at in (True, False)]
+    recs = [_with_rope(r, L, n) for r in recs]
     lines = scope(found, missing, empty, comps, d=d, task=task, rope=rope, target=target,
                   results_label=label)
     if own is not None:
-        lines = own_scope(own, Path(evidence).name, task, bool(mine)) + lines
+        lines = [*other_rope, *own_scope(own, Path(evidence).name, task, bool(mine or other_rope)), *lines]
     engines, about_recipe = "", ()
     if model is not None:
         lines = config_lines(model, L, n, table) + tuple(lines)
@@ -312,4 +373,5 @@ def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="l
     return Advice(d=d, train_length=L, n=n, rope=rope, task=task, results=str(folder.resolve()),
                   score_model=score_model, match=float(match), schemes=tuple(schemes), comparisons=tuple(comps),
                   baselines=tuple(baselines), recommendations=tuple(recs), scope=tuple(lines), baseline=baseline,
-                  engines=engines, recipe_evidence=about_recipe)
+                  engines=engines, recipe_evidence=about_recipe, minimiser=minimiser,
+                  evidence_note=other_rope[0] if other_rope else "")

@@ -59,9 +59,24 @@ def _line(r, a) -> str:
             and a.n > a.train_length else ""
         theory = _theory(r, a) if "not measured past" in r.reason or not r.models else ""
         return f"{r.change} ({r.formula}): {r.reason}{measured}{theory}"
+    tier = f"; equivalent within the uncertainty (the top tier): {', '.join(r.equivalent)}" if r.equivalent else ""
     return (f"{r.change} at n = {a.n:,} (`{r.scheme}`: {r.formula}), expected effect "
             f"{_num(r.effect, r.effect_se)} {r.unit} (± standard error) on {r.task} in {r.models}; the evidence "
-            f"reaches n/L = {r.reaches:.3g}")
+            f"reaches n/L = {r.reaches:.3g}{tier}{_minimiser(a) if r.at_test else ''}")
+
+
+def _minimiser(a) -> str:
+    """Your measurement's fitted minimiser at the length that decides, with its interval (empty without one)."""
+    if not a.minimiser:
+        return ""
+    length, x, lo, hi, docs, edge = a.minimiser
+    if not math.isfinite(x):
+        return ""
+    interval = f" [{lo:.4g}, {hi:.4g}] (95% bootstrap interval over {docs} documents)" if math.isfinite(lo) else \
+        " (one document: no interval)"
+    at_edge = ", at the grid's edge: the minimum may lie beyond it" if edge else ""
+    return (f"; your measurement's loss against a constant multiplier past L is lowest at x{x:.4g}{interval} "
+            f"at n = {length:,}{at_edge}")
 
 
 def headline(a) -> str:
@@ -70,6 +85,8 @@ def headline(a) -> str:
     assumed = " Assumed: a model trained without a temperature (1/sqrt(d)); pass --config for a model's own recipe." \
         if a.baseline.assumed else ""
     engines = f" Engines: {a.engines}." if a.engines else ""
+    if a.evidence_note:
+        assumed = f" {a.evidence_note.partition(', so ')[0]}: it does not decide this question (see Scope).{assumed}"
     if not recs:
         return "keep x1 (1/sqrt(d)): no measured comparison speaks to this situation." + assumed
     if a.rope is not None or len(recs) == 1:

