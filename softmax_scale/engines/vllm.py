@@ -54,7 +54,25 @@ RULES = {
                              "`apply_yarn_scaling` is false); with deepseek_yarn the softmax scale x "
                              "yarn_get_mscale(`factor`, `mscale_all_dim`)^2", _REPO,
                              "vllm/model_executor/models/deepseek_v2.py", "b863fe5bf4e19680572603b4e166faefc5725551",
-                             scheme="deepseek_yarn"),
+                             scheme="deepseek_yarn", versions="<0.29.1rc0",
+                             source="its switch on `apply_yarn_scaling` ended by PR #57563; whether before "
+                             "0.29.1rc0 the release had this commit's form was not read"),
+    "deepseek_attention_factor": Rule("deepseek_attention_factor", "`config.rope_parameters[\"rope_type\"] = "
+                                      "(\"deepseek_llama_scaling\" if config.rope_parameters.get(\"attention_factor\") "
+                                      "== 1.0 else \"deepseek_yarn\")`; with deepseek_yarn the softmax scale x "
+                                      "yarn_get_mscale(`factor`, `mscale_all_dim`)^2.  Read in the rendering of "
+                                      "deepseek_v2.py on docs.vllm.ai (lastmod 2026-09-23), not at a commit; PR "
+                                      "#57563 (2bdae2a5a83f, merged 2026-09-18) made it; the release that took it "
+                                      "was not read, so only the newest row", "", "", "", scheme="deepseek_yarn",
+                                      source="PR #57563", family="deepseek_softmax"),
+    "deepseek_llama_4_scaling": Rule("deepseek_llama_4_scaling", "DeepseekV2Model reads a top-level `llama_4_scaling` "
+                                     "(`getattr(self.config, \"llama_4_scaling\", None)`: `beta`, "
+                                     "`original_max_position_embeddings`) and multiplies q, every dimension, by "
+                                     "`1 + scaling_beta * torch.log(1 + torch.floor(positions / "
+                                     "original_max_position_embeddings))` on every layer", _REPO,
+                                     "vllm/model_executor/models/deepseek_v2.py",
+                                     "b863fe5bf4e19680572603b4e166faefc5725551",
+                                     positions="positions 0-based: floor(p / L) = floor((n - 1) / L)", scheme="llama4"),
     "llama4_temperature": Rule("llama4_temperature", "query x log(floor((p + 1) / `floor_scale`) + 1) x `attn_scale` "
                                "+ 1 on layers with no_rope_layers[i] == 0", _REPO,
                                "vllm/model_executor/models/llama4.py", "0303cbd848954bcc83204522e8ceab4503f3f4b9",
@@ -124,14 +142,29 @@ def generic(name, ms, n, *, deepseek_types, yarn_keys, yarn_rule, apply_flag, fi
             notes.append("ignores `llama_4_scaling_beta` in the RoPE parameters (reads a top-level `llama_4_scaling`)")
             rules.append(beta_rule.name)
             unread = []
-    if r.rope_type == "yarn" and ms.model_type in deepseek_types and apply_flag and \
+    temps = []
+    if r.rope_type == "yarn" and ms.model_type in deepseek_types and rules_table is not None and \
+            "deepseek_attention_factor" in rules_table:
+        switch = _deepseek_switch(r, version)
+        if switch is None:
+            return unknown(name, n, label, "deepseek_softmax", ("between PR #56446 and PR #57563 the switch to "
+                                                                "deepseek_llama_scaling was not read",))
+        if switch[0]:
+            row = rules_table["deepseek_no_yarn_scale"]
+            return unknown(name, n, label, "deepseek_no_yarn_scale", (row.text,))
+        rules.append(switch[1])
+        top = [t for t in ms.temperatures if t.name == "llama_4_scaling_beta" and t.key.startswith("llama_4_scaling.")]
+        if top and version is None:  # the top-level mapping DeepseekV2Model reads
+            temps, rules = top, [*rules, "deepseek_llama_4_scaling"]
+            unread = [t for t in unread if t not in top]
+    elif r.rope_type == "yarn" and ms.model_type in deepseek_types and apply_flag and \
             r.values.get("apply_yarn_scaling") is False:
         row = rules_table["deepseek_no_yarn_scale"]
         return unknown(name, n, label, "deepseek_no_yarn_scale", (row.text,))
     if r.rope_type == "yarn" and ms.model_type in deepseek_types:
         rope_sq, softmax_sq = deepseek_parts(r)
-        rules = ["deepseek_yarn", "deepseek_softmax"]
-        notes = dropped(r, {"mscale", "mscale_all_dim"})
+        rules += ["deepseek_yarn"] + ["deepseek_softmax"] * (not any(x.startswith("deepseek_") for x in rules))
+        notes += dropped(r, {"mscale", "mscale_all_dim"})
     elif r.rope_type == "yarn":
         row = pick(rules_table, "yarn", version) if rules_table is not None else None
         if rules_table is not None and row is None:
@@ -139,7 +172,17 @@ def generic(name, ms, n, *, deepseek_types, yarn_keys, yarn_rule, apply_flag, fi
         row_name = yarn_rule if row is None else row.name
         af = 1.0 if r.attn_factor is None else r.attn_factor
         on = r.values.get("apply_yarn_scaling", True) if apply_flag else True
-        if row_name == "yarn_mscale":
+        if row_name == "yarn_mscale_ratio":  # SGLang from PR #31232
+            if r.mscale and r.mscale_all_dim and r.attn_factor is not None:
+                return compose(name, ms, n, base=ms.base_scale, rope_sq=None, version=label,
+                               notes=["whether `attn_factor` multiplies the `mscale`/`mscale_all_dim` ratio was not "
+                                      "read"])
+            if r.mscale and r.mscale_all_dim:
+                rope_sq = mscale_sq(r.factor, r.mscale) / mscale_sq(r.factor, r.mscale_all_dim)
+            else:
+                rope_sq = mscale_sq(r.factor, 1.0) * af ** 2
+            notes += dropped(r, {"attn_factor", "mscale", "mscale_all_dim"})
+        elif row_name == "yarn_mscale":
             if r.attention_factor is not None:
                 rope_sq = float(r.attention_factor) ** 2
             elif r.mscale and r.mscale_all_dim:
@@ -163,16 +206,29 @@ def generic(name, ms, n, *, deepseek_types, yarn_keys, yarn_rule, apply_flag, fi
         if r.attention_factor is not None:
             notes.append("drops `attention_factor`")
         rules.append("longrope")
-    temps = [t for t in ms.temperatures if t.name == "llama4_temperature"]
-    rules += ["llama4_temperature"] * bool(temps)
+    llama4 = [t for t in ms.temperatures if t.name == "llama4_temperature"]
+    rules += ["llama4_temperature"] * bool(llama4)
     if fixed_nope:
-        temps = every_fourth(ms, temps, notes)
+        llama4 = every_fourth(ms, llama4, notes)
+    temps = [*temps, *llama4]
     if any(t.scheme == "qwen_logn" for t in ms.temperatures):
         notes.append("ignores `use_logn_attn`")
         rules.append("qwen_logn")
     return compose(name, ms, n, base=ms.base_scale, rope_sq=rope_sq, softmax_sq=softmax_sq, temps=temps,
                    notes=notes, rules=["base", *rules], version=label, unread_temps=unread,
                    reads_layer_types=reads_layer_types)
+
+
+def _deepseek_switch(r, version):
+    """``(llama_scaling, row)``: whether a DeepSeek-type model takes ``deepseek_llama_scaling`` at ``version``.
+
+    Decided by the row that holds there; ``None`` where no row holds and the rows on either side disagree.
+    """
+    old, new = r.values.get("apply_yarn_scaling", True) is False, r.values.get("attention_factor") == 1.0
+    row = pick(RULES, "deepseek_softmax", version)
+    if row is not None:
+        return (old if row.name == "deepseek_softmax" else new), row.name
+    return (False, "deepseek_softmax") if not old and not new else None
 
 
 def scale(ms, n, version=None):
