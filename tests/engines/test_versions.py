@@ -35,11 +35,11 @@ def test_qwen3_static_yarn_in_transformers_4_51_takes_s_from_the_lengths():
 
 
 def test_a_transformers_version_no_row_covers_is_unknown_not_a_guess():
-    t = engine_scales(QWEN3_STATIC_YARN, [1], versions={"transformers": "4.55.0"})
+    t = engine_scales(QWEN3_STATIC_YARN, [1], versions={"transformers": "4.50.0"})
     e = t.engines["transformers"]
     assert e.scale is None
-    assert e.version == "4.55.0"
-    assert e.notes[0].startswith("unknown at transformers==4.55.0")
+    assert e.version == "4.50.0"
+    assert e.notes[0].startswith("unknown at transformers==4.50.0")
 
 
 def test_ministral3_in_vllm_before_and_after_56446():
@@ -86,13 +86,27 @@ def test_exllamav3_from_1_3_sets_the_yarn_factor_to_one_under_the_beta():
     assert "sets the YaRN factor to 1 under `llama_4_scaling_beta`" in e.notes
 
 
-@pytest.mark.parametrize("version", ["0.29.0", "0.29.1", None])
-def test_mistral_large3_in_vllm_is_unknown_at_each_of_its_three_ranges(version):
-    t = engine_scales(MISTRAL_LARGE3, [1, 8193], versions={} if version is None else {"vllm": version})
+@pytest.mark.parametrize("version", ["0.29.0", "0.29.1"])
+def test_mistral_large3_in_vllm_is_unknown_before_57563(version):
+    t = engine_scales(MISTRAL_LARGE3, [1, 8193], versions={"vllm": version})
     e = t.engines["vllm"]
     assert e.scale is None
     assert "#56446" in e.notes[1]
     assert "#57563" in e.notes[1]
+
+
+def test_mistral_large3_hf_keys_in_newest_vllm_take_deepseek_yarn():
+    """After #57563 only `attention_factor: 1.0` selects deepseek_llama_scaling: these HF keys (no attention_factor)
+    get deepseek_yarn, get_mscale(36) = 1.3584 on cos/sin of the rope dimensions, mscale_all_dim unset (factor 1)."""
+    t = engine_scales(MISTRAL_LARGE3, [1, 8192, 8193])
+    e = t.engines["vllm"]
+    np.testing.assert_allclose(e.scale[:2] * math.sqrt(192), get_mscale(36) ** 2, rtol=1e-12)
+    np.testing.assert_allclose(e.nope_scale[:2] * math.sqrt(192), 1.0, rtol=1e-12)
+    assert round(get_mscale(36) ** 2, 4) == 1.8451
+    assert np.isnan(e.scale[2])  # the beta in rope_parameters: its handling after #56446 was not read
+    assert "deepseek_attention_factor" in e.rules
+    with_af = {**MISTRAL_LARGE3, "rope_parameters": {**MISTRAL_LARGE3["rope_parameters"], "attention_factor": 1.0}}
+    assert engine_scales(with_af, [1]).engines["vllm"].scale is None  # deepseek_llama_scaling: not read
 
 
 def test_mistral_large3_reference_is_the_beta_alone_on_one_over_sqrt_192():
@@ -200,3 +214,49 @@ def test_a_row_known_only_in_part_is_marked_and_lists_its_unknown_positions():
     row = next(line for line in t.to_text().splitlines() if line.startswith("vllm"))
     assert row.startswith("vllm?")
     assert t.to_json()["engines"]["vllm"]["unknown_n"] == [16385]
+
+
+@pytest.mark.parametrize("version, want", [("4.51.0", get_mscale(40960 / 32768) ** 2),
+                                           ("4.55.0", get_mscale(40960 / 32768) ** 2),
+                                           ("4.56.0", get_mscale(4.0) ** 2), ("4.57.0", get_mscale(4.0) ** 2),
+                                           ("5.0.0", get_mscale(4.0) ** 2), ("5.25.0", get_mscale(4.0) ** 2)])
+def test_qwen3_8b_in_transformers_by_release(version, want):
+    """PR #40320 (first in 4.56.0) took s from `factor`; before it from the lengths (40,960 / 32,768)."""
+    from .configs import QWEN3_8B
+
+    t = engine_scales(QWEN3_8B, [1], versions={"transformers": version})
+    np.testing.assert_allclose(rel(t, "transformers"), want, rtol=1e-12)
+
+
+def test_transformers_4_53_to_4_55_take_the_mscale_ratio_on_s_from_the_lengths():
+    t = engine_scales(YARN_MSCALE_PAIR, [1], versions={"transformers": "4.55.0"})
+    np.testing.assert_allclose(rel(t, "transformers"), 1.0, rtol=1e-12)  # mscale = mscale_all_dim
+    old = engine_scales(YARN_MSCALE_PAIR, [1], versions={"transformers": "4.52.0"})
+    assert old.engines["transformers"].scale is None  # the 4.51 row's handling of mscale was not read
+
+
+def test_llama_cpp_build_tags_are_read():
+    pins = parse_engine_pins(["llama.cpp==b6000"])
+    assert pins == {"llama.cpp": Version("6000")}
+    assert parse_engine_pins(["llama-cpp==6000"]) == pins
+    with pytest.raises(ValueError, match="build such as b6000"):
+        parse_engine_pins(["llama.cpp==1.0"])
+    from .configs import GEMMA3
+
+    t = engine_scales(GEMMA3, [1], versions={"llama.cpp": "b6000"})
+    assert t.engines["llama.cpp"].version == "b6000"
+    np.testing.assert_allclose(t.engines["llama.cpp"].scale, 1 / 16, rtol=1e-12)
+    y = engine_scales(QWEN3_STATIC_YARN, [1], versions={"llama.cpp": "b6000"}).engines["llama.cpp"]
+    assert y.scale is None and "#17945" in y.notes[1]  # the build that took PR #17945 was not established
+
+
+def test_vllm_deepseek_reads_a_top_level_llama_4_scaling():
+    """DeepseekV2Model: q x (1 + beta ln(1 + floor(p / L))) from a top-level `llama_4_scaling`."""
+    from .configs import DEEPSEEK_V3
+
+    cfg = {**DEEPSEEK_V3, "llama_4_scaling": {"beta": 0.1, "original_max_position_embeddings": 8192}}
+    n = np.array([1, 8192, 8193, 16385])
+    e = engine_scales(cfg, n).engines["vllm"]
+    want = (1 + 0.1 * math.log(40)) ** 2 * (1 + 0.1 * np.log1p(np.floor((n - 1) / 8192)))
+    np.testing.assert_allclose(e.scale * math.sqrt(192), want, rtol=1e-12)
+    assert "deepseek_llama_4_scaling" in e.rules
