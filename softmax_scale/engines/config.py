@@ -20,8 +20,17 @@ import os
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from ._types import (KNOWN_KEYS, LAYER_TYPES, LENGTH_KEYS, ROPE_NUMBER_KEYS, ROPE_OTHER_KEYS, ROPE_TYPES, ModelScaling,
-                     RopeScaling, TemperatureRule)
+from ._types import (
+    KNOWN_KEYS,
+    LAYER_TYPES,
+    LENGTH_KEYS,
+    ROPE_NUMBER_KEYS,
+    ROPE_OTHER_KEYS,
+    ROPE_TYPES,
+    ModelScaling,
+    RopeScaling,
+    TemperatureRule,
+)
 from .gguf_config import GGUF_MAGIC, read_gguf
 
 __all__ = ["ModelScaling", "RopeScaling", "TemperatureRule", "read_config"]
