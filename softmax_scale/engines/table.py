@@ -10,7 +10,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from .._util.validation import check_n_array
-from . import exllamav3, llama_cpp, mlx_lm, onnxruntime_genai, reference, sglang, tensorrt_llm, transformers, vllm
+from . import exllamav3, llama_cpp, mlx_lm, ollama, onnxruntime_genai, reference, sglang, tensorrt_llm, transformers, vllm
 from ._rules import parse_version
 from .config import ModelScaling, read_config
 
@@ -18,7 +18,7 @@ __all__ = ["ENGINES", "EngineTable", "engine_rules", "engine_scales", "parse_eng
 
 #: Engine name -> its module (one per engine, each with ``RULES`` and ``scale``), the reference last.
 ENGINES = {m.NAME: m for m in (transformers, vllm, llama_cpp, sglang, exllamav3, mlx_lm, tensorrt_llm, onnxruntime_genai,
-                                reference)}
+                                ollama, reference)}
 _BY_CANONICAL = {canonicalize_name(name): name for name in ENGINES if name != "reference"}
 #: ``NAME==bNNNN`` for an engine of :data:`~._rules.BUILD_TAGGED`.
 _BUILD_PIN = re.compile(r"(llama[._-]cpp)==b(\d+)", re.IGNORECASE)

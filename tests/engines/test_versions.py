@@ -188,7 +188,7 @@ def test_bad_pins_raise_naming_engine(specs, msg):
 
 def test_engine_scales_refuses_an_unknown_engine_or_version():
     with pytest.raises(ValueError, match="`versions`"):
-        engine_scales(QWEN3_STATIC_YARN, [1], versions={"ollama": "1"})
+        engine_scales(QWEN3_STATIC_YARN, [1], versions={"lmdeploy": "1"})
     with pytest.raises(ValueError, match="`versions` must be a PEP 440 version"):
         engine_scales(QWEN3_STATIC_YARN, [1], versions={"vllm": "latest"})
 
@@ -260,3 +260,22 @@ def test_vllm_deepseek_reads_a_top_level_llama_4_scaling():
     want = (1 + 0.1 * math.log(40)) ** 2 * (1 + 0.1 * np.log1p(np.floor((n - 1) / 8192)))
     np.testing.assert_allclose(e.scale * math.sqrt(192), want, rtol=1e-12)
     assert "deepseek_llama_4_scaling" in e.rules
+
+
+def test_ollama_own_engine_before_0_30_and_llama_server_from_it():
+    """Ollama's own mistral3 model (PR #13432, v0.13.3 to 0.29): the mscale pair cancels ggml's factor (x1) and the
+    beta scales q: 1 + 0.1 ln 2 at 32,768 keys; from v0.30.0 (PR #16031) llama-server: llama.cpp's row."""
+    from .configs import MINISTRAL3_WRAPPED
+
+    n = np.array([1, 16384, 32768])
+    own = engine_scales(MINISTRAL3_WRAPPED, n, versions={"ollama": "0.20.0"})
+    np.testing.assert_allclose(rel(own, "ollama"), [1.0, 1.0, 1 + 0.1 * math.log(2)], rtol=1e-12)
+    no_pair = {**MINISTRAL3_WRAPPED, "text_config": {**MINISTRAL3_WRAPPED["text_config"], "rope_parameters": {
+        k: v for k, v in MINISTRAL3["rope_parameters"].items() if k not in ("mscale", "mscale_all_dim")}}}
+    np.testing.assert_allclose(rel(engine_scales(no_pair, [1], versions={"ollama": "0.20.0"}), "ollama"),
+                               get_mscale(16) ** 2, rtol=1e-12)
+    new = engine_scales(MINISTRAL3_WRAPPED, n)
+    np.testing.assert_array_equal(new.engines["ollama"].scale, new.engines["llama.cpp"].scale)
+    assert new.engines["ollama"].rules[0] == "llama_server"
+    assert engine_scales(MINISTRAL3_WRAPPED, n, versions={"ollama": "0.13.1"}).engines["ollama"].scale is None
+    assert parse_engine_pins(["ollama==0.29.0"]) == {"ollama": Version("0.29.0")}
