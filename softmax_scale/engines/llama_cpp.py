@@ -27,8 +27,9 @@ RULES = {
                              "DEEPSEEK2 when != 1), else get_mscale(s); x `rope.scaling.attn_factor`; "
                              "`rope.scaling.yarn_attn_factor` is overwritten", _REPO, "src/llama-context.cpp",
                              "001d906a6d86e2490e394361e7cc6f478b100088", scheme="deepseek_yarn", squared=True,
-                             source="PR #17945 (\"fix the attn_factor for mistral3 graphs\", merged 2025-12) applied "
-                             "the adjustment to every model with yarn_ext_factor != 0"),
+                             source="PR #17945 (\"fix the attn_factor for mistral3 graphs\", opened 2025-12-11, so "
+                             "after b7045, out by 2025-11-13) applied the adjustment to every model with "
+                             "yarn_ext_factor != 0"),
     "yarn_adjust": Rule("yarn_adjust", "attn_factor / (1 + 0.1 ln(1/freq_scale)) when ext_factor != 0, cancelling "
                         "ggml's own YaRN factor", _REPO, "src/llama-hparams.cpp",
                         "01b77b5793989e0a1508a2fe3757d4e743a7bbd1", squared=True),
