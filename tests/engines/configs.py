@@ -80,3 +80,12 @@ QWEN3_8B = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "head_
 #: Laguna-XS.2 with its RoPE flattened into one `rope_scaling` (the transformers 4 spelling), layer_types kept.
 LAGUNA_FLAT = {**{k: v for k, v in LAGUNA.items() if k != "rope_parameters"}, "architectures": ["LagunaForCausalLM"],
                "rope_scaling": dict(LAGUNA["rope_parameters"]["full_attention"])}
+#: Gemma-3-27b-it: a Gemma3ForConditionalGeneration wrapper; query_pre_attn_scalar 168 = 5376 / 32, linear RoPE 8.
+GEMMA3_27B = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+              "text_config": {"model_type": "gemma3_text", "head_dim": 128, "hidden_size": 5376,
+                              "num_attention_heads": 32, "num_key_value_heads": 16, "num_hidden_layers": 62,
+                              "query_pre_attn_scalar": 168, "max_position_embeddings": 131072,
+                              "rope_scaling": {"factor": 8.0, "rope_type": "linear"}, "rope_theta": 1000000.0,
+                              "rope_local_base_freq": 10000.0, "sliding_window": 1024},
+              "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 1152, "num_attention_heads": 16,
+                                "num_hidden_layers": 27}}

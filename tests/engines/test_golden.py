@@ -273,3 +273,15 @@ def test_mlx_lm_applies_the_beta_only_in_ministral3_and_long_mscale_only_in_phim
                                1 + math.log(32) / math.log(4096), rtol=1e-12)
     moe = engine_scales({**cfg, "model_type": "phimoe", "architectures": ["PhiMoEForCausalLM"]}, [1])
     np.testing.assert_allclose(moe.engines["mlx-lm"].scale * math.sqrt(96), 1.5 ** 2, rtol=1e-12)
+
+
+def test_gemma3_27b_wrapped_is_one_over_sqrt_168_where_read():
+    """Gemma 3 27B: query_pre_attn_scalar 168 (transformers, mlx-lm, exllamav3 by its class) and llama.cpp's 62-layer
+    rule 1/sqrt(n_embd/n_head) = 1/sqrt(5376/32) agree; linear RoPE puts no factor on q.k."""
+    from .configs import GEMMA3_27B
+
+    t = engine_scales(GEMMA3_27B, [1, 100000])
+    assert t.model.model_type == "gemma3_text" and t.model.head_dim == 128
+    for engine in ("transformers", "reference", "llama.cpp", "exllamav3", "mlx-lm", "ollama"):
+        np.testing.assert_allclose(t.engines[engine].scale, 168 ** -0.5, rtol=1e-12)
+    assert "gemma_scale" in t.engines["exllamav3"].rules and "gemma_scale" in t.engines["llama.cpp"].rules
