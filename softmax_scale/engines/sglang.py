@@ -3,9 +3,10 @@
 Its ``get_rope`` forwards, for ``yarn``, ``extrapolation_factor``, ``attn_factor``,
 ``beta_fast``, ``beta_slow`` (and ``truncate``): ``attention_factor``, ``mscale`` and
 ``mscale_all_dim`` never arrive, and the cos/sin cache is multiplied by
-``yarn_get_mscale_simple(factor) * attn_factor``, up to PR #31232, which takes the
+``yarn_get_mscale_simple(factor) * attn_factor``, up to PR #31232 (first in 0.5.16), which takes the
 ``mscale``/``mscale_all_dim`` ratio when both are set (``RULES`` rows of family ``yarn``).  DeepSeek's
-models use ``deepseek_yarn`` as in vLLM.  An unknown ``rope_type`` is refused.
+models use ``deepseek_yarn`` as in vLLM, and keep the base softmax scale under ``apply_yarn_scaling:
+false`` (PR #26203).  An unknown ``rope_type`` is refused.
 """
 
 from __future__ import annotations
@@ -24,21 +25,20 @@ RULES = {
                  "scaling were not read here", _REPO, "python/sglang/srt/models/llama4.py",
                  "871da34db32b429e59d81b726a48776edaa9baf9"),
     "yarn": Rule("yarn", "cos/sin x yarn_get_mscale_simple(`factor`) x `attn_factor` (default 1); the factory "
-                 "forwards extrapolation_factor, attn_factor, beta_fast, beta_slow, truncate only (the same "
-                 "`self.mscale = float(_yarn_get_mscale(self.scaling_factor) * attn_factor)` in _yarn.py at "
-                 "01e3ddd0e8eaecfaaa279a622d0aa4ec0d5d2f37); how far back before v0.5.13 it holds was not read",
+                 "forwards extrapolation_factor, attn_factor, beta_fast, beta_slow, truncate only (`self.mscale = "
+                 "float(yarn_get_mscale_simple(self.scaling_factor) * attn_factor)`, the same in the PyPI wheels "
+                 "0.5.13 to 0.5.15.post1); how far back before 0.5.13 it holds was not read",
                  _REPO, _ROPE + "yarn.py", "8448045c5b58df38de9142f3d5b84de62353e535", scheme="deepseek_yarn",
-                 squared=True, versions="<=0.5.13",
-                 source="ended by PR #31232, opened 2026-07-14, after v0.5.13 (out by 2026-06-17)"),
-    "yarn_mscale_ratio": Rule("yarn_mscale_ratio", "PR #31232 (\"Fix Ministral3 accuracy issue by aligning YaRN RoPE "
-                              "scaling with Transformers implementation\"), as its description states it: `mscale` and "
-                              "`mscale_all_dim` reach YaRNScalingRotaryEmbedding, which recomputes its factor as "
-                              "get_mscale(`factor`, `mscale`) / get_mscale(`factor`, `mscale_all_dim`) when both are "
-                              "given, else yarn_get_mscale_simple(`factor`) x `attn_factor` as before; "
-                              "`attention_factor` is still not forwarded.  The merged code, its merge commit and the "
-                              "release that took it were not read: the newest row only, no range",
-                              _REPO, _ROPE + "yarn.py", "", scheme="deepseek_yarn", squared=True,
-                              source="PR #31232 (merged; release not read)", family="yarn"),
+                 squared=True, versions=">=0.5.13,<0.5.16", source="ended by PR #31232, first in 0.5.16"),
+    "yarn_mscale_ratio": Rule("yarn_mscale_ratio", "`if mscale is not None and mscale_all_dim is not None:` "
+                              "`self.mscale = float(yarn_get_mscale(self.scaling_factor, mscale) / "
+                              "yarn_get_mscale(self.scaling_factor, mscale_all_dim))`, else yarn_get_mscale_simple("
+                              "`factor`); then `self.mscale *= attn_factor`; the factory forwards `mscale` and "
+                              "`mscale_all_dim` (not `attention_factor`).  Read in the PyPI wheels 0.5.16 and 0.5.23 "
+                              "(commit not recorded)", _REPO, _ROPE + "yarn.py", "", scheme="deepseek_yarn",
+                              squared=True, versions=">=0.5.16",
+                              source="PR #31232 (\"Match Hugging Face's YaRN\"), first in 0.5.16 (absent from "
+                              "0.5.15.post1)", family="yarn"),
     "get_rope_keys": Rule("get_rope_keys", "the keys get_rope forwards per rope_type", _REPO, _ROPE + "factory.py",
                           "eb047c169815914d16add570c2bf2c5f41a9702d"),
     "deepseek_yarn": Rule("deepseek_yarn", "deepseek_yarn reads `mscale` and `mscale_all_dim` (as vLLM)", _REPO,
@@ -48,6 +48,22 @@ RULES = {
                              "`mscale_all_dim`)^2 when rope_scaling is set (`mscale_all_dim` unset: 0, a factor 1)",
                              _REPO, "python/sglang/srt/models/deepseek_v2.py",
                              "00114aef19bbb7431b9cfc5a77dce64b9c53ed95", scheme="deepseek_yarn"),
+    "deepseek_llama_4_scaling": Rule("deepseek_llama_4_scaling", "DeepseekV2Model: `self.llama_4_scaling_config = "
+                                     "getattr(config, \"llama_4_scaling\", None)`, `scaling = 1 + scaling_beta * "
+                                     "torch.log(1 + torch.floor(positions / original_max_position_embeddings))`, "
+                                     "`q *= llama_4_scaling` (forward_mla.py): a top-level `llama_4_scaling` on every "
+                                     "layer.  Read in the PyPI wheels 0.5.13 and 0.5.23 (commit not recorded)", _REPO,
+                                     "python/sglang/srt/models/deepseek_common/utils.py", "",
+                                     positions="positions 0-based: floor(p / L) = floor((n - 1) / L)", scheme="llama4",
+                                     versions=">=0.5.13"),
+    "deepseek_apply_yarn_scaling": Rule("deepseek_apply_yarn_scaling", "`if rope_scaling and rope_scaling.get("
+                                        "\"apply_yarn_scaling\", True): self.scaling = compute_mla_mscale_scaling("
+                                        "rope_scaling, self.scaling)`: with `apply_yarn_scaling` false the softmax "
+                                        "keeps the base scale (the rope dimensions still get deepseek_yarn's factor). "
+                                        "Read in the PyPI wheels 0.5.13 and 0.5.23 (commit not recorded); PR #26203, "
+                                        "merged 2026-05-24: whether releases before 0.5.13 had it was not read", _REPO,
+                                        "python/sglang/srt/models/deepseek_v2.py", "", scheme="deepseek_yarn",
+                                        versions=">=0.5.13", source="PR #26203"),
     "llama4_temperature": Rule("llama4_temperature", "query x log(floor((p + 1) / `floor_scale`) + 1) x `attn_scale` "
                                "+ 1 on layers with (layer_id + 1) % 4 == 0: `no_rope_layers` is not read", _REPO,
                                "python/sglang/srt/models/llama4.py", "871da34db32b429e59d81b726a48776edaa9baf9",

@@ -143,6 +143,11 @@ def generic(name, ms, n, *, deepseek_types, yarn_keys, yarn_rule, apply_flag, fi
             rules.append(beta_rule.name)
             unread = []
     temps = []
+    top = [t for t in ms.temperatures if t.name == "llama_4_scaling_beta" and t.key.startswith("llama_4_scaling.")]
+    if top and ms.model_type in deepseek_types and rules_table is not None and \
+            pick(rules_table, "deepseek_llama_4_scaling", version) is not None:  # the mapping DeepseekV2Model reads
+        temps, rules = top, [*rules, "deepseek_llama_4_scaling"]
+        unread = [t for t in unread if t not in top]
     if r.rope_type == "yarn" and ms.model_type in deepseek_types and rules_table is not None and \
             "deepseek_attention_factor" in rules_table:
         switch = _deepseek_switch(r, version)
@@ -153,15 +158,18 @@ def generic(name, ms, n, *, deepseek_types, yarn_keys, yarn_rule, apply_flag, fi
             row = rules_table["deepseek_no_yarn_scale"]
             return unknown(name, n, label, "deepseek_no_yarn_scale", (row.text,))
         rules.append(switch[1])
-        top = [t for t in ms.temperatures if t.name == "llama_4_scaling_beta" and t.key.startswith("llama_4_scaling.")]
-        if top and version is None:  # the top-level mapping DeepseekV2Model reads
-            temps, rules = top, [*rules, "deepseek_llama_4_scaling"]
-            unread = [t for t in unread if t not in top]
     elif r.rope_type == "yarn" and ms.model_type in deepseek_types and apply_flag and \
             r.values.get("apply_yarn_scaling") is False:
         row = rules_table["deepseek_no_yarn_scale"]
         return unknown(name, n, label, "deepseek_no_yarn_scale", (row.text,))
-    if r.rope_type == "yarn" and ms.model_type in deepseek_types:
+    if r.rope_type == "yarn" and ms.model_type in deepseek_types and rules_table is not None and \
+            "deepseek_apply_yarn_scaling" in rules_table and r.values.get("apply_yarn_scaling") is False:
+        if pick(rules_table, "deepseek_apply_yarn_scaling", version) is None:
+            return unknown(name, n, label, "deepseek_apply_yarn_scaling")
+        rope_sq, _ = deepseek_parts(r)
+        rules += ["deepseek_yarn", "deepseek_apply_yarn_scaling"]
+        notes += dropped(r, {"mscale", "mscale_all_dim"})
+    elif r.rope_type == "yarn" and ms.model_type in deepseek_types:
         rope_sq, softmax_sq = deepseek_parts(r)
         rules += ["deepseek_yarn"] + ["deepseek_softmax"] * (not any(x.startswith("deepseek_") for x in rules))
         notes += dropped(r, {"mscale", "mscale_all_dim"})
@@ -172,16 +180,14 @@ def generic(name, ms, n, *, deepseek_types, yarn_keys, yarn_rule, apply_flag, fi
         row_name = yarn_rule if row is None else row.name
         af = 1.0 if r.attn_factor is None else r.attn_factor
         on = r.values.get("apply_yarn_scaling", True) if apply_flag else True
-        if row_name == "yarn_mscale_ratio":  # SGLang from PR #31232
-            if r.mscale and r.mscale_all_dim and r.attn_factor is not None:
-                return compose(name, ms, n, base=ms.base_scale, rope_sq=None, version=label,
-                               notes=["whether `attn_factor` multiplies the `mscale`/`mscale_all_dim` ratio was not "
-                                      "read"])
-            if r.mscale and r.mscale_all_dim:
-                rope_sq = mscale_sq(r.factor, r.mscale) / mscale_sq(r.factor, r.mscale_all_dim)
+        if row_name == "yarn_mscale_ratio":  # SGLang from PR #31232: the ratio whenever both keys are given
+            if r.mscale is not None and r.mscale_all_dim is not None:
+                rope_sq = mscale_sq(r.factor, r.mscale) / mscale_sq(r.factor, r.mscale_all_dim) * af ** 2
             else:
                 rope_sq = mscale_sq(r.factor, 1.0) * af ** 2
-            notes += dropped(r, {"attn_factor", "mscale", "mscale_all_dim"})
+                notes += dropped(r, {"attn_factor"})
+            if r.attention_factor is not None:
+                notes.append("drops `attention_factor`")
         elif row_name == "yarn_mscale":
             if r.attention_factor is not None:
                 rope_sq = float(r.attention_factor) ** 2

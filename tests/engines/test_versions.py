@@ -279,3 +279,29 @@ def test_ollama_own_engine_before_0_30_and_llama_server_from_it():
     assert new.engines["ollama"].rules[0] == "llama_server"
     assert engine_scales(MINISTRAL3_WRAPPED, n, versions={"ollama": "0.13.1"}).engines["ollama"].scale is None
     assert parse_engine_pins(["ollama==0.29.0"]) == {"ollama": Version("0.29.0")}
+
+
+@pytest.mark.parametrize("version, want", [("0.5.13", get_mscale(16) ** 2), ("0.5.15", get_mscale(16) ** 2),
+                                           ("0.5.16", 1.0), (None, 1.0)])
+def test_sglang_takes_the_mscale_ratio_from_0_5_16(version, want):
+    """PR #31232, first in 0.5.16: Ministral 3's mscale = mscale_all_dim = 1 gives the ratio 1."""
+    t = engine_scales(YARN_MSCALE_PAIR, [1], versions={} if version is None else {"sglang": version})
+    np.testing.assert_allclose(rel(t, "sglang"), want, rtol=1e-12)
+
+
+def test_sglang_before_0_5_13_is_unknown_for_yarn():
+    assert engine_scales(YARN_MSCALE_PAIR, [1], versions={"sglang": "0.5.12"}).engines["sglang"].scale is None
+
+
+def test_sglang_keeps_the_base_softmax_scale_without_apply_yarn_scaling_and_reads_top_level_beta():
+    """Mistral-Large-3 in HF keys: deepseek_yarn on the rope dimensions (get_mscale(36)^2), no softmax mscale
+    (apply_yarn_scaling false, PR #26203), and a top-level llama_4_scaling on q: 1 + 0.1 ln(1 + floor(p / 8192))."""
+    rope = {k: v for k, v in MISTRAL_LARGE3["rope_parameters"].items() if k != "llama_4_scaling_beta"}
+    cfg = {**MISTRAL_LARGE3, "rope_parameters": rope,
+           "llama_4_scaling": {"beta": 0.1, "original_max_position_embeddings": 8192}}
+    n = np.array([1, 8192, 8193, 16385])
+    e = engine_scales(cfg, n).engines["sglang"]
+    beta = 1 + 0.1 * np.log1p(np.floor((n - 1) / 8192))
+    np.testing.assert_allclose(e.scale * math.sqrt(192), get_mscale(36) ** 2 * beta, rtol=1e-12)
+    np.testing.assert_allclose(e.nope_scale * math.sqrt(192), beta, rtol=1e-12)
+    assert "deepseek_apply_yarn_scaling" in e.rules and "deepseek_llama_4_scaling" in e.rules
