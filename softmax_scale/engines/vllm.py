@@ -6,13 +6,18 @@
 cache is multiplied by ``yarn_get_mscale(factor) * attn_factor`` (squared on the logits).
 DeepSeek's models switch the type to ``deepseek_yarn``, which reads ``mscale`` (default 1) and
 ``mscale_all_dim`` (default 0), and multiply the softmax scale by ``yarn_get_mscale(factor,
-mscale_all_dim)^2``.  PR #56446 (first in 0.29.1rc0) aligned the YaRN rule with transformers
-(``RULES`` rows of family ``yarn``): from it ``attention_factor``, ``mscale`` and ``mscale_all_dim``
-are forwarded and ``attn_factor`` and ``apply_yarn_scaling`` are not.  Mistral's
-``llama_4_scaling_beta`` in ``rope_parameters`` is not applied before it.
+mscale_all_dim)^2``.  PR #56446 (first in 0.29.1rc0; 0.30.0 the first final release) aligned the YaRN
+rule with transformers (``RULES`` rows of family ``yarn``): from it ``attention_factor``, ``mscale``
+and ``mscale_all_dim`` are forwarded and ``attn_factor`` and ``apply_yarn_scaling`` are not, and the
+DeepSeek rope drops ``attn_factor``.  PR #57563 (first in 0.31.0) switches DeepSeek-type models to
+``deepseek_llama_scaling`` (no softmax term) on ``attention_factor: 1.0`` instead of
+``apply_yarn_scaling: false``.  A top-level ``llama_4_scaling`` scales the query of DeepSeek-type models;
+Mistral's ``llama_4_scaling_beta`` in ``rope_parameters`` is not applied before PR #56446.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from ._rules import NEWEST, Rule, compose, every_fourth, longrope_sq, mscale_sq, pick, unknown
 
@@ -54,17 +59,26 @@ RULES = {
                              "`apply_yarn_scaling` is false); with deepseek_yarn the softmax scale x "
                              "yarn_get_mscale(`factor`, `mscale_all_dim`)^2", _REPO,
                              "vllm/model_executor/models/deepseek_v2.py", "b863fe5bf4e19680572603b4e166faefc5725551",
-                             scheme="deepseek_yarn", versions="<0.29.1rc0",
-                             source="its switch on `apply_yarn_scaling` ended by PR #57563; whether before "
-                             "0.29.1rc0 the release had this commit's form was not read"),
+                             scheme="deepseek_yarn", versions="<0.31.0",
+                             source="the same switch in the PyPI wheel 0.30.0; ended by PR #57563 (first in 0.31.0)"),
+    "deepseek_rope_aligned": Rule("deepseek_rope_aligned", "deepseek_yarn and deepseek_llama_scaling build the same "
+                                  "DeepseekScalingRotaryEmbedding from `beta_fast`, `beta_slow`, `mscale`, "
+                                  "`mscale_all_dim` only: `self.mscale = float(yarn_get_mscale(self.scaling_factor, "
+                                  "float(mscale)) / yarn_get_mscale(self.scaling_factor, float(mscale_all_dim)))` "
+                                  "(defaults 1 and 0), no `attn_factor`; the softmax scale x yarn_get_mscale(`factor`, "
+                                  "`mscale_all_dim`)^2 only with deepseek_yarn.  Read in the PyPI wheels 0.30.0 and "
+                                  "0.31.0 (commit not recorded)", _REPO, _ROPE + "deepseek_scaling_rope.py", "",
+                                  scheme="deepseek_yarn", squared=True, versions=">=0.30.0",
+                                  source="after PR #56446 (0.30.0 is its first final release)"),
     "deepseek_attention_factor": Rule("deepseek_attention_factor", "`config.rope_parameters[\"rope_type\"] = "
                                       "(\"deepseek_llama_scaling\" if config.rope_parameters.get(\"attention_factor\") "
                                       "== 1.0 else \"deepseek_yarn\")`; with deepseek_yarn the softmax scale x "
                                       "yarn_get_mscale(`factor`, `mscale_all_dim`)^2.  Read in the rendering of "
                                       "deepseek_v2.py on docs.vllm.ai (lastmod 2026-09-23), not at a commit; PR "
-                                      "#57563 (2bdae2a5a83f, merged 2026-09-18) made it; the release that took it "
-                                      "was not read, so only the newest row", "", "", "", scheme="deepseek_yarn",
-                                      source="PR #57563", family="deepseek_softmax"),
+                                      "#57563 (2bdae2a5a83f, merged 2026-09-18) made it; the same lines in the PyPI "
+                                      "wheel 0.31.0, not in 0.30.0 (commit not recorded)", "", "", "",
+                                      scheme="deepseek_yarn", versions=">=0.31.0", source="PR #57563, first in 0.31.0",
+                                      family="deepseek_softmax"),
     "deepseek_llama_4_scaling": Rule("deepseek_llama_4_scaling", "DeepseekV2Model reads a top-level `llama_4_scaling` "
                                      "(`getattr(self.config, \"llama_4_scaling\", None)`: `beta`, "
                                      "`original_max_position_embeddings`) and multiplies q, every dimension, by "
@@ -92,12 +106,10 @@ RULES = {
                         "(`partial_rotary_factor`) only: as prime-rl PR #2802 measured Laguna-XS.2 in vLLM (1.4159 on "
                         "cos/sin; the per-layer RoPE code itself was not read)", "", "", ""),
     "deepseek_no_yarn_scale": Rule("deepseek_no_yarn_scale", "DeepSeek-type YaRN without the magnitude factor "
-                                   "(Mistral-Large-3's `apply_scale: false`): before PR #56446 served through the "
-                                   "Mistral adapter and deepseek_llama_scaling, neither read here; PR #56446 changed "
-                                   "what the adapter produces (`attention_factor: 1.0`, no `apply_yarn_scaling`, as "
-                                   "PR #57563 reads) and PR #57563 (merged 2026-09-18) changed it again; neither "
-                                   "diff was read, nor the release that took #57563: not read, so no value",
-                                   "", "", ""),
+                                   "(Mistral-Large-3's `apply_scale: false`): before 0.30.0 served through the "
+                                   "Mistral adapter and a deepseek_llama_scaling whose code was not read, so no "
+                                   "value; from 0.30.0 the row `deepseek_rope_aligned` (PR #56446) and, from 0.31.0, "
+                                   "PR #57563's switch on `attention_factor: 1.0`", "", "", ""),
     "qwen_logn": Rule("qwen_logn", "QWenAttention: scaling = head_dim^-1/2, `use_logn_attn` is not read (vLLM #36880)",
                       _REPO, "vllm/model_executor/models/qwen.py", "9c2cc275fb22e65ac499d1dbefb484a0df851933"),
 }
@@ -154,15 +166,25 @@ def generic(name, ms, n, *, deepseek_types, yarn_keys, yarn_rule, apply_flag, fi
         if switch is None:
             return unknown(name, n, label, "deepseek_softmax", ("between PR #56446 and PR #57563 the switch to "
                                                                 "deepseek_llama_scaling was not read",))
-        if switch[0]:
+        aligned = pick(rules_table, "deepseek_rope_aligned", version) is not None
+        if switch[0] and not aligned:
             row = rules_table["deepseek_no_yarn_scale"]
             return unknown(name, n, label, "deepseek_no_yarn_scale", (row.text,))
         rules.append(switch[1])
+        if aligned:  # one rope class for both paths, without attn_factor; the softmax term only with deepseek_yarn
+            r_ = dataclasses.replace(r, attn_factor=None)
+            rope_sq, softmax_sq = deepseek_parts(r_)
+            softmax_sq = 1.0 if switch[0] else softmax_sq
+            rules.append("deepseek_rope_aligned")
+            notes += dropped(r, {"mscale", "mscale_all_dim"})
+            notes += ["drops `attn_factor`"] * (r.attn_factor is not None)
     elif r.rope_type == "yarn" and ms.model_type in deepseek_types and apply_flag and \
             r.values.get("apply_yarn_scaling") is False:
         row = rules_table["deepseek_no_yarn_scale"]
         return unknown(name, n, label, "deepseek_no_yarn_scale", (row.text,))
-    if r.rope_type == "yarn" and ms.model_type in deepseek_types and rules_table is not None and \
+    if "deepseek_rope_aligned" in rules:
+        pass
+    elif r.rope_type == "yarn" and ms.model_type in deepseek_types and rules_table is not None and \
             "deepseek_apply_yarn_scaling" in rules_table and r.values.get("apply_yarn_scaling") is False:
         if pick(rules_table, "deepseek_apply_yarn_scaling", version) is None:
             return unknown(name, n, label, "deepseek_apply_yarn_scaling")

@@ -86,13 +86,27 @@ def test_exllamav3_from_1_3_sets_the_yarn_factor_to_one_under_the_beta():
     assert "sets the YaRN factor to 1 under `llama_4_scaling_beta`" in e.notes
 
 
-@pytest.mark.parametrize("version", ["0.29.0", "0.29.1"])
-def test_mistral_large3_in_vllm_is_unknown_before_57563(version):
-    t = engine_scales(MISTRAL_LARGE3, [1, 8193], versions={"vllm": version})
+def test_mistral_large3_in_vllm_is_unknown_before_56446():
+    t = engine_scales(MISTRAL_LARGE3, [1, 8193], versions={"vllm": "0.29.0"})
     e = t.engines["vllm"]
     assert e.scale is None
     assert "#56446" in e.notes[1]
     assert "#57563" in e.notes[1]
+
+
+@pytest.mark.parametrize("version", ["0.30.0", "0.31.0", None])
+def test_vllm_deepseek_llama_scaling_from_0_30_is_the_rope_ratio_without_the_softmax_term(version):
+    """From 0.30.0 deepseek_llama_scaling builds the same rope class as deepseek_yarn (mscale 1 / mscale_all_dim 0:
+    get_mscale(36) = 1.3584 on cos/sin) and skips the softmax term: x1.8451 on the rope dimensions, x1 on the rest.
+    0.30.0 takes that path on `apply_yarn_scaling: false`, 0.31.0 (PR #57563) on `attention_factor: 1.0`."""
+    af = {**MISTRAL_LARGE3, "rope_parameters": {**MISTRAL_LARGE3["rope_parameters"], "attention_factor": 1.0}}
+    for cfg in (MISTRAL_LARGE3, af):
+        e = engine_scales(cfg, [1], versions={} if version is None else {"vllm": version}).engines["vllm"]
+        np.testing.assert_allclose(e.scale * math.sqrt(192), get_mscale(36) ** 2, rtol=1e-12)
+        np.testing.assert_allclose(e.nope_scale * math.sqrt(192), 1.0, rtol=1e-12)
+    assert engine_scales(af, [1], versions={"vllm": "0.30.0"}).engines["vllm"].rules[1] == "deepseek_softmax"
+    assert engine_scales(MISTRAL_LARGE3, [1], versions={"vllm": "0.31.0"}).engines["vllm"].rules[1] == \
+        "deepseek_attention_factor"
 
 
 def test_mistral_large3_hf_keys_in_newest_vllm_take_deepseek_yarn():
@@ -105,8 +119,7 @@ def test_mistral_large3_hf_keys_in_newest_vllm_take_deepseek_yarn():
     assert round(get_mscale(36) ** 2, 4) == 1.8451
     assert np.isnan(e.scale[2])  # the beta in rope_parameters: its handling after #56446 was not read
     assert "deepseek_attention_factor" in e.rules
-    with_af = {**MISTRAL_LARGE3, "rope_parameters": {**MISTRAL_LARGE3["rope_parameters"], "attention_factor": 1.0}}
-    assert engine_scales(with_af, [1]).engines["vllm"].scale is None  # deepseek_llama_scaling: not read
+
 
 
 def test_mistral_large3_reference_is_the_beta_alone_on_one_over_sqrt_192():
