@@ -2,11 +2,11 @@
 
 :func:`read_config` reads a Hugging Face ``config.json`` or a GGUF file into a
 :class:`ModelScaling`; :func:`engine_scales` gives, for transformers, vLLM, llama.cpp, SGLang,
-exllamav3, mlx-lm, TensorRT-LLM, onnxruntime-genai and the model authors' reference, the multiplier
+exllamav3, mlx-lm, TensorRT-LLM, onnxruntime-genai, Ollama and the model authors' reference, the multiplier
 on ``q.k`` at each position, at the engine versions asked (:func:`parse_engine_pins`) or their
 newest known rules.  One module per engine (:mod:`.transformers`, :mod:`.vllm`, :mod:`.llama_cpp`,
 :mod:`.sglang`, :mod:`.exllamav3`, :mod:`.mlx_lm`, :mod:`.tensorrt_llm`, :mod:`.onnxruntime_genai`,
-:mod:`.reference`), each with a table ``RULES`` of its rules, the versions each holds for and where
+:mod:`.ollama`, :mod:`.reference`), each with a table ``RULES`` of its rules, the versions each holds for and where
 each was read; the formulas are the scheme registry's.  :mod:`.cost` gives the i.i.d. theory's
 price of a factor on ``q.k``.
 """

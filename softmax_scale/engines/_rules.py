@@ -9,6 +9,7 @@ squared on the logits, and every helper below returns the factor on ``q.k`` itse
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,9 +17,10 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from ..schemes import pinned
+from ._types import ROPE_TYPES
 
-__all__ = ["NEWEST", "EngineScale", "Rule", "compose", "every_fourth", "lengths_s", "longrope_sq", "mscale_sq",
-           "parse_version", "pick", "position_factor", "unknown"]
+__all__ = ["BUILD_TAGGED", "NEWEST", "EngineScale", "Rule", "compose", "every_fourth", "lengths_s", "longrope_sq", "mscale_sq",
+           "parse_version", "pick", "position_factor", "refuse_rope_type", "refuses", "unknown"]
 
 #: The label of an engine's newest known rules (no version asked).
 NEWEST = "newest"
@@ -89,10 +91,24 @@ class Rule:
         return bool(self.versions) and self.specifier.contains(version, prereleases=True)
 
 
-def parse_version(version, name: str = "version") -> Version | None:
-    """``version`` as a :class:`packaging.version.Version` (``None`` stays ``None``); ValueError naming ``name``."""
+#: Engines versioned by build number, as their release tags spell it (llama.cpp's ``b6000`` is build 6000).
+BUILD_TAGGED = frozenset({"llama.cpp"})
+_BUILD = re.compile(r"b?(\d+)")
+
+
+def parse_version(version, name: str = "version", engine: str | None = None) -> Version | None:
+    """``version`` as a :class:`packaging.version.Version` (``None`` stays ``None``); ValueError naming ``name``.
+
+    For an engine of :data:`BUILD_TAGGED` a build tag (``b6000``) or number (``6000``) is the
+    version of that number; any other spelling is refused.
+    """
     if version is None or isinstance(version, Version):
         return version
+    if engine in BUILD_TAGGED:
+        m = _BUILD.fullmatch(str(version))
+        if m is None:
+            raise ValueError(f"`{name}` of {engine} must be a build such as b6000, got {version!r}")
+        return Version(m.group(1))
     try:
         return Version(str(version))
     except InvalidVersion:
@@ -157,6 +173,21 @@ def unknown(engine, n, version, family, notes=()) -> EngineScale:
     at = f"in {engine}'s newest known rules" if str(version) == NEWEST else f"at {engine}=={version}"
     why = f"unknown {at}: its `{family}` rule was not read at that version"
     return EngineScale(engine, n, None, notes=(why, *notes), version=str(version))
+
+
+def refuses(ms, engine_types) -> bool:
+    """Whether an engine that builds only ``engine_types`` refuses the config's ``rope_type``.
+
+    Only a type the reader does not know either (:data:`~._types.ROPE_TYPES`) is counted: the
+    engines' handling of the others is each engine's own rules.
+    """
+    return ms.rope.rope_type not in engine_types and ms.rope.rope_type not in ROPE_TYPES
+
+
+def refuse_rope_type(engine, ms, n, version, rule) -> EngineScale:
+    """The row of an engine that refuses the config's ``rope_type`` (``rule``: the :class:`Rule` quoting its refusal)."""
+    return EngineScale(engine, n, None, notes=(f"refuses the config: rope_type {ms.rope.rope_type!r} is not one it "
+                                               f"builds ({rule.text})",), rules=(rule.name,), version=str(version))
 
 
 def mscale_sq(s: float, m: float) -> float:

@@ -4,7 +4,9 @@
 scale, the training length, the RoPE scaling keys and every per-position temperature rule with
 the layers it applies to.  Keys are kept as each format spells them: HF keys as transformers
 spells them (``rope_scaling.factor``), GGUF keys as llama.cpp does (``llama.rope.scaling.factor``).
-A scaling key the reader does not know is listed in :attr:`ModelScaling.unknown_keys`, never
+A wrapped model (Mistral 3, Gemma 3, Llama 4, vision-language models) is read from its
+``text_config``, as the engines read it; ``architectures`` is kept for the engines that dispatch on
+it.  A scaling key the reader does not know is listed in :attr:`ModelScaling.unknown_keys`, never
 dropped; a malformed config raises one ValueError naming the file and the key.
 """
 
@@ -16,224 +18,26 @@ import math
 import numbers
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
+
+from ._types import (
+    KNOWN_KEYS,
+    LAYER_TYPES,
+    LENGTH_KEYS,
+    ROPE_NUMBER_KEYS,
+    ROPE_OTHER_KEYS,
+    ROPE_TYPES,
+    ModelScaling,
+    RopeScaling,
+    TemperatureRule,
+)
+from .gguf_config import GGUF_MAGIC, read_gguf
 
 __all__ = ["ModelScaling", "RopeScaling", "TemperatureRule", "read_config"]
 
-#: RoPE-scaling keys the reader knows (``rope_scaling`` / ``rope_parameters``), numeric ones first.
-ROPE_NUMBER_KEYS = ("factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "attention_factor", "attn_factor",
-                    "extrapolation_factor", "low_freq_factor", "high_freq_factor", "short_mscale", "long_mscale")
-ROPE_OTHER_KEYS = ("rope_type", "type", "original_max_position_embeddings", "truncate", "rope_theta",
-                   "partial_rotary_factor", "short_factor", "long_factor", "apply_yarn_scaling", "mrope_section",
-                   "mrope_interleaved", "llama_4_scaling_beta")
-#: Top-level keys the reader reads or knows to leave the multiplier on q.k alone.
-KNOWN_KEYS = frozenset({
-    "head_dim", "hidden_size", "num_attention_heads", "num_hidden_layers", "qk_nope_head_dim", "qk_rope_head_dim",
-    "query_pre_attn_scalar", "attention_multiplier", "softmax_scale", "max_position_embeddings",
-    "original_max_position_embeddings", "seq_length", "rope_scaling", "rope_parameters", "use_logn_attn",
-    "attn_temperature_tuning", "floor_scale", "attn_scale", "no_rope_layers", "no_rope_layer_interval",
-    "model_type", "text_config", "rope_theta", "partial_rotary_factor", "rope_interleave", "use_dynamic_ntk",
-    "rope_local_base_freq", "embedding_multiplier", "residual_multiplier", "logits_scaling", "scale_embedding",
-    "attn_logit_softcapping", "final_logit_softcapping", "rotary_emb_base", "rotary_pct", "routed_scaling_factor",
-    "llama_4_scaling", "layer_types",
-})
-#: The ``rope_type`` values the engines' rules here know (``mrope``: Qwen2-VL's sections, the default frequencies).
-#: Any other is an unknown key, listed first in :attr:`ModelScaling.unknown_keys`.
-ROPE_TYPES = frozenset({"default", "linear", "dynamic", "yarn", "longrope", "llama3", "deepseek_yarn", "telechat3-yarn",
-                        "mrope"})
-#: Keys that hold a length in tokens: an integer >= 2 (a length of 1 has no positions to scale).
-LENGTH_KEYS = frozenset({"original_max_position_embeddings", "seq_length", "max_position_embeddings"})
-#: HF ``rope_type`` -> the toolkit's RoPE variant of the same frequencies (:data:`~softmax_scale.schemes.rope.ROPES`).
-ROPE_VARIANTS = {"default": "none", "linear": "pi", "dynamic": "dynamic_ntk", "yarn": "yarn"}
 #: Substrings that mark a top-level key as bearing on the scale (an unknown one is listed).
 _SCALE_WORDS = ("scal", "rope", "rotary", "logn", "temperature", "mscale", "softmax", "attn_factor",
                 "attention_factor", "multiplier")
-
-
-@dataclass(frozen=True)
-class RopeScaling:
-    """The RoPE scaling keys of a config, as set (``None``: absent).
-
-    Attributes
-    ----------
-    rope_type : str
-        ``"default"`` when the config has no scaling, else ``rope_type`` (or the older ``type``).
-    factor, original_max_position_embeddings, beta_fast, beta_slow, mscale, mscale_all_dim, \
-attention_factor, attn_factor, truncate
-        The keys of the same names.
-    values : Mapping
-        Every key of the RoPE dict as given (read-only).
-    """
-
-    rope_type: str = "default"
-    factor: float | None = None
-    original_max_position_embeddings: int | None = None
-    beta_fast: float | None = None
-    beta_slow: float | None = None
-    mscale: float | None = None
-    mscale_all_dim: float | None = None
-    attention_factor: float | None = None
-    attn_factor: float | None = None
-    truncate: bool | None = None
-    values: Mapping = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class TemperatureRule:
-    """A per-position rule on the query, with the layers it applies to.
-
-    Attributes
-    ----------
-    scheme : str
-        The registry scheme whose formula it is (``"qwen_logn"``, ``"llama4"``).
-    params : Mapping
-        The scheme's parameters read from the config (e.g. ``train_length``, ``floor_scale``).
-    layers : tuple of int or None
-        0-based layer indices it applies to; ``None``: every layer.
-    keys : tuple of str
-        The config keys that set it.
-    shift : int
-        0: the formula reads the number of keys ``n``; 1: it reads the 0-based position
-        ``p = n - 1`` in its place (Mistral's ``floor(p / original_max_position_embeddings)``).
-    """
-
-    scheme: str
-    params: Mapping
-    layers: tuple | None
-    keys: tuple
-    shift: int = 0
-
-    @property
-    def key(self) -> str:
-        """The config key that switches it on (``use_logn_attn``, ``attn_temperature_tuning``, ``...llama_4_scaling_beta``)."""
-        return self.keys[0]
-
-    @property
-    def name(self) -> str:
-        """Which rule it is: ``"qwen_logn"``, ``"llama4_temperature"`` or ``"llama_4_scaling_beta"``."""
-        if self.scheme == "qwen_logn":
-            return "qwen_logn"
-        return "llama4_temperature" if self.key == "attn_temperature_tuning" else "llama_4_scaling_beta"
-
-
-@dataclass(frozen=True)
-class ModelScaling:
-    """What a config says about the scale in front of the softmax.
-
-    Attributes
-    ----------
-    source : str
-        The file read, or ``"<dict>"``.
-    format : {"hf", "gguf"}
-        The config's format.
-    model_type : str
-        ``model_type`` (HF) or ``general.architecture`` (GGUF).
-    head_dim : int
-        Dimension of ``q.k`` (MLA: ``qk_nope_head_dim + qk_rope_head_dim``).
-    rope_dim : int
-        Dimensions of ``q.k`` that RoPE rotates (MLA: ``qk_rope_head_dim``; else ``head_dim``).
-    n_layers : int or None
-        ``num_hidden_layers`` / ``block_count``.
-    base_scale : float
-        The scale on ``q.k`` without any RoPE or temperature rule.
-    base_key : str
-        What sets it: ``"head_dim"`` (``1/sqrt(head_dim)``), ``"query_pre_attn_scalar"``,
-        ``"attention_multiplier"`` or ``"softmax_scale"``.
-    train_length : int or None
-        The training length ``L``; ``train_length_key`` names the key it was read from.
-    train_length_key : str
-    max_position_embeddings : int or None
-    hidden_size, num_attention_heads : int or None
-    rope : RopeScaling
-    temperatures : tuple of TemperatureRule
-    set_keys : tuple of str
-        Every scaling key the config sets, spelled as in the file (``rope_scaling.factor``).
-    unknown_keys : tuple of str
-        The scaling keys among them the reader does not know.
-    dynamic_ntk : bool
-        Qwen (v1)'s ``use_dynamic_ntk``.
-    rope_layers : tuple of int or None
-        0-based layers the RoPE scaling keys apply to, when ``rope_parameters`` is given per layer
-        type and ``layer_types`` names them (the ``full_attention`` layers); ``None``: every layer.
-    partial_rotary_factor : float or None
-        ``partial_rotary_factor`` as set (``rope_dim`` is ``head_dim`` times it).
-    """
-
-    source: str
-    format: str
-    model_type: str
-    head_dim: int
-    rope_dim: int
-    n_layers: int | None
-    base_scale: float
-    base_key: str
-    train_length: int | None
-    train_length_key: str
-    max_position_embeddings: int | None
-    hidden_size: int | None
-    num_attention_heads: int | None
-    rope: RopeScaling
-    temperatures: tuple = ()
-    set_keys: tuple = ()
-    unknown_keys: tuple = ()
-    dynamic_ntk: bool = False
-    rope_layers: tuple | None = None
-    partial_rotary_factor: float | None = None
-
-    @property
-    def rope_variant(self) -> str | None:
-        """The toolkit's RoPE variant (``advise``'s ``rope``) of these frequencies; ``None`` if it has none.
-
-        ``rope_type`` ``default``/``linear``/``dynamic``/``yarn`` are ``none``/``pi``/``dynamic_ntk``/
-        ``yarn``; Qwen (v1)'s ``use_dynamic_ntk`` is ``dynamic_ntk``; ``llama3``, ``longrope`` and the
-        rest have no counterpart.
-        """
-        if self.rope.rope_type == "default" and self.dynamic_ntk:
-            return "dynamic_ntk"
-        return ROPE_VARIANTS.get(self.rope.rope_type)
-
-    @property
-    def covered_length(self) -> int | None:
-        """The length the model's recipe covers: where its authors say it runs as trained.
-
-        One rule for every family: with YaRN, ``factor x original_max_position_embeddings`` (Qwen3:
-        4 x 32768 = 131072, whatever ``max_position_embeddings`` says); with any other RoPE scaling
-        (``llama3``, ``longrope``, ``linear``, ``dynamic``) the extended ``max_position_embeddings``
-        (Llama 3.1: 131072; Gemma 3: 131072); without RoPE scaling ``max_position_embeddings``.  Where
-        the key the rule reads is absent, the other one, then :attr:`train_length`.
-        :attr:`covered_length_key` names what was read.
-        """
-        return self._covered()[0]
-
-    @property
-    def covered_length_key(self) -> str:
-        """What :attr:`covered_length` was read from (``"factor x original_max_position_embeddings"``, ...)."""
-        return self._covered()[1]
-
-    def _covered(self) -> tuple:
-        r = self.rope
-        product = None
-        if r.factor is not None and r.original_max_position_embeddings is not None:
-            product = (int(round(r.factor * r.original_max_position_embeddings)),
-                       "factor x original_max_position_embeddings")
-        extended = (self.max_position_embeddings, "max_position_embeddings") if self.max_position_embeddings else None
-        order = (product, extended) if r.rope_type == "yarn" else (extended, product)
-        for found in order:
-            if found is not None:
-                return found
-        return self.train_length, self.train_length_key
-
-    @property
-    def is_mla(self) -> bool:
-        """Whether RoPE rotates only part of ``q.k`` (MLA's rope dimensions, or a ``partial_rotary_factor`` below 1)."""
-        return self.rope_dim != self.head_dim
-
-    @property
-    def has_mla_head(self) -> bool:
-        """Whether ``q.k`` is MLA's (``qk_nope_head_dim`` + ``qk_rope_head_dim``), not a partly rotated head."""
-        prf = self.partial_rotary_factor
-        return self.is_mla and (prf is None or self.rope_dim != int(self.head_dim * prf))
 
 
 def _fail(source, key, rule):
@@ -406,10 +210,34 @@ def _set_keys(cfg, rope, prefix):
     return tuple(keys), tuple(k for k in keys if k not in known)
 
 
+def _architectures(cfg, source) -> tuple:
+    archs = cfg.get("architectures")
+    if archs is None:
+        return ()
+    if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
+        raise _fail(source, "architectures", f"must be a list of class names, got {archs!r}")
+    return tuple(archs)
+
+
+def _unknown_layer_types(cfg, source) -> tuple:
+    """``layer_types`` entries no engine rule here knows (:data:`~._types.LAYER_TYPES`), each once, as keys to list."""
+    types = cfg.get("layer_types")
+    if types is None:
+        return ()
+    if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
+        raise _fail(source, "layer_types", f"must be a list of strings, got {types!r}")
+    return tuple(f"layer_types entry {t!r}" for t in dict.fromkeys(types) if t not in LAYER_TYPES)
+
+
 def _from_hf(cfg, source) -> ModelScaling:
-    top = cfg
-    if isinstance(cfg.get("text_config"), Mapping):  # multimodal: the language model's keys
-        cfg = {**{k: v for k, v in top.items() if k != "text_config"}, **cfg["text_config"]}
+    top, wrapper = cfg, ""
+    text = cfg.get("text_config")
+    if text is not None and not isinstance(text, Mapping):
+        raise _fail(source, "text_config", f"must be an object (the language model's config, read in place of the "
+                    f"top level's), got {type(text).__name__} {text!r}")
+    if text is not None:  # a wrapped model: the language model's keys, as the engines read them
+        cfg = {**{k: v for k, v in top.items() if k != "text_config"}, **text}
+        wrapper = str(top.get("model_type", ""))
     d, rope_dim = _head_dim(cfg, source)
     n_layers = _number(cfg, "num_hidden_layers", source, integer=True)
     base_key, base = "head_dim", 1.0 / math.sqrt(d)
@@ -443,76 +271,14 @@ def _from_hf(cfg, source) -> ModelScaling:
     if rope.rope_type not in ROPE_TYPES:  # an unknown RoPE type is an unknown key, said first
         type_key = prefix + ("rope_type" if "rope_type" in r else "type")
         unknown = (type_key, *(k for k in unknown if k != type_key))
-    model_type = str(top.get("model_type", cfg.get("model_type", "")))
+    unknown += _unknown_layer_types(cfg, source)
+    model_type = str(cfg.get("model_type", ""))
     return ModelScaling(source, "hf", model_type, d, rope_dim, n_layers, base, base_key, L, L_key, max_pos,
                         _number(cfg, "hidden_size", source, integer=True),
                         _number(cfg, "num_attention_heads", source, integer=True), rope,
                         _temperatures(cfg, n_layers, source, r, prefix), set_keys, unknown,
-                        bool(cfg.get("use_dynamic_ntk")), _rope_layers(cfg, n_layers, prefix, source), prf)
-
-
-#: GGUF keys (after ``{arch}.``) the reader reads or knows.
-_GGUF_KNOWN = frozenset({"rope.scaling.type", "rope.scaling.factor", "rope.scaling.original_context_length",
-                         "rope.scaling.attn_factor", "rope.scaling.yarn_log_multiplier", "rope.freq_base",
-                         "rope.dimension_count", "attention.key_length", "attention.value_length",
-                         "attention.head_count", "attention.head_count_kv", "attention.layer_norm_rms_epsilon",
-                         "attention.key_length_mla", "attention.value_length_mla"})
-
-
-def _from_gguf(path, source) -> ModelScaling:
-    import gguf
-
-    from ..models.gguf_file import GGUF_MAGIC
-
-    with open(path, "rb") as f:
-        if f.read(len(GGUF_MAGIC)) != GGUF_MAGIC:
-            raise ValueError(f"`config`: {source} is not a GGUF file")
-    try:
-        fields = {k: f.contents() for k, f in gguf.GGUFReader(os.fspath(path)).fields.items()
-                  if not k.startswith("tokenizer.")}
-    except (ValueError, IndexError, KeyError, OverflowError, UnicodeDecodeError) as exc:
-        raise ValueError(f"`config`: {source} is a truncated or corrupt GGUF file ({exc})") from None
-    arch = fields.get("general.architecture")
-    if not isinstance(arch, str):
-        raise _fail(source, "general.architecture", "is missing")
-    p = arch + "."
-    hf = {"model_type": arch}
-    top_keys = (("attention.key_length", "head_dim"), ("embedding_length", "hidden_size"),
-                ("attention.head_count", "num_attention_heads"), ("block_count", "num_hidden_layers"),
-                ("context_length", "max_position_embeddings"))
-    rope_keys = (("rope.scaling.type", "rope_type"), ("rope.scaling.factor", "factor"),
-                 ("rope.scaling.original_context_length", "original_max_position_embeddings"),
-                 ("rope.scaling.attn_factor", "attn_factor"), ("rope.scaling.yarn_log_multiplier", "mscale_all_dim"))
-    for gkey, hkey in top_keys:
-        if p + gkey in fields:
-            hf[hkey] = fields[p + gkey]
-    mla_key = next((p + k for k in ("attention.key_length_mla", "attention.key_length") if p + k in fields), None)
-    if arch.startswith("deepseek") and mla_key and p + "rope.dimension_count" in fields:  # MLA: nope + rope dims
-        hf["qk_rope_head_dim"] = fields[p + "rope.dimension_count"]
-        hf["qk_nope_head_dim"] = fields[mla_key] - fields[p + "rope.dimension_count"]
-    rope = {}
-    for gkey, hkey in rope_keys:
-        if p + gkey in fields:
-            rope[hkey] = fields[p + gkey]
-    if "mscale_all_dim" in rope:
-        rope["mscale"] = 1.0  # llama.cpp keeps no mscale and takes it to be 1
-    if rope.get("rope_type") in (None, "none"):
-        rope = {}
-    gguf_name = {**{h: p + g for g, h in top_keys}, **{"rope_scaling." + h: p + g for g, h in rope_keys}}
-    try:
-        ms = _from_hf({**hf, "rope_scaling": rope or None}, source)
-    except ValueError as exc:  # name the key as the file spells it
-        msg = str(exc)
-        for h, g in gguf_name.items():
-            msg = msg.replace(f"`{h}`", f"`{g}`")
-        raise ValueError(msg) from None
-    keys = sorted(k for k in fields if k.startswith(p) and any(w in k for w in ("rope", "attention", "scal")))
-    unknown = tuple(k for k in keys if k[len(p):] not in _GGUF_KNOWN)
-    if "rope_scaling.rope_type" in ms.unknown_keys:  # an unknown scaling type, said first
-        unknown = (p + "rope.scaling.type", *(k for k in unknown if k != p + "rope.scaling.type"))
-    L_key = {"rope_scaling.original_max_position_embeddings": p + "rope.scaling.original_context_length",
-             "max_position_embeddings": p + "context_length"}.get(ms.train_length_key, ms.train_length_key)
-    return dataclasses.replace(ms, format="gguf", train_length_key=L_key, set_keys=tuple(keys), unknown_keys=unknown)
+                        bool(cfg.get("use_dynamic_ntk")), _rope_layers(cfg, n_layers, prefix, source), prf,
+                        _architectures(top, source), prefix[:-1] if r else "", wrapper)
 
 
 def read_config(config) -> ModelScaling:
@@ -522,8 +288,9 @@ def read_config(config) -> ModelScaling:
     ----------
     config : str, os.PathLike or Mapping
         A ``config.json`` path, a ``.gguf`` path (or any file starting with the GGUF magic), or
-        the parsed config itself.  A multimodal config's ``text_config`` is read; both
-        ``rope_scaling`` and ``rope_parameters`` are read.
+        the parsed config itself.  A wrapped config's ``text_config`` is read (its ``model_type``
+        is the model's; the top-level one is :attr:`ModelScaling.wrapper`); both ``rope_scaling``
+        and ``rope_parameters`` are read.
 
     Returns
     -------
@@ -532,8 +299,8 @@ def read_config(config) -> ModelScaling:
     Raises
     ------
     ValueError
-        Naming the file and the key: a missing or unreadable file, invalid JSON, no head
-        dimension, a negative or non-numeric scaling value.
+        Naming the file and the key: a missing or unreadable file, invalid JSON, a ``text_config``
+        that is not an object, no head dimension, a negative or non-numeric scaling value.
 
     Examples
     --------
@@ -552,12 +319,10 @@ def read_config(config) -> ModelScaling:
     if not os.path.isfile(source):
         raise ValueError(f"`config`: {source} " + ("is a directory, not a config file" if os.path.isdir(source)
                                                    else "does not exist"))
-    from ..models.gguf_file import GGUF_MAGIC
-
     with open(source, "rb") as f:
         head = f.read(len(GGUF_MAGIC))
     if head == GGUF_MAGIC or source.endswith(".gguf"):
-        return _from_gguf(source, source)
+        return read_gguf(source, source, _from_hf)
     try:
         with open(source, encoding="utf-8") as f:
             data = json.load(f)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from ._rules import NEWEST, Rule, compose, every_fourth, longrope_sq, mscale_sq
+from ._rules import NEWEST, Rule, compose, every_fourth, longrope_sq, mscale_sq, unknown
 
 __all__ = ["NAME", "RULES", "scale"]
 
@@ -26,13 +26,19 @@ RULES = {
                              "`rope.scaling.yarn_log_multiplier`) when that key is set (mscale = 1, or = it for "
                              "DEEPSEEK2 when != 1), else get_mscale(s); x `rope.scaling.attn_factor`; "
                              "`rope.scaling.yarn_attn_factor` is overwritten", _REPO, "src/llama-context.cpp",
-                             "001d906a6d86e2490e394361e7cc6f478b100088", scheme="deepseek_yarn", squared=True),
+                             "001d906a6d86e2490e394361e7cc6f478b100088", scheme="deepseek_yarn", squared=True,
+                             source="PR #17945 (\"fix the attn_factor for mistral3 graphs\", opened 2025-12-11, so "
+                             "after b7045, out by 2025-11-13) applied the adjustment to every model with "
+                             "yarn_ext_factor != 0"),
     "yarn_adjust": Rule("yarn_adjust", "attn_factor / (1 + 0.1 ln(1/freq_scale)) when ext_factor != 0, cancelling "
                         "ggml's own YaRN factor", _REPO, "src/llama-hparams.cpp",
                         "01b77b5793989e0a1508a2fe3757d4e743a7bbd1", squared=True),
     "deepseek2_kq_scale": Rule("deepseek2_kq_scale", "kq_scale = (attn_factor_org x (1 + 0.1 yarn_log_multiplier "
                                "ln s))^2 / sqrt(n_embd_head_k), attn_factor_org = the context's factor before the "
-                               "adjustment (text found by the index's string search at the file's listed commit)",
+                               "adjustment (text found by the index's string search at the file's listed commit, "
+                               "the form before PR #17945; after it deepseek2.cpp reads `attn_factor_org = "
+                               "attn_factor * (1.0f + 0.1f * logf(1.0f / freq_scale))`, the same product once the "
+                               "context's factor is adjusted, as found by the index's string search without a commit)",
                                _REPO, "src/models/deepseek2.cpp", "59b9e36f872df37454c1a01a5dd4ea69ede65832",
                                scheme="deepseek_yarn"),
     "convert_yarn": Rule("convert_yarn", "convert_hf_to_gguf writes `factor`, `original_max_position_embeddings`, "
@@ -84,9 +90,14 @@ def _base(ms, notes, rules):
 def scale(ms, n, version=None):
     """The multiplier llama.cpp puts on ``q.k`` at ``n`` keys (a HF config as ``convert_hf_to_gguf`` converts it).
 
-    Its rules carry no ranges: ``version`` is only the label.  ``llama_4_scaling_beta`` (llama.cpp
-    PR #17744) was not read: the value is unknown where it changes the scale.
+    ``version`` is a build number (``b6000`` is build 6000).  The YaRN rules are those after PR
+    #17945, whose build was not established: at a pinned build a YaRN config gets no value.
+    ``llama_4_scaling_beta`` (PR #17744) was not read: the value is unknown where it changes the scale.
     """
+    label = NEWEST if version is None else f"b{version}"
+    if version is not None and ms.rope.rope_type == "yarn":
+        return unknown(NAME, n, label, "yarn_attn_factor", (RULES["yarn_attn_factor"].source + "; the build that "
+                                                             "took it was not established",))
     r, notes, rules = ms.rope, [], []
     base = _base(ms, notes, rules)
     raf = (r.attn_factor or 1.0) if ms.format == "gguf" else 1.0  # rope.scaling.attn_factor
@@ -119,5 +130,5 @@ def scale(ms, n, version=None):
         notes.append("ignores `use_logn_attn`")
         rules.append("qwen_logn")
     return compose(NAME, ms, n, base=base, rope_sq=rope_sq, softmax_sq=softmax_sq, temps=temps, notes=notes,
-                   rules=rules, version=NEWEST if version is None else str(version), reads_layer_types=False,
+                   rules=rules, version=label, reads_layer_types=False,
                    unread_temps=[t for t in ms.temperatures if t.name == "llama_4_scaling_beta"])

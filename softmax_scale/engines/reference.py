@@ -27,7 +27,8 @@ RULES = {
                       "1ff20863b9e9c48b1550d42837331cb55ddfb4e0",
                       positions="query row p (0-based) x logn_list[p] = log_L(p + 1) if p + 1 > L else 1: i = n = p + 1",
                       scheme="qwen_logn"),
-    **{k: v for k, v in _tf.RULES.items() if k not in ("qwen_logn", "yarn_s_from_lengths", "llama_4_scaling_beta")},
+    **{k: dataclasses.replace(v, versions="", source="") for k, v in _tf.RULES.items()
+       if k not in ("qwen_logn", "yarn_s_from_lengths", "yarn_s_from_lengths_ratio", "llama_4_scaling_beta")},
     "llama_4_scaling_beta": dataclasses.replace(
         _tf.RULES["llama_4_scaling_beta"], text="query x (1 + `llama_4_scaling_beta` ln(1 + floor(p / "
         "`original_max_position_embeddings`))) on every layer, whatever the model type (Mistral's `llama_4_scaling` "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -9,7 +10,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from .._util.validation import check_n_array
-from . import exllamav3, llama_cpp, mlx_lm, onnxruntime_genai, reference, sglang, tensorrt_llm, transformers, vllm
+from . import exllamav3, llama_cpp, mlx_lm, ollama, onnxruntime_genai, reference, sglang, tensorrt_llm, transformers, vllm
 from ._rules import parse_version
 from .config import ModelScaling, read_config
 
@@ -17,8 +18,10 @@ __all__ = ["ENGINES", "EngineTable", "engine_rules", "engine_scales", "parse_eng
 
 #: Engine name -> its module (one per engine, each with ``RULES`` and ``scale``), the reference last.
 ENGINES = {m.NAME: m for m in (transformers, vllm, llama_cpp, sglang, exllamav3, mlx_lm, tensorrt_llm, onnxruntime_genai,
-                                reference)}
+                                ollama, reference)}
 _BY_CANONICAL = {canonicalize_name(name): name for name in ENGINES if name != "reference"}
+#: ``NAME==bNNNN`` for an engine of :data:`~._rules.BUILD_TAGGED`.
+_BUILD_PIN = re.compile(r"(llama[._-]cpp)==b(\d+)", re.IGNORECASE)
 #: Relative difference under which two engines' numbers are the same.
 RTOL = 1e-9
 
@@ -240,6 +243,8 @@ def parse_engine_pins(specs) -> dict:
     pins = {}
     names = ", ".join(_BY_CANONICAL.values())
     for spec in specs:
+        build = _BUILD_PIN.fullmatch(str(spec))  # a build tag is no PEP 440 version: read it as its number
+        spec = f"{build.group(1)}=={build.group(2)}" if build else spec
         try:
             req = Requirement(spec)
         except InvalidRequirement:
@@ -252,7 +257,7 @@ def parse_engine_pins(specs) -> dict:
             raise ValueError(f"`engine` must name one of {names}, got {req.name!r}")
         if name in pins:
             raise ValueError(f"`engine`: {name} is pinned twice")
-        pins[name] = parse_version(exact[0].version, "engine")
+        pins[name] = parse_version(exact[0].version, "engine", name)
     return pins
 
 
@@ -288,7 +293,7 @@ def engine_scales(config, n=None, versions=None) -> EngineTable:
     for name, v in dict(versions or {}).items():
         if name not in _BY_CANONICAL.values():
             raise ValueError(f"`versions` must name engines of {', '.join(_BY_CANONICAL.values())}, got {name!r}")
-        pins[name] = parse_version(v, "versions")
+        pins[name] = parse_version(v, "versions", name)
     ms = config if isinstance(config, ModelScaling) else read_config(config)
     nn, _ = check_n_array(DEFAULT_N if n is None else n, "n", minimum=1)
     nn = np.atleast_1d(nn)

@@ -5,7 +5,8 @@
 the logits.  DeepSeek's attention multiplies its softmax scale by ``get_mscale(s, mscale_all_dim)^2``;
 Llama 4 multiplies the query on its NoPE layers; Ministral 3 multiplies it by
 ``1 + beta ln(1 + floor(p / original_max_position_embeddings))`` on every layer.  YaRN's ``s`` changed
-between releases (``RULES`` rows of family ``yarn``).
+between releases (``RULES`` rows of family ``yarn``): the lengths' ratio before 4.56.0, ``factor`` from it
+(transformers 5 included).
 """
 
 from __future__ import annotations
@@ -31,7 +32,10 @@ RULES = {
     "yarn": Rule("yarn", "cos/sin x `attention_factor`; if unset, get_mscale(s, `mscale`)/get_mscale(s, "
                  "`mscale_all_dim`) when both are set, else get_mscale(s) = 0.1 ln s + 1; s = `factor` "
                  "(max_position_embeddings / original_max_position_embeddings when `factor` is unset)",
-                 *_ROPE, scheme="deepseek_yarn", squared=True, source="PR #40320"),
+                 *_ROPE, scheme="deepseek_yarn", squared=True, versions=">=4.56.0",
+                 source="PR #40320, first in 4.56.0: the same lines in the PyPI wheels 4.56.0, 4.57.0, 5.0.0 and "
+                 "5.25.0 (`factor = rope_parameters_dict[\"factor\"]` from 5.0.0, `config.rope_scaling[\"factor\"]` "
+                 "before), while 4.55.0's takes s from the lengths"),
     "yarn_s_from_lengths": Rule("yarn_s_from_lengths", "cos/sin x `attention_factor`; if unset get_mscale(s) = 0.1 ln s + "
                                 "1 with s = max_position_embeddings / `original_max_position_embeddings` whenever the "
                                 "latter is set (`factor` read only without it); its handling of `mscale` and "
@@ -40,6 +44,16 @@ RULES = {
                                 "src/transformers/modeling_rope_utils.py", "f022bf93220d2c19df68647b4ddcfc5b0e91d011",
                                 scheme="deepseek_yarn", squared=True, versions=">=4.51.0,<4.53",
                                 source="held at 4.51.0 (Qwen3's) and on main in May 2025", family="yarn"),
+    "yarn_s_from_lengths_ratio": Rule("yarn_s_from_lengths_ratio", "cos/sin x `attention_factor`; if unset "
+                                      "get_mscale(s, `mscale`) / get_mscale(s, `mscale_all_dim`) when both are set, "
+                                      "else get_mscale(s); `if \"original_max_position_embeddings\" in "
+                                      "config.rope_scaling: ... factor = config.max_position_embeddings / "
+                                      "original_max_position_embeddings` (read in the PyPI wheels 4.53.0 and 4.55.0, "
+                                      "_compute_yarn_parameters; commit not recorded)", "huggingface/transformers",
+                                      "src/transformers/modeling_rope_utils.py", "", scheme="deepseek_yarn",
+                                      squared=True, versions=">=4.53.0,<4.56.0",
+                                      source="the 4.53.0 and 4.55.0 wheels; ended by PR #40320 (4.56.0)",
+                                      family="yarn"),
     "longrope": Rule("longrope", "cos/sin x `attention_factor`; if unset sqrt(1 + ln s / ln L), s = `factor` or "
                      "max_position_embeddings / L, L = `original_max_position_embeddings`",
                      *_ROPE, scheme="longrope", squared=True),
@@ -76,12 +90,16 @@ def yarn_sq(ms, rule="yarn", notes=None) -> float | None:
     ``notes`` (a list) gets the departures of the row from the reference.
     """
     r = ms.rope
-    if rule == "yarn_s_from_lengths":
+    if rule in ("yarn_s_from_lengths", "yarn_s_from_lengths_ratio"):
         if r.attention_factor is not None:
             return r.attention_factor ** 2
-        if r.mscale is not None or r.mscale_all_dim is not None:
+        ratio = rule == "yarn_s_from_lengths_ratio"
+        if not ratio and (r.mscale is not None or r.mscale_all_dim is not None):
             return None
-        return mscale_sq(lengths_s(ms, [] if notes is None else notes), 1.0)
+        s = lengths_s(ms, [] if notes is None else notes)
+        if ratio and r.mscale and r.mscale_all_dim:
+            return mscale_sq(s, r.mscale) / mscale_sq(s, r.mscale_all_dim)
+        return mscale_sq(s, 1.0)
     s = r.factor if r.factor is not None else ms.max_position_embeddings / r.original_max_position_embeddings
     if r.attention_factor is not None:
         return r.attention_factor ** 2

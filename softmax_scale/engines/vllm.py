@@ -6,13 +6,18 @@
 cache is multiplied by ``yarn_get_mscale(factor) * attn_factor`` (squared on the logits).
 DeepSeek's models switch the type to ``deepseek_yarn``, which reads ``mscale`` (default 1) and
 ``mscale_all_dim`` (default 0), and multiply the softmax scale by ``yarn_get_mscale(factor,
-mscale_all_dim)^2``.  PR #56446 (first in 0.29.1rc0) aligned the YaRN rule with transformers
-(``RULES`` rows of family ``yarn``): from it ``attention_factor``, ``mscale`` and ``mscale_all_dim``
-are forwarded and ``attn_factor`` and ``apply_yarn_scaling`` are not.  Mistral's
-``llama_4_scaling_beta`` in ``rope_parameters`` is not applied before it.
+mscale_all_dim)^2``.  PR #56446 (first in 0.29.1rc0; 0.30.0 the first final release) aligned the YaRN
+rule with transformers (``RULES`` rows of family ``yarn``): from it ``attention_factor``, ``mscale``
+and ``mscale_all_dim`` are forwarded and ``attn_factor`` and ``apply_yarn_scaling`` are not, and the
+DeepSeek rope drops ``attn_factor``.  PR #57563 (first in 0.31.0) switches DeepSeek-type models to
+``deepseek_llama_scaling`` (no softmax term) on ``attention_factor: 1.0`` instead of
+``apply_yarn_scaling: false``.  A top-level ``llama_4_scaling`` scales the query of DeepSeek-type models;
+Mistral's ``llama_4_scaling_beta`` in ``rope_parameters`` is not applied before PR #56446.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from ._rules import NEWEST, Rule, compose, every_fourth, longrope_sq, mscale_sq, pick, unknown
 
@@ -54,7 +59,34 @@ RULES = {
                              "`apply_yarn_scaling` is false); with deepseek_yarn the softmax scale x "
                              "yarn_get_mscale(`factor`, `mscale_all_dim`)^2", _REPO,
                              "vllm/model_executor/models/deepseek_v2.py", "b863fe5bf4e19680572603b4e166faefc5725551",
-                             scheme="deepseek_yarn"),
+                             scheme="deepseek_yarn", versions="<0.31.0",
+                             source="the same switch in the PyPI wheel 0.30.0; ended by PR #57563 (first in 0.31.0)"),
+    "deepseek_rope_aligned": Rule("deepseek_rope_aligned", "deepseek_yarn and deepseek_llama_scaling build the same "
+                                  "DeepseekScalingRotaryEmbedding from `beta_fast`, `beta_slow`, `mscale`, "
+                                  "`mscale_all_dim` only: `self.mscale = float(yarn_get_mscale(self.scaling_factor, "
+                                  "float(mscale)) / yarn_get_mscale(self.scaling_factor, float(mscale_all_dim)))` "
+                                  "(defaults 1 and 0), no `attn_factor`; the softmax scale x yarn_get_mscale(`factor`, "
+                                  "`mscale_all_dim`)^2 only with deepseek_yarn.  Read in the PyPI wheels 0.30.0 and "
+                                  "0.31.0 (commit not recorded)", _REPO, _ROPE + "deepseek_scaling_rope.py", "",
+                                  scheme="deepseek_yarn", squared=True, versions=">=0.30.0",
+                                  source="after PR #56446 (0.30.0 is its first final release)"),
+    "deepseek_attention_factor": Rule("deepseek_attention_factor", "`config.rope_parameters[\"rope_type\"] = "
+                                      "(\"deepseek_llama_scaling\" if config.rope_parameters.get(\"attention_factor\") "
+                                      "== 1.0 else \"deepseek_yarn\")`; with deepseek_yarn the softmax scale x "
+                                      "yarn_get_mscale(`factor`, `mscale_all_dim`)^2.  Read in the rendering of "
+                                      "deepseek_v2.py on docs.vllm.ai (lastmod 2026-09-23), not at a commit; PR "
+                                      "#57563 (2bdae2a5a83f, merged 2026-09-18) made it; the same lines in the PyPI "
+                                      "wheel 0.31.0, not in 0.30.0 (commit not recorded)", "", "", "",
+                                      scheme="deepseek_yarn", versions=">=0.31.0", source="PR #57563, first in 0.31.0",
+                                      family="deepseek_softmax"),
+    "deepseek_llama_4_scaling": Rule("deepseek_llama_4_scaling", "DeepseekV2Model reads a top-level `llama_4_scaling` "
+                                     "(`getattr(self.config, \"llama_4_scaling\", None)`: `beta`, "
+                                     "`original_max_position_embeddings`) and multiplies q, every dimension, by "
+                                     "`1 + scaling_beta * torch.log(1 + torch.floor(positions / "
+                                     "original_max_position_embeddings))` on every layer", _REPO,
+                                     "vllm/model_executor/models/deepseek_v2.py",
+                                     "b863fe5bf4e19680572603b4e166faefc5725551",
+                                     positions="positions 0-based: floor(p / L) = floor((n - 1) / L)", scheme="llama4"),
     "llama4_temperature": Rule("llama4_temperature", "query x log(floor((p + 1) / `floor_scale`) + 1) x `attn_scale` "
                                "+ 1 on layers with no_rope_layers[i] == 0", _REPO,
                                "vllm/model_executor/models/llama4.py", "0303cbd848954bcc83204522e8ceab4503f3f4b9",
@@ -74,12 +106,10 @@ RULES = {
                         "(`partial_rotary_factor`) only: as prime-rl PR #2802 measured Laguna-XS.2 in vLLM (1.4159 on "
                         "cos/sin; the per-layer RoPE code itself was not read)", "", "", ""),
     "deepseek_no_yarn_scale": Rule("deepseek_no_yarn_scale", "DeepSeek-type YaRN without the magnitude factor "
-                                   "(Mistral-Large-3's `apply_scale: false`): before PR #56446 served through the "
-                                   "Mistral adapter and deepseek_llama_scaling, neither read here; PR #56446 changed "
-                                   "what the adapter produces (`attention_factor: 1.0`, no `apply_yarn_scaling`, as "
-                                   "PR #57563 reads) and PR #57563 (merged 2026-09-18) changed it again; neither "
-                                   "diff was read, nor the release that took #57563: not read, so no value",
-                                   "", "", ""),
+                                   "(Mistral-Large-3's `apply_scale: false`): before 0.30.0 served through the "
+                                   "Mistral adapter and a deepseek_llama_scaling whose code was not read, so no "
+                                   "value; from 0.30.0 the row `deepseek_rope_aligned` (PR #56446) and, from 0.31.0, "
+                                   "PR #57563's switch on `attention_factor: 1.0`", "", "", ""),
     "qwen_logn": Rule("qwen_logn", "QWenAttention: scaling = head_dim^-1/2, `use_logn_attn` is not read (vLLM #36880)",
                       _REPO, "vllm/model_executor/models/qwen.py", "9c2cc275fb22e65ac499d1dbefb484a0df851933"),
 }
@@ -124,14 +154,47 @@ def generic(name, ms, n, *, deepseek_types, yarn_keys, yarn_rule, apply_flag, fi
             notes.append("ignores `llama_4_scaling_beta` in the RoPE parameters (reads a top-level `llama_4_scaling`)")
             rules.append(beta_rule.name)
             unread = []
-    if r.rope_type == "yarn" and ms.model_type in deepseek_types and apply_flag and \
+    temps = []
+    top = [t for t in ms.temperatures if t.name == "llama_4_scaling_beta" and t.key.startswith("llama_4_scaling.")]
+    if top and ms.model_type in deepseek_types and rules_table is not None and \
+            pick(rules_table, "deepseek_llama_4_scaling", version) is not None:  # the mapping DeepseekV2Model reads
+        temps, rules = top, [*rules, "deepseek_llama_4_scaling"]
+        unread = [t for t in unread if t not in top]
+    if r.rope_type == "yarn" and ms.model_type in deepseek_types and rules_table is not None and \
+            "deepseek_attention_factor" in rules_table:
+        switch = _deepseek_switch(r, version)
+        if switch is None:
+            return unknown(name, n, label, "deepseek_softmax", ("between PR #56446 and PR #57563 the switch to "
+                                                                "deepseek_llama_scaling was not read",))
+        aligned = pick(rules_table, "deepseek_rope_aligned", version) is not None
+        if switch[0] and not aligned:
+            row = rules_table["deepseek_no_yarn_scale"]
+            return unknown(name, n, label, "deepseek_no_yarn_scale", (row.text,))
+        rules.append(switch[1])
+        if aligned:  # one rope class for both paths, without attn_factor; the softmax term only with deepseek_yarn
+            r_ = dataclasses.replace(r, attn_factor=None)
+            rope_sq, softmax_sq = deepseek_parts(r_)
+            softmax_sq = 1.0 if switch[0] else softmax_sq
+            rules.append("deepseek_rope_aligned")
+            notes += dropped(r, {"mscale", "mscale_all_dim"})
+            notes += ["drops `attn_factor`"] * (r.attn_factor is not None)
+    elif r.rope_type == "yarn" and ms.model_type in deepseek_types and apply_flag and \
             r.values.get("apply_yarn_scaling") is False:
         row = rules_table["deepseek_no_yarn_scale"]
         return unknown(name, n, label, "deepseek_no_yarn_scale", (row.text,))
-    if r.rope_type == "yarn" and ms.model_type in deepseek_types:
+    if "deepseek_rope_aligned" in rules:
+        pass
+    elif r.rope_type == "yarn" and ms.model_type in deepseek_types and rules_table is not None and \
+            "deepseek_apply_yarn_scaling" in rules_table and r.values.get("apply_yarn_scaling") is False:
+        if pick(rules_table, "deepseek_apply_yarn_scaling", version) is None:
+            return unknown(name, n, label, "deepseek_apply_yarn_scaling")
+        rope_sq, _ = deepseek_parts(r)
+        rules += ["deepseek_yarn", "deepseek_apply_yarn_scaling"]
+        notes += dropped(r, {"mscale", "mscale_all_dim"})
+    elif r.rope_type == "yarn" and ms.model_type in deepseek_types:
         rope_sq, softmax_sq = deepseek_parts(r)
-        rules = ["deepseek_yarn", "deepseek_softmax"]
-        notes = dropped(r, {"mscale", "mscale_all_dim"})
+        rules += ["deepseek_yarn"] + ["deepseek_softmax"] * (not any(x.startswith("deepseek_") for x in rules))
+        notes += dropped(r, {"mscale", "mscale_all_dim"})
     elif r.rope_type == "yarn":
         row = pick(rules_table, "yarn", version) if rules_table is not None else None
         if rules_table is not None and row is None:
@@ -139,7 +202,15 @@ def generic(name, ms, n, *, deepseek_types, yarn_keys, yarn_rule, apply_flag, fi
         row_name = yarn_rule if row is None else row.name
         af = 1.0 if r.attn_factor is None else r.attn_factor
         on = r.values.get("apply_yarn_scaling", True) if apply_flag else True
-        if row_name == "yarn_mscale":
+        if row_name == "yarn_mscale_ratio":  # SGLang from PR #31232: the ratio whenever both keys are given
+            if r.mscale is not None and r.mscale_all_dim is not None:
+                rope_sq = mscale_sq(r.factor, r.mscale) / mscale_sq(r.factor, r.mscale_all_dim) * af ** 2
+            else:
+                rope_sq = mscale_sq(r.factor, 1.0) * af ** 2
+                notes += dropped(r, {"attn_factor"})
+            if r.attention_factor is not None:
+                notes.append("drops `attention_factor`")
+        elif row_name == "yarn_mscale":
             if r.attention_factor is not None:
                 rope_sq = float(r.attention_factor) ** 2
             elif r.mscale and r.mscale_all_dim:
@@ -163,16 +234,29 @@ def generic(name, ms, n, *, deepseek_types, yarn_keys, yarn_rule, apply_flag, fi
         if r.attention_factor is not None:
             notes.append("drops `attention_factor`")
         rules.append("longrope")
-    temps = [t for t in ms.temperatures if t.name == "llama4_temperature"]
-    rules += ["llama4_temperature"] * bool(temps)
+    llama4 = [t for t in ms.temperatures if t.name == "llama4_temperature"]
+    rules += ["llama4_temperature"] * bool(llama4)
     if fixed_nope:
-        temps = every_fourth(ms, temps, notes)
+        llama4 = every_fourth(ms, llama4, notes)
+    temps = [*temps, *llama4]
     if any(t.scheme == "qwen_logn" for t in ms.temperatures):
         notes.append("ignores `use_logn_attn`")
         rules.append("qwen_logn")
     return compose(name, ms, n, base=ms.base_scale, rope_sq=rope_sq, softmax_sq=softmax_sq, temps=temps,
                    notes=notes, rules=["base", *rules], version=label, unread_temps=unread,
                    reads_layer_types=reads_layer_types)
+
+
+def _deepseek_switch(r, version):
+    """``(llama_scaling, row)``: whether a DeepSeek-type model takes ``deepseek_llama_scaling`` at ``version``.
+
+    Decided by the row that holds there; ``None`` where no row holds and the rows on either side disagree.
+    """
+    old, new = r.values.get("apply_yarn_scaling", True) is False, r.values.get("attention_factor") == 1.0
+    row = pick(RULES, "deepseek_softmax", version)
+    if row is not None:
+        return (old if row.name == "deepseek_softmax" else new), row.name
+    return (False, "deepseek_softmax") if not old and not new else None
 
 
 def scale(ms, n, version=None):

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..engines.gguf_config import GGUF_MAGIC
 from ._files import bad_file
 from .spm import SpmTokenizer
 
@@ -90,8 +91,6 @@ class LlamaConfig:
     add_bos: bool = False
 
 
-#: The first four bytes of every GGUF file.
-GGUF_MAGIC = b"GGUF"
 #: What the reader raises on a file whose header or tensor table runs past its end or holds garbage.
 _READ_ERRORS = (ValueError, IndexError, KeyError, OverflowError, UnicodeDecodeError)
 

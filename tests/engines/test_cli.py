@@ -30,7 +30,7 @@ def test_json_has_n_and_every_engine_with_scale_and_notes(tmp_path, capsys):
     obj = json.loads(out)
     assert code == 0 and obj["n"] == [1, 4096]
     assert list(obj["engines"]) == ["transformers", "vllm", "llama.cpp", "sglang", "exllamav3", "mlx-lm",
-                                    "tensorrt-llm", "onnxruntime-genai", "reference"]
+                                    "tensorrt-llm", "onnxruntime-genai", "ollama", "reference"]
     assert obj["engines"]["vllm"]["version"] == "0.29.0"
     assert obj["engines"]["vllm"]["version_range"] == "<0.29.1rc0"
     r = math.sqrt(128)

@@ -104,12 +104,12 @@ def test_gemma_query_pre_attn_scalar_replaces_the_head_dimension():
     assert "ignores `query_pre_attn_scalar`" in t.engines["llama.cpp"].notes[0]
 
 
-def test_ministral_mscale_is_ignored_by_vllm_before_56446_and_sglang():
+def test_ministral_mscale_is_ignored_by_vllm_before_56446_and_sglang_before_31232():
     cfg = {**YARN, "model_type": "ministral3", "rope_parameters": {
         "rope_type": "yarn", "factor": 16.0, "original_max_position_embeddings": 16384, "mscale": 1.0,
         "mscale_all_dim": 1.0, "rope_theta": 1e9}}
     del cfg["rope_scaling"]
-    t = engine_scales(cfg, [1], versions={"vllm": "0.29.0"})
+    t = engine_scales(cfg, [1], versions={"vllm": "0.29.0", "sglang": "0.5.13"})
     for engine in ("transformers", "reference", "llama.cpp", "mlx-lm", "tensorrt-llm"):
         np.testing.assert_allclose(rel(t, engine), 1.0, rtol=1e-12)
     for engine in ("vllm", "sglang"):
@@ -142,3 +142,146 @@ def test_exllamav3_takes_s_from_the_lengths_not_from_factor():
     np.testing.assert_allclose(rel(t, "exllamav3"), (1 + 0.1 * math.log(8)) ** 2, rtol=1e-12)
     np.testing.assert_allclose(rel(t, "transformers"), (1 + 0.1 * math.log(4)) ** 2, rtol=1e-12)
     assert "not `factor`" in t.engines["exllamav3"].notes[0]
+
+
+# Real config shapes (issue 53): the golden values from the formulas here, the configs as their public files spell them.
+
+def test_ministral3_wrapped_config_is_read_from_its_text_config():
+    """Ministral-3-14B: mistral3 at the top, ministral3 in text_config; YaRN 16 with mscale = mscale_all_dim = 1 (a
+    factor 1 on cos/sin) and beta 0.1 at 16,384: x(1 + 0.1 ln 2) = 1.0693 at 32,768 keys (p = 32,767)."""
+    from .configs import MINISTRAL3_WRAPPED
+
+    t = engine_scales(MINISTRAL3_WRAPPED, [1, 16384, 32768])
+    assert t.model.model_type == "ministral3" and t.model.wrapper == "mistral3"
+    assert t.model.architectures == ("Mistral3ForConditionalGeneration",)
+    want = np.array([1.0, 1.0, 1 + 0.1 * math.log(2)])
+    assert round(want[-1], 4) == 1.0693
+    for engine in ("transformers", "reference", "mlx-lm", "exllamav3"):
+        np.testing.assert_allclose(rel(t, engine), want, rtol=1e-12)
+    # llama.cpp: the converter's ministral3 path writes mscale_all_dim as yarn_log_multiplier: the ratio, 1.0
+    np.testing.assert_allclose(rel(t, "llama.cpp")[:2], 1.0, rtol=1e-12)
+    # SGLang after PR #31232 takes the mscale ratio (1.0); its beta handling was not read (unknown past 16,384)
+    np.testing.assert_allclose(rel(t, "sglang")[:2], 1.0, rtol=1e-12)
+    assert np.isnan(rel(t, "sglang")[2])
+    before = engine_scales(MINISTRAL3_WRAPPED, [1, 16384], versions={"sglang": "0.5.13"})
+    np.testing.assert_allclose(rel(before, "sglang"), (1 + 0.1 * math.log(16)) ** 2, rtol=1e-12)
+    assert round((1 + 0.1 * math.log(16)) ** 2, 4) == 1.6314
+
+
+def test_ministral3_top_level_model_type_would_miss_every_ministral3_rule():
+    """The same keys read with the wrapper's model_type (what the reader did): transformers has no beta rule for it."""
+    from .configs import MINISTRAL3_WRAPPED
+
+    flat = {**MINISTRAL3_WRAPPED["text_config"], "model_type": "mistral3"}
+    assert engine_scales(flat, [32768]).engines["transformers"].scale is not None
+    assert np.isnan(engine_scales(flat, [32768]).engines["transformers"].scale).all()
+
+
+def test_text_config_that_is_not_an_object_is_refused_naming_it():
+    from .configs import MINISTRAL3_WRAPPED
+
+    with pytest.raises(ValueError, match=r"`text_config` must be an object"):
+        engine_scales({**MINISTRAL3_WRAPPED, "text_config": "ministral3"}, [1])
+
+
+def test_kimi_k2_runs_deepseek_v3_in_mlx_lm_by_its_remap_and_in_exllamav3_by_its_class():
+    """Kimi K2: YaRN 32, mscale = mscale_all_dim = 1: (0.1 ln 32 + 1)^2 = 1.8133 on the whole q.k, 1/sqrt(192)."""
+    from .configs import KIMI_K2
+
+    t = engine_scales(KIMI_K2, [1, 100000])
+    want = (1 + 0.1 * math.log(32)) ** 2
+    assert round(want, 4) == 1.8133
+    for engine in ("mlx-lm", "exllamav3", "transformers", "vllm", "reference"):
+        np.testing.assert_allclose(t.engines[engine].scale * math.sqrt(192), want, rtol=1e-12)
+    assert "model_remapping" in t.engines["mlx-lm"].rules
+    assert "architectures" in t.engines["exllamav3"].rules
+    # without the class name exllamav3 dispatches nothing for kimi_k2, and without the remap mlx-lm has no file
+    bare = {k: v for k, v in KIMI_K2.items() if k != "architectures"}
+    assert engine_scales(bare, [1]).engines["exllamav3"].scale is None
+
+
+def test_onnxruntime_genai_phi3_128k_is_make_mscale_su():
+    """Phi-3-mini-128k: s = 131072 / 4096 = 32, sqrt(1 + ln 32 / ln 4096) on cos/sin: 1 + 5/12 = 1.4167 on q.k."""
+    from .configs import PHI3_MINI_128K
+
+    t = engine_scales(PHI3_MINI_128K, [1, 100000])
+    want = 1 + math.log(32) / math.log(4096)
+    assert round(want, 4) == 1.4167
+    np.testing.assert_allclose(t.engines["onnxruntime-genai"].scale * math.sqrt(96), want, rtol=1e-12)
+    no_type = {**PHI3_MINI_128K, "rope_scaling": {**{k: v for k, v in PHI3_MINI_128K["rope_scaling"].items()
+                                                     if k != "type"}, "rope_type": "longrope"}}
+    e = engine_scales(no_type, [1]).engines["onnxruntime-genai"]
+    assert e.scale is None and "`rope_params[\"type\"]`" in e.notes[0]
+
+
+def test_llama_yarn_attention_factor_one_in_vllm_0_29_0_and_newest():
+    """vLLM up to 0.29.0 drops attention_factor: (0.1 ln 4 + 1)^2 = 1.2965; after PR #56446 it honours it: 1.0."""
+    old = engine_scales(YARN_AF1, [1, 32768], versions={"vllm": "0.29.0"})
+    new = engine_scales(YARN_AF1, [1, 32768])
+    np.testing.assert_allclose(rel(old, "vllm"), (1 + 0.1 * math.log(4)) ** 2, rtol=1e-12)
+    np.testing.assert_allclose(rel(new, "vllm"), 1.0, rtol=1e-12)
+    assert round((1 + 0.1 * math.log(4)) ** 2, 4) == 1.2965
+
+
+@pytest.mark.parametrize("engine, rejects", [("transformers", False), ("sglang", True), ("exllamav3", True),
+                                             ("mlx-lm", True)])
+def test_an_unknown_rope_type_is_refused_by_the_engines_that_refuse_it(engine, rejects):
+    cfg = {**YARN, "rope_scaling": {**YARN["rope_scaling"], "rope_type": "foo"}}
+    t = engine_scales(cfg, [1])
+    assert t.model.unknown_keys[0] == "rope_scaling.rope_type"
+    e = t.engines[engine]
+    assert (e.scale is None and e.notes[0].startswith("refuses the config: rope_type 'foo'")) == rejects
+
+
+def test_an_unknown_layer_types_entry_is_flagged():
+    from .configs import LAGUNA
+
+    cfg = {**LAGUNA, "layer_types": ["mystery_attention", *LAGUNA["layer_types"][1:]]}
+    t = engine_scales(cfg, [1])
+    assert "layer_types entry 'mystery_attention'" in t.model.unknown_keys
+    assert any("mystery_attention" in note for note in t.notes)
+    assert not engine_scales(LAGUNA, [1]).model.unknown_keys
+
+
+def test_laguna_per_layer_type_read_by_mlx_lm_and_exllamav3_flat_refused_or_default():
+    """mlx-lm reads Laguna's RoPE only nested: YaRN 64 there, whose factor it takes from mscale (attention_factor
+    dropped): (0.1 ln 64 + 1)^2 = 2.0047 on the rotated half of the full layers; flat: default RoPE, x1.
+    exllamav3 reads the nested form (attention_factor 1: x1) and refuses the flat one."""
+    from .configs import LAGUNA, LAGUNA_FLAT
+
+    nested = engine_scales(LAGUNA, [1, 100000])
+    full = tuple(i for i in range(40) if (i + 1) % 4 == 0)
+    e = nested.engines["mlx-lm"]
+    assert e.layers == full
+    np.testing.assert_allclose(e.scale * math.sqrt(128), (1 + 0.1 * math.log(64)) ** 2, rtol=1e-12)
+    np.testing.assert_allclose(e.nope_scale * math.sqrt(128), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(nested.engines["exllamav3"].scale * math.sqrt(128), 1.0, rtol=1e-12)
+    flat = engine_scales(LAGUNA_FLAT, [1, 100000])
+    np.testing.assert_allclose(flat.engines["mlx-lm"].scale * math.sqrt(128), 1.0, rtol=1e-12)
+    assert flat.engines["exllamav3"].scale is None
+    assert flat.engines["exllamav3"].notes[0].startswith("refuses the config")
+
+
+def test_mlx_lm_applies_the_beta_only_in_ministral3_and_long_mscale_only_in_phimoe():
+    from .configs import MINISTRAL3, PHI3_MINI_128K
+
+    other = engine_scales({**MINISTRAL3, "model_type": "mistral"}, [65537]).engines["mlx-lm"]
+    np.testing.assert_allclose(other.scale * math.sqrt(128), 1.0, rtol=1e-12)  # ratio 1, no beta in llama.py
+    assert any("ministral3.py only" in note for note in other.notes)
+    cfg = {**PHI3_MINI_128K, "rope_scaling": {**PHI3_MINI_128K["rope_scaling"], "long_mscale": 1.5}}
+    np.testing.assert_allclose(engine_scales(cfg, [1]).engines["mlx-lm"].scale * math.sqrt(96),
+                               1 + math.log(32) / math.log(4096), rtol=1e-12)
+    moe = engine_scales({**cfg, "model_type": "phimoe", "architectures": ["PhiMoEForCausalLM"]}, [1])
+    np.testing.assert_allclose(moe.engines["mlx-lm"].scale * math.sqrt(96), 1.5 ** 2, rtol=1e-12)
+
+
+def test_gemma3_27b_wrapped_is_one_over_sqrt_168_where_read():
+    """Gemma 3 27B: query_pre_attn_scalar 168 (transformers, mlx-lm, exllamav3 by its class) and llama.cpp's 62-layer
+    rule 1/sqrt(n_embd/n_head) = 1/sqrt(5376/32) agree; linear RoPE puts no factor on q.k."""
+    from .configs import GEMMA3_27B
+
+    t = engine_scales(GEMMA3_27B, [1, 100000])
+    assert t.model.model_type == "gemma3_text" and t.model.head_dim == 128
+    for engine in ("transformers", "reference", "llama.cpp", "exllamav3", "mlx-lm", "ollama"):
+        np.testing.assert_allclose(t.engines[engine].scale, 168 ** -0.5, rtol=1e-12)
+    assert "gemma_scale" in t.engines["exllamav3"].rules and "gemma_scale" in t.engines["llama.cpp"].rules

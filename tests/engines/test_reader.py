@@ -153,7 +153,7 @@ def test_the_rope_variant_is_the_toolkits_name_for_advise(cfg, variant):
 
 
 def test_every_rope_variant_named_is_one_the_toolkit_has():
-    from softmax_scale.engines.config import ROPE_VARIANTS
+    from softmax_scale.engines._types import ROPE_VARIANTS
     from softmax_scale.schemes.rope import ROPES
 
     assert set(ROPE_VARIANTS.values()) <= set(ROPES)

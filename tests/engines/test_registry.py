@@ -71,7 +71,7 @@ def test_every_rule_names_its_source_and_a_registered_formula(engine, rule):
 
 def test_the_rule_tables_list_each_engine():
     assert list(ENGINES) == ["transformers", "vllm", "llama.cpp", "sglang", "exllamav3", "mlx-lm", "tensorrt-llm",
-                             "onnxruntime-genai", "reference"]
+                             "onnxruntime-genai", "ollama", "reference"]
     assert all(mod.RULES for mod in ENGINES.values())
     assert sum(bool(r.commit) for _, r in engine_rules()) >= 10
 

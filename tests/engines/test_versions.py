@@ -35,11 +35,11 @@ def test_qwen3_static_yarn_in_transformers_4_51_takes_s_from_the_lengths():
 
 
 def test_a_transformers_version_no_row_covers_is_unknown_not_a_guess():
-    t = engine_scales(QWEN3_STATIC_YARN, [1], versions={"transformers": "4.55.0"})
+    t = engine_scales(QWEN3_STATIC_YARN, [1], versions={"transformers": "4.50.0"})
     e = t.engines["transformers"]
     assert e.scale is None
-    assert e.version == "4.55.0"
-    assert e.notes[0].startswith("unknown at transformers==4.55.0")
+    assert e.version == "4.50.0"
+    assert e.notes[0].startswith("unknown at transformers==4.50.0")
 
 
 def test_ministral3_in_vllm_before_and_after_56446():
@@ -86,13 +86,40 @@ def test_exllamav3_from_1_3_sets_the_yarn_factor_to_one_under_the_beta():
     assert "sets the YaRN factor to 1 under `llama_4_scaling_beta`" in e.notes
 
 
-@pytest.mark.parametrize("version", ["0.29.0", "0.29.1", None])
-def test_mistral_large3_in_vllm_is_unknown_at_each_of_its_three_ranges(version):
-    t = engine_scales(MISTRAL_LARGE3, [1, 8193], versions={} if version is None else {"vllm": version})
+def test_mistral_large3_in_vllm_is_unknown_before_56446():
+    t = engine_scales(MISTRAL_LARGE3, [1, 8193], versions={"vllm": "0.29.0"})
     e = t.engines["vllm"]
     assert e.scale is None
     assert "#56446" in e.notes[1]
     assert "#57563" in e.notes[1]
+
+
+@pytest.mark.parametrize("version", ["0.30.0", "0.31.0", None])
+def test_vllm_deepseek_llama_scaling_from_0_30_is_the_rope_ratio_without_the_softmax_term(version):
+    """From 0.30.0 deepseek_llama_scaling builds the same rope class as deepseek_yarn (mscale 1 / mscale_all_dim 0:
+    get_mscale(36) = 1.3584 on cos/sin) and skips the softmax term: x1.8451 on the rope dimensions, x1 on the rest.
+    0.30.0 takes that path on `apply_yarn_scaling: false`, 0.31.0 (PR #57563) on `attention_factor: 1.0`."""
+    af = {**MISTRAL_LARGE3, "rope_parameters": {**MISTRAL_LARGE3["rope_parameters"], "attention_factor": 1.0}}
+    for cfg in (MISTRAL_LARGE3, af):
+        e = engine_scales(cfg, [1], versions={} if version is None else {"vllm": version}).engines["vllm"]
+        np.testing.assert_allclose(e.scale * math.sqrt(192), get_mscale(36) ** 2, rtol=1e-12)
+        np.testing.assert_allclose(e.nope_scale * math.sqrt(192), 1.0, rtol=1e-12)
+    assert engine_scales(af, [1], versions={"vllm": "0.30.0"}).engines["vllm"].rules[1] == "deepseek_softmax"
+    assert engine_scales(MISTRAL_LARGE3, [1], versions={"vllm": "0.31.0"}).engines["vllm"].rules[1] == \
+        "deepseek_attention_factor"
+
+
+def test_mistral_large3_hf_keys_in_newest_vllm_take_deepseek_yarn():
+    """After #57563 only `attention_factor: 1.0` selects deepseek_llama_scaling: these HF keys (no attention_factor)
+    get deepseek_yarn, get_mscale(36) = 1.3584 on cos/sin of the rope dimensions, mscale_all_dim unset (factor 1)."""
+    t = engine_scales(MISTRAL_LARGE3, [1, 8192, 8193])
+    e = t.engines["vllm"]
+    np.testing.assert_allclose(e.scale[:2] * math.sqrt(192), get_mscale(36) ** 2, rtol=1e-12)
+    np.testing.assert_allclose(e.nope_scale[:2] * math.sqrt(192), 1.0, rtol=1e-12)
+    assert round(get_mscale(36) ** 2, 4) == 1.8451
+    assert np.isnan(e.scale[2])  # the beta in rope_parameters: its handling after #56446 was not read
+    assert "deepseek_attention_factor" in e.rules
+
 
 
 def test_mistral_large3_reference_is_the_beta_alone_on_one_over_sqrt_192():
@@ -174,7 +201,7 @@ def test_bad_pins_raise_naming_engine(specs, msg):
 
 def test_engine_scales_refuses_an_unknown_engine_or_version():
     with pytest.raises(ValueError, match="`versions`"):
-        engine_scales(QWEN3_STATIC_YARN, [1], versions={"ollama": "1"})
+        engine_scales(QWEN3_STATIC_YARN, [1], versions={"lmdeploy": "1"})
     with pytest.raises(ValueError, match="`versions` must be a PEP 440 version"):
         engine_scales(QWEN3_STATIC_YARN, [1], versions={"vllm": "latest"})
 
@@ -200,3 +227,94 @@ def test_a_row_known_only_in_part_is_marked_and_lists_its_unknown_positions():
     row = next(line for line in t.to_text().splitlines() if line.startswith("vllm"))
     assert row.startswith("vllm?")
     assert t.to_json()["engines"]["vllm"]["unknown_n"] == [16385]
+
+
+@pytest.mark.parametrize("version, want", [("4.51.0", get_mscale(40960 / 32768) ** 2),
+                                           ("4.55.0", get_mscale(40960 / 32768) ** 2),
+                                           ("4.56.0", get_mscale(4.0) ** 2), ("4.57.0", get_mscale(4.0) ** 2),
+                                           ("5.0.0", get_mscale(4.0) ** 2), ("5.25.0", get_mscale(4.0) ** 2)])
+def test_qwen3_8b_in_transformers_by_release(version, want):
+    """PR #40320 (first in 4.56.0) took s from `factor`; before it from the lengths (40,960 / 32,768)."""
+    from .configs import QWEN3_8B
+
+    t = engine_scales(QWEN3_8B, [1], versions={"transformers": version})
+    np.testing.assert_allclose(rel(t, "transformers"), want, rtol=1e-12)
+
+
+def test_transformers_4_53_to_4_55_take_the_mscale_ratio_on_s_from_the_lengths():
+    t = engine_scales(YARN_MSCALE_PAIR, [1], versions={"transformers": "4.55.0"})
+    np.testing.assert_allclose(rel(t, "transformers"), 1.0, rtol=1e-12)  # mscale = mscale_all_dim
+    old = engine_scales(YARN_MSCALE_PAIR, [1], versions={"transformers": "4.52.0"})
+    assert old.engines["transformers"].scale is None  # the 4.51 row's handling of mscale was not read
+
+
+def test_llama_cpp_build_tags_are_read():
+    pins = parse_engine_pins(["llama.cpp==b6000"])
+    assert pins == {"llama.cpp": Version("6000")}
+    assert parse_engine_pins(["llama-cpp==6000"]) == pins
+    with pytest.raises(ValueError, match="build such as b6000"):
+        parse_engine_pins(["llama.cpp==1.0"])
+    from .configs import GEMMA3
+
+    t = engine_scales(GEMMA3, [1], versions={"llama.cpp": "b6000"})
+    assert t.engines["llama.cpp"].version == "b6000"
+    np.testing.assert_allclose(t.engines["llama.cpp"].scale, 1 / 16, rtol=1e-12)
+    y = engine_scales(QWEN3_STATIC_YARN, [1], versions={"llama.cpp": "b6000"}).engines["llama.cpp"]
+    assert y.scale is None and "#17945" in y.notes[1]  # the build that took PR #17945 was not established
+
+
+def test_vllm_deepseek_reads_a_top_level_llama_4_scaling():
+    """DeepseekV2Model: q x (1 + beta ln(1 + floor(p / L))) from a top-level `llama_4_scaling`."""
+    from .configs import DEEPSEEK_V3
+
+    cfg = {**DEEPSEEK_V3, "llama_4_scaling": {"beta": 0.1, "original_max_position_embeddings": 8192}}
+    n = np.array([1, 8192, 8193, 16385])
+    e = engine_scales(cfg, n).engines["vllm"]
+    want = (1 + 0.1 * math.log(40)) ** 2 * (1 + 0.1 * np.log1p(np.floor((n - 1) / 8192)))
+    np.testing.assert_allclose(e.scale * math.sqrt(192), want, rtol=1e-12)
+    assert "deepseek_llama_4_scaling" in e.rules
+
+
+def test_ollama_own_engine_before_0_30_and_llama_server_from_it():
+    """Ollama's own mistral3 model (PR #13432, v0.13.3 to 0.29): the mscale pair cancels ggml's factor (x1) and the
+    beta scales q: 1 + 0.1 ln 2 at 32,768 keys; from v0.30.0 (PR #16031) llama-server: llama.cpp's row."""
+    from .configs import MINISTRAL3_WRAPPED
+
+    n = np.array([1, 16384, 32768])
+    own = engine_scales(MINISTRAL3_WRAPPED, n, versions={"ollama": "0.20.0"})
+    np.testing.assert_allclose(rel(own, "ollama"), [1.0, 1.0, 1 + 0.1 * math.log(2)], rtol=1e-12)
+    no_pair = {**MINISTRAL3_WRAPPED, "text_config": {**MINISTRAL3_WRAPPED["text_config"], "rope_parameters": {
+        k: v for k, v in MINISTRAL3["rope_parameters"].items() if k not in ("mscale", "mscale_all_dim")}}}
+    np.testing.assert_allclose(rel(engine_scales(no_pair, [1], versions={"ollama": "0.20.0"}), "ollama"),
+                               get_mscale(16) ** 2, rtol=1e-12)
+    new = engine_scales(MINISTRAL3_WRAPPED, n)
+    np.testing.assert_array_equal(new.engines["ollama"].scale, new.engines["llama.cpp"].scale)
+    assert new.engines["ollama"].rules[0] == "llama_server"
+    assert engine_scales(MINISTRAL3_WRAPPED, n, versions={"ollama": "0.13.1"}).engines["ollama"].scale is None
+    assert parse_engine_pins(["ollama==0.29.0"]) == {"ollama": Version("0.29.0")}
+
+
+@pytest.mark.parametrize("version, want", [("0.5.13", get_mscale(16) ** 2), ("0.5.15", get_mscale(16) ** 2),
+                                           ("0.5.16", 1.0), (None, 1.0)])
+def test_sglang_takes_the_mscale_ratio_from_0_5_16(version, want):
+    """PR #31232, first in 0.5.16: Ministral 3's mscale = mscale_all_dim = 1 gives the ratio 1."""
+    t = engine_scales(YARN_MSCALE_PAIR, [1], versions={} if version is None else {"sglang": version})
+    np.testing.assert_allclose(rel(t, "sglang"), want, rtol=1e-12)
+
+
+def test_sglang_before_0_5_13_is_unknown_for_yarn():
+    assert engine_scales(YARN_MSCALE_PAIR, [1], versions={"sglang": "0.5.12"}).engines["sglang"].scale is None
+
+
+def test_sglang_keeps_the_base_softmax_scale_without_apply_yarn_scaling_and_reads_top_level_beta():
+    """Mistral-Large-3 in HF keys: deepseek_yarn on the rope dimensions (get_mscale(36)^2), no softmax mscale
+    (apply_yarn_scaling false, PR #26203), and a top-level llama_4_scaling on q: 1 + 0.1 ln(1 + floor(p / 8192))."""
+    rope = {k: v for k, v in MISTRAL_LARGE3["rope_parameters"].items() if k != "llama_4_scaling_beta"}
+    cfg = {**MISTRAL_LARGE3, "rope_parameters": rope,
+           "llama_4_scaling": {"beta": 0.1, "original_max_position_embeddings": 8192}}
+    n = np.array([1, 8192, 8193, 16385])
+    e = engine_scales(cfg, n).engines["sglang"]
+    beta = 1 + 0.1 * np.log1p(np.floor((n - 1) / 8192))
+    np.testing.assert_allclose(e.scale * math.sqrt(192), get_mscale(36) ** 2 * beta, rtol=1e-12)
+    np.testing.assert_allclose(e.nope_scale * math.sqrt(192), beta, rtol=1e-12)
+    assert "deepseek_apply_yarn_scaling" in e.rules and "deepseek_llama_4_scaling" in e.rules
