@@ -107,3 +107,22 @@ def test_a_yarn_measurement_does_not_decide_for_the_model_run_without_yarn():
     r = next(r for r in a.recommendations if r.at_test)
     assert 1.05 <= r.factor <= 1.12 and not a.evidence_note
     assert '"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 8192' in r.formula
+
+
+def test_the_shipped_model_finds_its_committed_measurement_and_answers_the_same(tmp_path, monkeypatch):
+    from softmax_scale.advice import own_result
+
+    monkeypatch.chdir(tmp_path)  # no ./measure here: the committed figures/ holds real_extrapolation.csv too
+    model = _smollm2()
+    assert own_result(model) == COMMITTED.resolve()
+    assert _answer(model) == _answer(COMMITTED)
+
+
+def test_a_file_of_another_experiment_on_the_same_model_is_not_a_measurement(tmp_path):
+    from softmax_scale.advice import own_result
+
+    header, rows = _split(COMMITTED)
+    other = [x.replace("# experiment: measure", "# experiment: real_extrapolation") for x in header]
+    _write(tmp_path / "bigger.csv", other, rows + rows)  # the same hash and more rows, not a measurement
+    _write(tmp_path / "m.csv", header, rows)
+    assert own_result(_smollm2(), folders=[tmp_path]) == (tmp_path / "m.csv").resolve()
