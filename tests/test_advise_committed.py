@@ -107,3 +107,50 @@ def test_a_yarn_measurement_does_not_decide_for_the_model_run_without_yarn():
     r = next(r for r in a.recommendations if r.at_test)
     assert 1.05 <= r.factor <= 1.12 and not a.evidence_note
     assert '"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 8192' in r.formula
+
+
+def test_the_shipped_model_finds_its_committed_measurement_and_answers_the_same(tmp_path, monkeypatch):
+    from softmax_scale.advice import own_result
+
+    monkeypatch.chdir(tmp_path)  # no ./measure here: the committed figures/ holds real_extrapolation.csv too
+    model = _smollm2()
+    assert own_result(model) == COMMITTED.resolve()
+    assert _answer(model) == _answer(COMMITTED)
+
+
+def test_a_file_of_another_experiment_on_the_same_model_is_not_a_measurement(tmp_path):
+    from softmax_scale.advice import own_result
+
+    header, rows = _split(COMMITTED)
+    other = [x.replace("# experiment: measure", "# experiment: real_extrapolation") for x in header]
+    _write(tmp_path / "bigger.csv", other, rows + rows)  # the same hash and more rows, not a measurement
+    _write(tmp_path / "m.csv", header, rows)
+    assert own_result(_smollm2(), folders=[tmp_path]) == (tmp_path / "m.csv").resolve()
+
+
+@pytest.mark.parametrize("task", ["lm", "retrieval"])
+def test_a_question_has_one_family_however_it_is_asked(task):
+    # the README asks for every RoPE variant at once; a user asks for one: the same tests, the same answers
+    from softmax_scale.advice import DOCS_CALL
+
+    every = ss.advise(**DOCS_CALL, task=task)
+    ropes = sorted({c.rope for c in every.comparisons})
+    assert len(ropes) > 1
+    for rope in ropes:
+        one = ss.advise(**{**DOCS_CALL, "rope": rope}, task=task)
+        key = lambda c: (c.scale, c.experiment, c.model, c.at_test, c.p_adjusted, c.verdict, c.family)  # noqa: E731
+        assert [key(c) for c in every.comparisons if c.rope == rope] == [key(c) for c in one.comparisons]
+        assert [r for r in every.recommendations if r.rope == rope] == list(one.recommendations)
+
+
+def test_the_smallest_detectable_effect_is_the_t_threshold_of_holms_first_step():
+    from scipy import stats
+
+    from softmax_scale.advice._rule import LEVEL
+
+    a = ss.advise(d=128, train_length=4096, n=32768, rope="yarn")
+    for c in a.comparisons:
+        if c.test == "paired t" and len(c.seeds) > 1 and c.effect_se > 0:
+            # at exactly that effect the t sits at the threshold, so its two-sided p is LEVEL / family
+            t = c.detectable / c.effect_se
+            assert 2 * stats.t.sf(t, len(c.seeds) - 1) == pytest.approx(LEVEL / c.family, rel=1e-9)

@@ -21,7 +21,7 @@ L, N = 1024, 2048
 def _write(path, gains, docs=6, prompts=0, recipe=True, retrieved=None):
     """A measure file at n = 2L: the recipe reads loss 2.0 on each document, each cell 2.0 - gain + noise."""
     rng = np.random.default_rng(0)
-    lines = [f"# train_length: {L}", "# head_dim: 64", "# model: toy.gguf", "# model_sha256: " + "ab" * 32,
+    lines = ["# experiment: measure", f"# train_length: {L}", "# head_dim: 64", "# model: toy.gguf", "# model_sha256: " + "ab" * 32,
              "# rope: yarn", "# recipe: yarn s = 2 at L = 1024, llama.cpp's multiplier", ",".join(COLUMNS)]
     cells = [("constant", 1.0, 0.0)] + [("constant", f, g) for f, g in gains.items()]
     if recipe:

@@ -187,9 +187,9 @@ def test_holms_correction_decides(tmp_path):
     assert _at_test(_advise(tmp_path, [one, *nulls])).scale == "standard"
 
 
-def test_two_models_that_disagree_in_sign_keep_the_baseline_and_are_shown_side_by_side(tmp_path):
+def test_two_models_separated_in_opposite_directions_keep_the_baseline_and_are_shown_side_by_side(tmp_path):
     rows = [_row("standard + qwen_logn@128 at test", -0.05, 0.001),
-            _row("standard + qwen_logn@128 at test", +0.01, 0.05, multiple=2.0, model="toy real", size=2000,
+            _row("standard + qwen_logn@128 at test", +0.05, 0.001, multiple=2.0, model="toy real", size=2000,
                  replicates="documents")]
     rec = _at_test(_advise(tmp_path, rows))
     assert rec.scale == "standard"
@@ -197,6 +197,15 @@ def test_two_models_that_disagree_in_sign_keep_the_baseline_and_are_shown_side_b
     assert len(rec.side_by_side) == 2 and any("toy real" in s for s in rec.side_by_side)
     rows[1] = replace(rows[1], difference=-0.01, values=(-0.06, -0.01, 0.04))  # the same sign: the change stands
     assert _at_test(_advise(tmp_path, rows)).scale == "qwen_logn at test"
+
+
+def test_a_veto_needs_a_separated_difference(tmp_path):
+    # the other model points the other way (+0.01) but is not separated (spread 0.05 on 3 documents): no veto
+    rows = [_row("standard + qwen_logn@128 at test", -0.05, 0.001),
+            _row("standard + qwen_logn@128 at test", +0.01, 0.05, multiple=2.0, model="toy real", size=2000,
+                 replicates="documents")]
+    rec = _at_test(_advise(tmp_path, rows))
+    assert rec.scale == "qwen_logn at test" and rec.side_by_side == ()
 
 
 def test_a_situation_short_of_n_over_l_decides_nothing_and_no_effect_is_printed(tmp_path):

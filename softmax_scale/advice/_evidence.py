@@ -18,16 +18,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+from scipy import stats
 
 from ..experiments import EXPERIMENTS, LM_TASKS, Experiment, applied_at_test
 from ..heads import SHARE_RULE, TOOLKIT_RULES
 from ..schemes import SCHEMES, STANDARD
 from ..schemes.rope import ROPES
 from ._own import OWN_EXPERIMENT, OWN_KIND
-from ._rule import DIRECTION, base_scheme, holm, paired_test, verdict
+from ._rule import DIRECTION, LEVEL, base_scheme, holm, paired_test, verdict
 
-__all__ = ["KINDS", "TASKS", "Comparison", "base_scheme", "comparisons", "own_scope", "pool", "read_evidence", "scale_label",
-           "scope", "task_matches"]
+__all__ = ["KINDS", "TASKS", "Comparison", "base_scheme", "comparisons", "detectable", "own_scope", "pool",
+           "read_evidence", "scale_label", "scope", "task_matches"]
 
 #: ``--task``: what the model is asked to do, and the rows of the evidence that speak to it.
 TASKS = {"lm": "language modelling", "retrieval": "retrieving one key"}
@@ -74,7 +75,7 @@ class Comparison:
     measured_to : float
         The largest multiple this situation measured.
     reaches : bool
-        Whether :attr:`measured_to` reaches the target ``n / L``.
+        Whether the measured multiples bracket the target ``n / L`` (one at or past it, one at or before it).
     per_multiple : tuple
         ``(multiple, mean difference, standard error, replicates)`` at each pooled multiple.
     effect, effect_se : float
@@ -92,8 +93,13 @@ class Comparison:
     p : float
         The two-sided p value (NaN: no test possible).
     p_adjusted : float
-        Holm's adjustment of :attr:`p` over every comparison the question reads (:func:`comparisons`).
+        Holm's adjustment of :attr:`p` over the comparisons the question reads under its RoPE (:func:`comparisons`).
     verdict : {"better", "worse", "not separated"}
+    family : int
+        How many tests that adjustment runs over.
+    detectable : float
+        The smallest effect (in the metric's unit) these replicates could have separated in that family
+        (:func:`detectable`).
     """
 
     experiment: str
@@ -126,6 +132,8 @@ class Comparison:
     p: float
     p_adjusted: float
     verdict: str
+    family: int = 0
+    detectable: float = math.nan
 
     @property
     def situation(self) -> tuple:
@@ -278,7 +286,9 @@ def _comparison(rows: list, target: float) -> "Comparison":
     """One situation's rows of one scale and metric (one per multiple), pooled up to the multiple that reaches ``target``."""
     rows = sorted(rows, key=lambda e: e.multiple)
     measured_to = rows[-1].multiple
-    reaches = measured_to >= target * (1 - 1e-9)
+    # the measured multiples bracket n/L: one at or past it, and one at or before it (a result measured only far
+    # beyond n/L does not answer a question at n/L)
+    reaches = measured_to >= target * (1 - 1e-9) and rows[0].multiple <= target * (1 + 1e-9)
     upto = next(e.multiple for e in rows if e.multiple >= target * (1 - 1e-9)) if reaches else measured_to
     used = [e for e in rows if e.multiple <= upto]
     values, seeds = pool(used)
@@ -310,8 +320,9 @@ def comparisons(found: dict, task: str, rope: str | None, target: float, baselin
     """The comparisons that speak to the situation (see the module docstring), with Holm's verdicts.
 
     Each scale against ``standard``; with ``baselines``, ``standard`` against the other references.
-    Holm's adjustment runs over every comparison returned: each scale, situation, RoPE variant and way
-    of applying the scale that the question reads.
+    Holm's adjustment runs over the comparisons of one RoPE variant: each scale, situation and way of
+    applying the scale that the question reads under it, so that a question's family is the same
+    whether it names its RoPE or asks for every variant at once.
     """
     def wanted(e):
         return (e.scale == REFERENCE and e.reference != REFERENCE) if baselines else e.reference == REFERENCE
@@ -329,9 +340,33 @@ def comparisons(found: dict, task: str, rope: str | None, target: float, baselin
             continue
         groups.setdefault((*sit, scale_label(e.scale, e.train_length), e.reference), []).append(e)
     out = _merge([_comparison(es, target) for es in groups.values()])
-    adjusted = holm([c.p for c in out])  # one family: every scale, situation, RoPE and way of applying read
-    judged = [replace(c, p_adjusted=q, verdict=verdict(c.gain, q)) for c, q in zip(out, adjusted)]
+    judged = []
+    for rope_ in sorted({c.rope for c in out}):  # one family per RoPE, whichever RoPEs the question read
+        family = [c for c in out if c.rope == rope_]
+        m = sum(math.isfinite(c.p) for c in family)
+        for c, q in zip(family, holm([c.p for c in family])):
+            judged.append(replace(c, p_adjusted=q, verdict=verdict(c.gain, q), family=m,
+                                  detectable=detectable(c, m)))
     return sorted(judged, key=lambda c: (c.rope, c.at_test, c.experiment, c.size, c.scale, c.reference))
+
+
+def detectable(c, m: int) -> float:
+    """The smallest effect ``c``'s replicates could show as separated in a family of ``m`` (Holm's first step).
+
+    For a paired t on ``k`` replicates: ``t_{1 - LEVEL/(2m)}(k - 1)`` times the standard error; for the
+    exact sign test on ``k`` prompts: the fewest prompts that, all one way, give a two-sided p below
+    ``LEVEL/m``, as a fraction of ``k`` (``inf`` where ``k`` is too few for any outcome to pass).  NaN
+    where no test is possible.
+    """
+    k = len(c.seeds)
+    if m < 1 or k < 1:
+        return math.nan
+    if c.binary:
+        need = math.ceil(math.log2(2 * m / LEVEL))  # 2 * 0.5**need < LEVEL / m
+        return need / k if need <= k else math.inf
+    if k < 2 or not math.isfinite(c.effect_se):
+        return math.nan
+    return float(stats.t.isf(LEVEL / (2 * m), k - 1) * c.effect_se)
 
 
 def _and(items: list) -> str:

@@ -38,19 +38,27 @@ def _cell_name(scheme: str, factor: float) -> str:
     return constant_label(factor) if scheme == _CONSTANT else scheme
 
 
-def _header_sha(path: Path) -> str | None:
-    """The ``model_sha256`` of a result file's header (its leading ``#`` lines), or None."""
+def _header(path: Path) -> dict:
+    """The ``key: value`` lines of a result file's header (its leading ``#`` lines); empty where unreadable."""
+    out = {}
     try:
         with open(path, encoding="utf-8") as f:
             for line in f:
                 if not line.startswith("#"):
-                    return None
+                    break
                 key, _, value = line[1:].partition(":")
-                if key.strip() == "model_sha256":
-                    return value.strip()
+                out.setdefault(key.strip(), value.strip())
     except (OSError, UnicodeDecodeError):
-        return None
-    return None
+        return {}
+    return out
+
+
+def _is_measurement_of(path: Path, sha: str) -> bool:
+    """Whether ``path`` is a result file of ``measure`` (its header's ``experiment``) on the model of hash ``sha``."""
+    from ..experiments.measure import MeasureExperiment
+
+    header = _header(path)
+    return header.get("experiment") == MeasureExperiment.name and header.get("model_sha256") == sha
 
 
 def _gguf(model, name: str) -> Path:
@@ -83,7 +91,8 @@ def own_result(model, folders=None, *, name: str = "model") -> Path:
     Returns
     -------
     Path
-        The result file whose header's ``model_sha256`` is the model's; among several, a full run
+        The result file of ``measure`` (its header's ``experiment``; other experiments that ran the
+        same model are not measurements of it) whose header's ``model_sha256`` is the model's; among several, a full run
         before a ``--quick`` one, then the one with the most rows, then the first by name.
 
     Raises
@@ -97,7 +106,7 @@ def own_result(model, folders=None, *, name: str = "model") -> Path:
     model = _gguf(model, name)
     sha = file_sha256(model)
     folders = [Path("measure"), RESULTS] if folders is None else [Path(x) for x in folders]
-    hits = sorted({p.resolve() for d in folders if d.is_dir() for p in d.glob("*.csv") if _header_sha(p) == sha})
+    hits = sorted({p.resolve() for d in folders if d.is_dir() for p in d.glob("*.csv") if _is_measurement_of(p, sha)})
     if not hits:
         raise ValueError(f"`{name}`: no result of softmax-scale measure for {model.name} (sha256 {sha[:12]}) in "
                          f"{', '.join(str(d) for d in folders)}: run `softmax-scale measure {model}` first")

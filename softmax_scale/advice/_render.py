@@ -55,8 +55,7 @@ def _theory(r, a) -> str:
 def _line(r, a) -> str:
     """One recommendation as a sentence: the whole multiplier, the change, the effect or why the baseline is kept."""
     if r.scale == "standard":
-        measured = f" (measured: {r.models}, to n/L = {r.reaches:.3g})" if r.models and math.isfinite(r.reaches) \
-            and a.n > a.train_length else ""
+        measured = f" (measured: {r.models})" if r.models and math.isfinite(r.reaches) and a.n > a.train_length else ""
         theory = _theory(r, a) if "not measured past" in r.reason or not r.models else ""
         return f"{r.change} ({r.formula}): {r.reason}{measured}{theory}"
     tier = f"; equivalent within the uncertainty (the top tier): {', '.join(r.equivalent)}" if r.equivalent else ""

@@ -21,7 +21,7 @@ from ..heads import SHARE_RULE, TOOLKIT_RULES, head_factors
 from ..schemes import SCHEMES, STANDARD, pinned
 
 __all__ = ["CLAUSES", "LEVEL", "RULE", "Baseline", "Recommendation", "base_scheme", "below_one_inside", "holm", "judge",
-           "paired_test", "recommend", "verdict"]
+           "paired_test", "power", "recommend", "verdict"]
 
 #: The family-wise level: two-sided tests, Holm's correction over every comparison one question reads.
 LEVEL = 0.05
@@ -164,9 +164,10 @@ def _reaches_model(baseline: Baseline, at_test: bool) -> str:
          f"`standard` (n/L counts keys over the training length) are pooled replicate by replicate over "
          f"the measured multiples past L up to the first that reaches n/L, and tested two-sided: a paired t "
          f"on loss or accuracy, the exact sign test on keys retrieved (0 or 1 per prompt). Holm's correction "
-         f"runs over every scale, situation, RoPE variant and way of applying that the question reads, at "
-         f"family-wise level {LEVEL}: "
-         f"better or worse where the adjusted p is below it, else not separated.")
+         f"runs over every scale, situation and way of applying that the question reads under one RoPE variant "
+         f"(the same family however the question is asked), at family-wise level {LEVEL}: "
+         f"better or worse where the adjusted p is below it, else not separated, with the smallest effect the "
+         f"replicates could have separated in that family.")
 def _separated(c) -> str:
     return c.verdict
 
@@ -179,19 +180,20 @@ def _one_label(c) -> str:
     return c.scale
 
 
-@_clause("A situation whose largest measured multiple is short of n/L gives no effect at n: no change rests "
-         "on it, and where none reaches n/L the answer is the baseline, not measured past the largest "
-         "multiple, with the i.i.d. theory's prediction at n labelled as theory.")
+@_clause("A situation whose measured multiples do not bracket n/L (one at or past it, one at or before it) "
+         "gives no effect at n: no change rests on it, and where none does the answer is the baseline, with "
+         "the multiples each model was measured at and the i.i.d. theory's prediction at n labelled as theory.")
 def _reach(cs: list) -> list:
     return [c for c in cs if c.reaches]
 
 
-@_clause("A candidate is better in one situation at least that reaches n/L, and its pooled difference "
-         "points the other way in no situation on the same task and RoPE, whatever the model and "
-         "multiple: where two models disagree in sign no change is recommended and both are shown.")
+@_clause("A candidate is better in one situation at least that reaches n/L, and worse, by the same corrected "
+         "test, in no situation on the same task and RoPE, whatever the model and multiple: where two models "
+         "are separated in opposite directions no change is recommended and both are shown; a difference "
+         "that is not separated vetoes nothing.")
 def _candidate(v: list) -> tuple:
     better = [c for c in v if c.reaches and c.verdict == "better"]
-    against = [c for c in v if math.isfinite(c.gain) and c.gain < 0]
+    against = [c for c in v if c.verdict == "worse"]
     return better, against
 
 
@@ -235,6 +237,24 @@ def _own_first(cs: list) -> list:
 CLAUSES = (_inside, _own_first, _reaches_model, _separated, _one_label, _reach, _candidate, _admissible, _tier)
 #: The rule as printed (the clauses' texts).
 RULE = " ".join(c.text for c in CLAUSES)
+
+
+def power(cs: list) -> str:
+    """What the evidence could have separated, per source: the smallest effect in each situation's family."""
+    by: dict = {}
+    for c in cs:
+        if math.isfinite(c.detectable) or math.isinf(c.detectable):
+            key = (c.experiment, _models(c), len(c.seeds), c.replicates, unit(c), c.family)
+            by[key] = min(by.get(key, math.inf), c.detectable)
+    if not by:
+        return ""
+    parts = []
+    for (experiment, models, k, replicates, u, m), x in sorted(by.items()):
+        size = "no outcome could be separated" if math.isinf(x) else \
+            "any difference (its replicates agree exactly)" if x == 0 else f"{x:.3g} {u}"
+        parts.append(f"{models}, {experiment}, {k} {replicates}: {size}")
+    return (f"; not separated, and the smallest effect each source could have separated at family-wise level "
+            f"{LEVEL} (Holm's first step over its family's tests): " + "; ".join(parts))
 
 
 def _priority(c) -> tuple:
@@ -297,7 +317,8 @@ class Recommendation:
     unit : str
         The effect's unit (``"nats per token"``, ``"in accuracy"``, ...).
     task, models : str
-        The task and the models that situation measured (for a kept baseline: every model read).
+        The task and the models that situation measured (for a kept baseline: every model read, each
+        with the multiples of L it was measured at).
     reaches : float
         The largest multiple of ``L`` measured among the comparisons read (NaN: none).
     reason : str
@@ -382,10 +403,19 @@ def where(c) -> str:
            f"{_num(c.effect)}{se} ({p})"
 
 
+def _measured_at(cs: list) -> str:
+    """Each model of ``cs`` with the multiples of L it was measured at (its own reach, never another model's)."""
+    at: dict = {}
+    for c in cs:
+        at.setdefault(_models(c), set()).update(m for m, *_ in c.per_multiple)
+        at[_models(c)].add(c.measured_to)
+    return "; ".join(f"{m} at {', '.join(f'{x:.3g}L' for x in sorted(xs))}" for m, xs in sorted(at.items()))
+
+
 def _keep(rope, at_test, baseline: Baseline, reason, cs, side=()) -> Recommendation:
     reach = max((c.measured_to for c in cs), default=math.nan)
     task = ", ".join(sorted({c.task for c in cs}))
-    models = "; ".join(sorted({_models(c) for c in cs}))
+    models = _measured_at(cs)
     return Recommendation(rope, at_test, STANDARD, "recipe" if not baseline.assumed else STANDARD, baseline.factor,
                           baseline.factor, f"keep x{baseline.factor:.5g}", baseline.label, (),
                           math.nan, math.nan, "", task, models, reach, reason, tuple(side))
@@ -413,16 +443,16 @@ def recommend(comparisons: list, rope: str, at_test: bool, *, d: int, L: int, n:
         return _keep(rope, at_test, base, "no scale measured this way", cs)
     if not _reach(cs):
         largest = max(c.measured_to for c in cs)
-        return _keep(rope, at_test, base, f"not measured past {largest:.3g}L: no situation reaches n/L = {n / L:.3g}",
-                     cs)
+        why = f"not measured past {largest:.3g}L" if largest < n / L else "not measured at or before n/L, only beyond it"
+        return _keep(rope, at_test, base, f"{why}: no situation's multiples bracket n/L = {n / L:.3g}", cs)
     by_scale: dict = {}
     for c in cs:
         by_scale.setdefault(_one_label(c), []).append(c)
     candidates, refused, conflicts, side = [], {}, [], []
     for s, v in sorted(by_scale.items()):
         better, against = _candidate(v)
-        ahead = [c for c in v if c.reaches and math.isfinite(c.gain) and c.gain > 0]
-        if ahead and {c.model for c in against} - {c.model for c in ahead}:  # two models disagree in sign
+        ahead = [c for c in v if c.reaches and c.verdict == "better"]
+        if ahead and {c.model for c in against} - {c.model for c in ahead}:  # two models separated in opposite ways
             side += [f"{s}: {where(c)}" for c in sorted(v, key=lambda c: (c.kind, c.experiment))]
         if not better:
             continue
@@ -441,8 +471,8 @@ def recommend(comparisons: list, rope: str, at_test: bool, *, d: int, L: int, n:
         parts.append(f"better but not recommended: {', '.join(f'{s} ({w})' for s, w in refused.items())}")
     if not candidates:
         return _keep(rope, at_test, base, "no admissible scale is better, after Holm's correction, in a situation "
-                     "that reaches n/L without pointing the other way elsewhere" + "".join(f"; {p}" for p in parts),
-                     cs, side)
+                     "that reaches n/L without being worse elsewhere" + "".join(f"; {p}" for p in parts)
+                     + power(_reach(cs)), cs, side)
     tier = _tier(candidates, by_scale)
     nearest = {s: _nearest([c for c in by_scale[s] if c.reaches and c.verdict == "better"]) for s in tier}
     best = min(tier, key=lambda s: (_priority(nearest[s])[:2], -nearest[s].gain, s))  # the p only orders situations
@@ -466,4 +496,4 @@ def recommend(comparisons: list, rope: str, at_test: bool, *, d: int, L: int, n:
     change = f"x{base.factor:.5g} -> x{whole:.5g}" if math.isfinite(whole) else f"x{base.factor:.5g} -> {best}"
     return Recommendation(rope, at_test, best, base_scheme(best), whole, base.factor, change, formula, per_head,
                           near.effect, near.effect_se, unit(near), near.task, _models(near),
-                          max(c.measured_to for c in cs), reason, tuple(side), equivalent)
+                          near.measured_to, reason, tuple(side), equivalent)
