@@ -154,3 +154,18 @@ def test_the_smallest_detectable_effect_is_the_t_threshold_of_holms_first_step()
             # at exactly that effect the t sits at the threshold, so its two-sided p is LEVEL / family
             t = c.detectable / c.effect_se
             assert 2 * stats.t.sf(t, len(c.seeds) - 1) == pytest.approx(LEVEL / c.family, rel=1e-9)
+
+
+def test_a_committed_measurement_is_evidence_for_its_own_situation_without_evidence(tmp_path):
+    import shutil
+
+    ask = {"d": 64, "train_length": 8192, "n": N, "rope": "yarn"}
+    shutil.copy(COMMITTED, tmp_path / COMMITTED.name)
+    r = next(r for r in ss.advise(**ask, results=tmp_path).recommendations if r.at_test)
+    assert 1.05 <= r.factor <= 1.12 and r.effect < 0 and "a GGUF measured here" in r.models
+    (tmp_path / COMMITTED.name).unlink()  # without the file nothing speaks to it
+    assert next(r for r in ss.advise(**ask, results=tmp_path).recommendations if r.at_test).scale == "standard"
+    # read as your own measurement it is not counted twice
+    shutil.copy(COMMITTED, tmp_path / COMMITTED.name)
+    a = ss.advise(**ask, results=tmp_path, evidence=tmp_path / COMMITTED.name)
+    assert all(not c.experiment.startswith("measure") or c.kind.startswith("your own") for c in a.comparisons)

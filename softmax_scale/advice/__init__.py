@@ -35,13 +35,13 @@ from ..schemes.rope import ROPE_CHANGES, ROPES
 from ._alpha import AttentionAlpha, TrainedAlpha, attention_alpha, trained_alpha
 from ._config import config_lines, engine_summary, recipe_baseline, recipe_evidence
 from ._evidence import TASKS, Comparison, comparisons, own_scope, read_evidence, scope
-from ._own import own_evidence, own_result
+from ._own import is_measurement, own_evidence, own_result
 from ._render import DOCS_CALL, docs_block, headline, markdown, short_answers, text, write_docs
 from ._rule import LEVEL, RULE, Baseline, Recommendation, recommend
 
-__all__ = ["DOCS_CALL", "LEVEL", "RULE", "TASKS", "Advice", "AttentionAlpha", "Baseline", "Comparison", "Recommendation",
-           "SchemeAtLength", "TrainedAlpha", "advise", "attention_alpha", "docs_block", "measured_rope", "own_result",
-           "rope_setting", "short_answers", "trained_alpha", "write_docs"]
+__all__ = ["DOCS_CALL", "LEVEL", "MEASURED", "RULE", "TASKS", "Advice", "AttentionAlpha", "Baseline", "Comparison",
+           "Recommendation", "SchemeAtLength", "TrainedAlpha", "advise", "attention_alpha", "committed_measurements",
+           "docs_block", "measured_rope", "own_result", "rope_setting", "short_answers", "trained_alpha", "write_docs"]
 
 
 @dataclass(frozen=True)
@@ -226,6 +226,31 @@ def _with_rope(r: Recommendation, L: int, n: int) -> Recommendation:
     return replace(r, formula=f"{r.formula}, under RoPE {r.rope}{rope_setting(r.rope, L, n)}")
 
 
+#: The experiment name of a ``measure`` result file in the results folder, read as evidence for its own situation.
+MEASURED = "measure"
+
+
+def committed_measurements(folder, skip=None) -> dict:
+    """The ``measure`` result files in ``folder`` as evidence: ``{name: (file name, [Evidence])}``.
+
+    Each is a real pretrained model measured under one RoPE at its multiples of its ``L``: evidence for
+    that situation like any other experiment's rows (``experiment`` :data:`MEASURED`), not the user's own
+    measurement.  ``skip``: a file read as your own measurement (``evidence``), not counted twice.
+    """
+    out = {}
+    skip = None if skip is None else Path(skip).resolve()
+    for path in sorted(Path(folder).glob("*.csv")):
+        if path.resolve() == skip or not is_measurement(path):
+            continue
+        own = own_evidence(path)
+        rope = measured_rope(own.header)
+        if rope is None or not own.rows:
+            continue
+        rows = [replace(e, experiment=MEASURED, rope=rope, size_unit="a GGUF measured here") for e in own.rows]
+        out[f"{MEASURED}: {path.stem}"] = (path.name, rows)
+    return out
+
+
 def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="lm", results=None, head_stats=None,
            score_model="cosine", match=1.0, engine_versions=None, evidence=None) -> Advice:
     """Which scale in front of ``q.k`` for a model of head dimension ``d`` trained at ``L`` and run at ``n`` keys.
@@ -330,6 +355,7 @@ def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="l
     label = "the committed figures/" if folder.resolve() == RESULTS.resolve() else str(folder)
     schemes = _schemes(d, L, max(n, L), score_model, float(match))
     found, missing, empty = read_evidence(folder)
+    found.update(committed_measurements(folder, skip=evidence))
     target = n / L
     table = None
     if model is not None:

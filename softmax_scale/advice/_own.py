@@ -20,7 +20,7 @@ import numpy as np
 from .._util.files import file_sha256
 from ..experiments import Evidence, at_test_label
 
-__all__ = ["OWN_EXPERIMENT", "OWN_KIND", "OwnMeasurement", "constant_label", "own_evidence", "own_result"]
+__all__ = ["OWN_EXPERIMENT", "OWN_KIND", "OwnMeasurement", "constant_label", "is_measurement", "own_evidence", "own_result"]
 
 #: The experiment name of the user's own rows in advise's comparisons.
 OWN_EXPERIMENT = "measure (your model)"
@@ -53,12 +53,12 @@ def _header(path: Path) -> dict:
     return out
 
 
-def _is_measurement_of(path: Path, sha: str) -> bool:
-    """Whether ``path`` is a result file of ``measure`` (its header's ``experiment``) on the model of hash ``sha``."""
+def is_measurement(path, sha: str | None = None) -> bool:
+    """Whether ``path`` is a result file of ``measure`` (its header's ``experiment``), of the model of hash ``sha`` if given."""
     from ..experiments.measure import MeasureExperiment
 
-    header = _header(path)
-    return header.get("experiment") == MeasureExperiment.name and header.get("model_sha256") == sha
+    header = _header(Path(path))
+    return header.get("experiment") == MeasureExperiment.name and (sha is None or header.get("model_sha256") == sha)
 
 
 def _gguf(model, name: str) -> Path:
@@ -106,7 +106,7 @@ def own_result(model, folders=None, *, name: str = "model") -> Path:
     model = _gguf(model, name)
     sha = file_sha256(model)
     folders = [Path("measure"), RESULTS] if folders is None else [Path(x) for x in folders]
-    hits = sorted({p.resolve() for d in folders if d.is_dir() for p in d.glob("*.csv") if _is_measurement_of(p, sha)})
+    hits = sorted({p.resolve() for d in folders if d.is_dir() for p in d.glob("*.csv") if is_measurement(p, sha)})
     if not hits:
         raise ValueError(f"`{name}`: no result of softmax-scale measure for {model.name} (sha256 {sha[:12]}) in "
                          f"{', '.join(str(d) for d in folders)}: run `softmax-scale measure {model}` first")

@@ -235,10 +235,14 @@ def _way(recs, a) -> str:
 
 
 def _evidence_scope(recs) -> str:
-    """`` (evidence: models, measured to n/L = k)`` of kept recommendations: how far what they rest on reaches."""
-    reach = max((r.reaches for r in recs if math.isfinite(r.reaches)), default=math.nan)
-    models = sorted({m.split(" (")[0] for r in recs for m in r.models.split("; ") if m})
-    return f" (evidence: {', '.join(models)}, measured to n/L = {reach:.3g})" if models else ""
+    """`` (evidence ...: model to kL, ...)`` of kept recommendations: how far each model they rest on reaches."""
+    reach: dict = {}
+    for r in recs:
+        for model, x in r.reach_by_model:
+            name = model.split(" (")[0]
+            reach[name] = max(reach.get(name, 0.0), x)
+    models = [f"{m} to {x:.3g}L" for m, x in sorted(reach.items())]
+    return f" (evidence, each measured to its own multiple of L: {', '.join(models)})" if models else ""
 
 
 def _window(a) -> str:

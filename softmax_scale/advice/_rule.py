@@ -325,6 +325,8 @@ class Recommendation:
         Why, generated from the comparisons.
     side_by_side : tuple of str
         Where models disagree in sign: each model's pooled result, one line each.
+    reach_by_model : tuple
+        For a kept baseline: ``(model, largest multiple of L measured)`` for each model read, each its own.
     equivalent : tuple of str
         The other members of the top tier: each better than the baseline, none beaten by the answer
         beyond the uncertainty (the answer has the best estimate among them).
@@ -348,6 +350,7 @@ class Recommendation:
     reason: str
     side_by_side: tuple = ()
     equivalent: tuple = ()
+    reach_by_model: tuple = ()
 
 
 def unit(c) -> str:
@@ -366,7 +369,7 @@ def constant_factor(label: str) -> float | None:
 def _factor(scheme: str, label: str, d: int, L: int, n: int, heads) -> tuple:
     """``(factor at n, formula, per-head factors)`` of a scale pinned at ``L`` (times nothing: over ``1/sqrt(d)``)."""
     if (f := constant_factor(label)) is not None:
-        return f, f"x{f:g} on the queries that see more than L = {L} keys, 1 inside L (measured on your model)", ()
+        return f, f"x{f:g} on the queries that see more than L = {L} keys, 1 inside L (a constant cell of softmax-scale measure)", ()
     if scheme in TOOLKIT_RULES and heads is not None:
         f = np.asarray(head_factors(heads, L, n).factors[scheme], dtype=np.float64).ravel()
         med = float(np.nanmedian(f)) if np.isfinite(f).any() else math.nan
@@ -416,9 +419,13 @@ def _keep(rope, at_test, baseline: Baseline, reason, cs, side=()) -> Recommendat
     reach = max((c.measured_to for c in cs), default=math.nan)
     task = ", ".join(sorted({c.task for c in cs}))
     models = _measured_at(cs)
+    by_model: dict = {}
+    for c in cs:
+        by_model[c.model] = max(by_model.get(c.model, 0.0), c.measured_to)
     return Recommendation(rope, at_test, STANDARD, "recipe" if not baseline.assumed else STANDARD, baseline.factor,
                           baseline.factor, f"keep x{baseline.factor:.5g}", baseline.label, (),
-                          math.nan, math.nan, "", task, models, reach, reason, tuple(side))
+                          math.nan, math.nan, "", task, models, reach, reason, tuple(side),
+                          reach_by_model=tuple(sorted(by_model.items())))
 
 
 def recommend(comparisons: list, rope: str, at_test: bool, *, d: int, L: int, n: int, heads=None,
