@@ -244,7 +244,9 @@ def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="l
         Head dimension, ``>= 2`` (read from ``config`` when it is given and ``d`` is not).
     train_length : int
         ``L``, the length the model was trained to, ``>= 2``; with ``config``, the length its recipe
-        covers (:attr:`softmax_scale.engines.ModelScaling.covered_length`) unless given.
+        covers (:attr:`softmax_scale.engines.ModelScaling.covered_length`) unless given, not the length
+        it was pretrained to (:attr:`~softmax_scale.engines.ModelScaling.train_length`, the training
+        length of ``softmax-scale engines`` and ``measure``), which the scope names beside it.
     n : int
         The length it is run at, ``>= 2``; without ``config``, ``>= L``.
     config : str, PathLike or Mapping, optional
