@@ -243,7 +243,7 @@ def _cmd_advise(args):
         raise ValueError("`--engine` reads engines' rules for a model's config: pass `--config`")
     a = advise(args.d, args.train_length, args.n, config=args.config, rope=args.rope, task=args.task,
                results=args.results, engine_versions=parse_engine_pins(args.engine or ()), evidence=args.evidence)
-    _emit(args, a.to_dict(), a.text())
+    _emit(args, a.to_dict(), a.text(full=args.full))
 
 
 def _cmd_entropy(args):
@@ -549,6 +549,8 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--task", default="lm", help="lm (language modelling; default) or retrieval (one key to find)")
     sp.add_argument("--results", default=None, metavar="DIR",
                     help="folder of the experiments' result files (default: the committed figures/)")
+    sp.add_argument("--full", action="store_true", help="print the rule, the published scales and the measured "
+                    "comparisons also where n is inside L (there the answer is the baseline and they are left out)")
     json_opt(sp)
 
     sp = add("entropy", _cmd_entropy, "expected attention entropy against n under published scales",

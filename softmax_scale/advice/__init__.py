@@ -33,7 +33,7 @@ from ..heads import check_head_stats
 from ..schemes import QK_SCHEMES, SCHEMES, SCORE_MODELS, STANDARD, pinned
 from ..schemes.rope import ROPE_CHANGES, ROPES
 from ._alpha import AttentionAlpha, TrainedAlpha, attention_alpha, trained_alpha
-from ._config import config_lines, engine_summary, recipe_baseline, recipe_evidence
+from ._config import config_lines, coverage_line, engine_summary, recipe_baseline, recipe_evidence
 from ._evidence import TASKS, Comparison, comparisons, own_scope, read_evidence, scope
 from ._own import is_measurement, own_evidence, own_result
 from ._render import DOCS_CALL, docs_block, headline, markdown, short_answers, text, write_docs
@@ -117,6 +117,10 @@ class Advice:
     evidence_note : str
         Why your own measurement does not decide this question (measured under another RoPE); empty where it
         decides or was not given.
+    coverage : str
+        With ``config``, said first: ``n`` past the length the config covers (the recipe's own rule
+        extended to ``n``, theory, and the command that measures it), or inside the pretrained length
+        where the config's static extension costs (the native recipe and the measured cost); else empty.
     """
 
     d: int
@@ -138,6 +142,7 @@ class Advice:
     rule: str = RULE
     minimiser: tuple = ()
     evidence_note: str = ""
+    coverage: str = ""
 
     @property
     def multiple(self) -> float:
@@ -160,9 +165,12 @@ class Advice:
         """The advice as Markdown (the guide's copy): headline, scope, recommendation, scales, evidence."""
         return markdown(self)
 
-    def text(self) -> str:
-        """The advice as plain text wrapped at 100 columns, tables aligned (what the command prints)."""
-        return text(self)
+    def text(self, full: bool = False) -> str:
+        """The advice as plain text wrapped at 100 columns, tables aligned (what the command prints).
+
+        Inside the length the model covers (``n <= L``) it is short, the evidence tables left out, unless ``full``.
+        """
+        return text(self, full)
 
     def __str__(self):
         return self.text()
@@ -261,7 +269,9 @@ def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="l
         Head dimension, ``>= 2`` (read from ``config`` when it is given and ``d`` is not).
     train_length : int
         ``L``, the length the model was trained to, ``>= 2``; with ``config``, the length its recipe
-        covers (:attr:`softmax_scale.engines.ModelScaling.covered_length`) unless given.
+        covers (:attr:`softmax_scale.engines.ModelScaling.covered_length`) unless given, not the length
+        it was pretrained to (:attr:`~softmax_scale.engines.ModelScaling.train_length`, the training
+        length of ``softmax-scale engines`` and ``measure``), which the scope names beside it.
     n : int
         The length it is run at, ``>= 2``; without ``config``, ``>= L``.
     config : str, PathLike or Mapping, optional
@@ -391,8 +401,9 @@ def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="l
                   results_label=label)
     if own is not None:
         lines = [*other_rope, *own_scope(own, Path(evidence).name, task, bool(mine or other_rope)), *lines]
-    engines, about_recipe = "", ()
+    engines, about_recipe, coverage = "", (), ""
     if model is not None:
+        coverage = coverage_line(model, L, n, table, Path(evidence).name if own is not None else "")
         lines = config_lines(model, L, n, table) + tuple(lines)
         engines = engine_summary(model, table, recs[0].factor, change=recs[0].scale != STANDARD)
         about_recipe = recipe_evidence(model, [c for c in comps if c.at_test])
@@ -400,4 +411,4 @@ def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="l
                   score_model=score_model, match=float(match), schemes=tuple(schemes), comparisons=tuple(comps),
                   baselines=tuple(baselines), recommendations=tuple(recs), scope=tuple(lines), baseline=baseline,
                   engines=engines, recipe_evidence=about_recipe, minimiser=minimiser,
-                  evidence_note=other_rope[0] if other_rope else "")
+                  evidence_note=other_rope[0] if other_rope else "", coverage=coverage)

@@ -6,9 +6,20 @@ it by :func:`softmax_scale.engines.engine_scales`; this module only words them.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from types import MappingProxyType
 
-__all__ = ["config_lines", "engine_summary", "recipe_baseline"]
+__all__ = ["MEASURE_CELL", "config_lines", "coverage_line", "engine_summary", "extension_at_inference",
+           "measure_estimate", "native_factor", "recipe_baseline", "recipe_extension"]
+
+#: The measured time of one continued cell of ``softmax-scale measure`` (benchmarks/results_measure.md, the row
+#: "one continued cell at 32768 tokens"): SmolLM2-135M (30 layers, hidden size 576), L = 8192, n = 32,768.
+MEASURE_CELL = {"seconds": 421.0, "n": 32768, "train_length": 8192, "n_layers": 30, "hidden_size": 576,
+                "model": "SmolLM2-135M"}
+#: ``rope_type`` -> how the recipe's own rule reads its extension ``s`` (the label of :func:`recipe_extension`).
+_EXTENSION = {"yarn": "YaRN", "longrope": "LongRoPE", "linear": "linear (PI)", "dynamic": "dynamic NTK",
+              "llama3": "llama3", "deepseek_yarn": "DeepSeek's YaRN"}
 
 
 def _factor(scale, head_dim: int) -> str:
@@ -41,9 +52,14 @@ def config_lines(model, L: int, n: int, table) -> tuple:
     variant = model.rope_variant
     read = f"read as `--rope {variant}` (its frequencies only)" if variant is not None else \
         "frequencies advise's evidence does not cover"
+    covered = f"the length the recipe covers, from `{model.covered_length_key}`" if L == model.covered_length else \
+        f"given; the recipe covers {model.covered_length or 0:,}, from `{model.covered_length_key}`"
+    pretrained = "" if model.train_length is None else \
+        (f"; pretrained to {model.train_length:,}, from `{model.train_length_key}`, the training length of "
+         "`softmax-scale engines` and `measure`" + (", the extension added at inference"
+                                                    if extension_at_inference(model) else ""))
     lines = [f"Your config ({model.source}, {model.model_type or 'no model_type'}): head dimension {model.head_dim} "
-             f"for q.k, L = {L:,} (the length the recipe covers, from `{model.covered_length_key}`; pretrained at "
-             f"{model.train_length} from `{model.train_length_key}`), {scaling}, {read}."]
+             f"for q.k, L = {L:,} ({covered}{pretrained}), {scaling}, {read}."]
     for t in model.temperatures:
         where = "every layer" if t.layers is None else f"{len(t.layers)} layers"
         lines.append(f"It asks for a temperature rule on the query: `{t.scheme}` on {where} (set by "
@@ -56,7 +72,9 @@ def config_lines(model, L: int, n: int, table) -> tuple:
             " (differs from the authors': " + "; ".join(e.notes) + ")" if e.notes else " (differs from the authors')"
         parts.append(f"{name} {_factor(e.scale, model.head_dim)}{where}{differs}")
     lines.append(f"At n = {n} the engines multiply q.k by (over 1/sqrt({model.head_dim})): " + ", ".join(parts)
-                 + f". The authors' code runs at {_factor(ref.scale, model.head_dim)}: the baseline of the answer.")
+                 + f". The authors' code runs at {_factor(ref.scale, model.head_dim)}"
+                 + (": the baseline is the native recipe (the first line)." if extension_at_inference(model)
+                    and n <= model.train_length else ": the baseline of the answer."))
     for note in table.notes:
         lines.append(f"Config: {note}.")
     return tuple(lines)
@@ -66,14 +84,21 @@ def _over(scale, head_dim: int) -> float:
     return math.nan if scale is None else float(scale[-1]) * math.sqrt(head_dim)
 
 
+def _scaling(model) -> str:
+    r = model.rope
+    return f"RoPE scaling `{r.rope_type}`" + (f" with factor {r.factor:g}" if r.factor is not None else "")
+
+
 def recipe_baseline(model, n: int, table):
     """The :class:`~._rule.Baseline` of a config: the authors' whole multiplier on ``q.k`` at ``n`` (the reference engine).
 
     ``table`` is :func:`softmax_scale.engines.engine_scales` of ``model`` at ``[n]``.
 
     The evidence reaches the model only where its recipe is ``1/sqrt(d)`` (or its base scale) at every
-    position with no RoPE scaling trained in: the measured models were trained so, and had their RoPE
-    variants and scales applied at test.
+    position with no RoPE scaling: the measured models were trained so, and had their RoPE variants
+    and scales applied at test.  An extension added at inference (:func:`extension_at_inference`) is
+    the authors' recipe past the pretrained length only: inside it the baseline is the native recipe
+    (:func:`native_factor`), the model as pretrained.
     """
     from ._rule import Baseline
 
@@ -81,10 +106,15 @@ def recipe_baseline(model, n: int, table):
     ref = table.engines["reference"]
     factor = _over(ref.scale, d)
     base = float(model.base_scale) * math.sqrt(d)
+    at_inference = extension_at_inference(model)
+    if at_inference and n <= model.train_length:
+        native = native_factor(model, n)
+        label = (f"the native recipe, x{native:.5g} at n = {n:,} (the model as pretrained to {model.train_length:,}, "
+                 f"without the config's {_scaling(model)}, which applies x{factor:.5g} here)")
+        return Baseline(native, label, base, "", assumed=False)
     parts = []
     if model.rope.rope_type != "default":
-        parts.append(f"RoPE scaling `{model.rope.rope_type}`"
-                     + (f" with factor {model.rope.factor:g}" if model.rope.factor is not None else ""))
+        parts.append(_scaling(model))
     if model.dynamic_ntk:
         parts.append("dynamic NTK (`use_dynamic_ntk`)")
     parts += [f"`{t.scheme}` on the query" + ("" if t.layers is None else f" on {len(t.layers)} layers")
@@ -99,7 +129,11 @@ def recipe_baseline(model, n: int, table):
         label = (f"the authors' recipe, x{factor:.5g} at n = {n:,}{where}"
                  + (f" ({', '.join(parts)})" if parts else " (no temperature, no RoPE scaling)"))
     why = ""
-    if parts or ref.scale is None:
+    if at_inference:
+        why = (f"the config adds {', '.join(parts)} at inference to a model pretrained to {model.train_length:,} "
+               f"without it, with x{factor:.5g} on q.k at every position; the evidence measured scales against x1, "
+               "not against this static temperature: it does not reach it, and the recipe is kept")
+    elif parts or ref.scale is None:
         why = (f"the model was trained with {', '.join(parts) if parts else 'a recipe the toolkit has not transcribed'}; "
                "no measured model was (each applied its RoPE variant and scale at test to a model trained without "
                "them): the evidence does not reach it, and the recipe is kept")
@@ -167,3 +201,141 @@ def recipe_evidence(model, comps) -> tuple:
 
     rules = recipe_rules(model)
     return tuple(f"{c.scale}: {where(c)}" for c in comps if c.scale in rules)
+
+
+def extension_at_inference(model) -> bool:
+    """Whether the config's RoPE extension is added at inference to a model pretrained without it.
+
+    So where the family's card says so (Qwen2.5 and Qwen3, ``model_type`` ``qwen2*``/``qwen3*``: YaRN
+    goes into the config for long inputs only), or where ``max_position_embeddings`` stops short of the
+    covered length (the extension is not part of the model's own length: Qwen3-8B's 40,960 against
+    4 x 32,768).  Elsewhere (DeepSeek-V3, gpt-oss, Phi-3: the extended length is the model's own) the
+    extension is taken as trained in.
+    """
+    pre, covered = model.train_length, model.covered_length
+    if model.rope.rope_type == "default" or pre is None or covered is None or covered <= pre:
+        return False
+    if model.model_type.startswith(("qwen2", "qwen3")):
+        return True
+    return model.max_position_embeddings is not None and model.max_position_embeddings < covered
+
+
+def _reference(model, n: int) -> float:
+    from ..engines import engine_scales
+
+    return _over(engine_scales(model, [n]).engines["reference"].scale, model.head_dim)
+
+
+def native_factor(model, n: int) -> float:
+    """The authors' multiplier on ``q.k`` at ``n`` over ``1/sqrt(head_dim)`` without the config's RoPE scaling.
+
+    The model as pretrained: the reference engine's rule on the config with its ``rope_scaling`` removed
+    (a temperature rule of its own, Qwen's log n or Llama 4's, stays).
+    """
+    from ..engines import RopeScaling
+
+    return _reference(dataclasses.replace(model, rope=RopeScaling()), n)
+
+
+def recipe_extension(model, n: int):
+    """The recipe's own rule extended to ``n``: its RoPE scaling with ``s = n / original`` at ``n`` (theory).
+
+    The reference engine's rule on the config with ``factor`` set to ``n / original_max_position_embeddings``
+    and ``max_position_embeddings`` to ``n`` (YaRN's ``s``, LongRoPE's, Qwen's ``factor = n / 32768``); a
+    temperature rule of the config's own (Llama 4's, Mistral's ``llama_4_scaling_beta``) is read at ``n``.
+
+    Returns
+    -------
+    tuple or None
+        ``(factor over 1/sqrt(head_dim), s, original length)``; None where the config has no RoPE
+        scaling that reads a factor.
+    """
+    r = model.rope
+    original = r.original_max_position_embeddings
+    if original is None and r.factor and model.covered_length:  # Gemma 3's linear 8: the covered length over it
+        original = int(round(model.covered_length / r.factor))
+    if r.rope_type not in _EXTENSION or original is None:
+        return None
+    s = n / original
+    rope = dataclasses.replace(r, factor=s, values=MappingProxyType({**r.values, "factor": s}))
+    return _reference(dataclasses.replace(model, rope=rope, max_position_embeddings=n), n), s, original
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("years", 365.25 * 86400), ("days", 86400), ("hours", 3600), ("minutes", 60)):
+        if seconds >= 2 * size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds:.0f} s"
+
+
+def measure_estimate(model, n: int) -> str:
+    """The estimated time here of ``softmax-scale measure MODEL.gguf --n n`` with its defaults, and what it is scaled from.
+
+    :data:`MEASURE_CELL`'s time per continued cell, scaled by the attention's work past the pretrained
+    length (``n^2 - L^2``) and by ``layers x hidden size``, times the default cells and units
+    (documents and pass-key prompts) of :class:`softmax_scale.experiments.measure.MeasureConfig`.
+    """
+    from ..experiments.measure import DEFAULT_FACTORS, SHAPES, MeasureConfig
+    from ..models.gguf_file import ARCHITECTURES
+
+    c = MEASURE_CELL
+    L = model.train_length
+    reads = "" if model.model_type in ARCHITECTURES else \
+        f"; measure reads {', '.join(ARCHITECTURES)} decoders, not {model.model_type or 'this model'} yet"
+    if L is None or n <= L or model.n_layers is None or model.hidden_size is None:
+        return "no time estimate: the config gives no pretrained length, layer count or hidden size" + reads
+    work = (n ** 2 - L ** 2) / (c["n"] ** 2 - c["train_length"] ** 2) \
+        * model.n_layers * model.hidden_size / (c["n_layers"] * c["hidden_size"])
+    cells, units = len(DEFAULT_FACTORS) + len(SHAPES), MeasureConfig.docs + MeasureConfig.prompts
+    return (f"estimated {_duration(c['seconds'] * work * cells * units)} on this machine: {cells} cells x {units} "
+            f"units, each cell {c['model']}'s {c['seconds']:.0f} s at {c['n']:,} tokens (benchmarks/results_measure.md) "
+            f"scaled by n^2 - L^2 and by layers x hidden size" + reads)
+
+
+def coverage_line(model, L: int, n: int, table, measured: str = "") -> str:
+    """The answer's first line with a config, where ``n`` calls for one (empty elsewhere).
+
+    Past the covered length ``L``: that ``n`` is past it, the recipe's own rule extended to ``n``
+    (:func:`recipe_extension`), labelled theory, and the command that measures it on the user's model
+    with its estimated time (:func:`measure_estimate`).  Inside the pretrained length of an extension
+    added at inference whose temperature changes ``q.k``: the native recipe, the config's factor and
+    the measured cost of the difference (``figures/engine_cost.csv``, a constant factor on every layer
+    inside the measured model's training length).  ``measured``: the user's own result file, read in
+    place of the command.
+    """
+    pre, d = model.train_length, model.head_dim
+    if n > L:
+        ext = recipe_extension(model, n)
+        reach = f"n = {n:,} is past the {L:,} tokens your config covers ({n / L:.3g}x; pretrained to {pre:,})"
+        if ext is None:
+            rules = [f"`{t.scheme}`" for t in model.temperatures] + ["dynamic NTK"] * model.dynamic_ntk
+            x = _factor(table.engines["reference"].scale, d)
+            theory = (f"its recipe has no RoPE scaling factor to extend; its own rules ({', '.join(rules)}) give {x} "
+                      "at n (theory, not measured)") if rules else \
+                f"its recipe has no RoPE scaling to extend (the trained frequencies past it, {x})"
+        else:
+            x, s, original = ext
+            temps = "".join(f" and `{t.scheme}` on the query at n" for t in model.temperatures)
+            theory = (f"the recipe's own rule extended to n ({_EXTENSION[model.rope.rope_type]} with s = n/{original:,}"
+                      f" = {s:.4g}{temps}) gives x{x:.5g} (theory, not measured)")
+        if measured:
+            return f"{reach}; {theory}; your measurement ({measured}) is read below."
+        gguf = model.source if model.format == "gguf" else "MODEL.gguf"
+        return (f"{reach}; {theory}; measure it on your model: `softmax-scale measure {gguf} --n {n}` "
+                f"({measure_estimate(model, n)}).")
+    if not extension_at_inference(model) or n > pre:
+        return ""
+    config_x, native = _over(table.engines["reference"].scale, d), native_factor(model, n)
+    if not math.isfinite(config_x) or abs(config_x - native) <= 1e-9 * native:
+        return ""
+    from ..experiments.engine_cost import MEASURED_TRAIN_LENGTH, measured_cost
+
+    m = measured_cost(config_x / native, "all", min(n, MEASURED_TRAIN_LENGTH))
+    cost = "not measured by engine_cost" if m is None else \
+        (f"which costs {m['delta_loss']:+.4f} ± {m['delta_se']:.4f} nats/token (± standard error over positions) "
+         f"on {m['model']} at n = {m['length']:,}, inside its training length {MEASURED_TRAIN_LENGTH:,} "
+         "(figures/engine_cost.csv, measured)")
+    return (f"n = {n:,} is inside the {pre:,} tokens the model was pretrained to: its native recipe is x{native:.5g} "
+            f"(no rope_scaling); your config's static {_scaling(model)} (added at inference for up to {L:,}) applies "
+            f"x{config_x:.5g} at every position, {cost}: run it without `rope_scaling` for inputs within {pre:,} "
+            "tokens.")

@@ -14,8 +14,8 @@ from ..experiments import RESULTS
 from ..schemes.rope import ROPE_CHANGES
 from ._evidence import TASKS, times
 
-__all__ = ["DOCS_CALL", "WIDTH", "docs_block", "headline", "markdown", "outline", "page_block", "short_answers",
-           "text", "write_docs"]
+__all__ = ["DOCS_CALL", "WIDTH", "docs_block", "headline", "markdown", "outline", "page_block", "short",
+           "short_answers", "text", "write_docs"]
 
 #: Columns of the text output.
 WIDTH = 100
@@ -79,48 +79,77 @@ def _minimiser(a) -> str:
 
 
 def headline(a) -> str:
-    """The first line: the whole multiplier to run with at ``n`` (one per RoPE variant if none asked), and the engines."""
+    """The first line: the whole multiplier to run with at ``n`` (one per RoPE variant if none asked), and the engines.
+
+    With a config, :attr:`~softmax_scale.advice.Advice.coverage` comes before it where it is not empty.
+    """
     recs = [r for r in a.recommendations if r.at_test]
     assumed = " Assumed: a model trained without a temperature (1/sqrt(d)); pass --config for a model's own recipe." \
         if a.baseline.assumed else ""
     engines = f" Engines: {a.engines}." if a.engines else ""
     if a.evidence_note:
         assumed = f" {a.evidence_note.partition(', so ')[0]}: it does not decide this question (see Scope).{assumed}"
+    first = f"{a.coverage}\n" if a.coverage else ""
     if not recs:
-        return "keep x1 (1/sqrt(d)): no measured comparison speaks to this situation." + assumed
+        return first + "keep x1 (1/sqrt(d)): no measured comparison speaks to this situation." + assumed
     if a.rope is not None or len(recs) == 1:
-        return _line(recs[0], a) + "." + engines + assumed
-    return "\n".join(f"RoPE {r.rope}: {_line(r, a)}." for r in recs) + engines + assumed
+        return first + _line(recs[0], a) + "." + engines + assumed
+    return first + "\n".join(f"RoPE {r.rope}: {_line(r, a)}." for r in recs) + engines + assumed
 
 
 def _results_label(a) -> str:
     return "the committed figures/" if Path(a.results) == RESULTS.resolve() else a.results
 
 
-def outline(a, markdown: bool) -> list:
-    """The advice as blocks: ``("h", text)``, ``("p", text)``, ``("ul", items)``, ``("table", header, rows)``."""
+#: How the short answer's Scope keeps the config's own lines (:func:`~._config.config_lines`) and drops the evidence's.
+_CONFIG_SCOPE = ("Your config (", "It asks for a temperature rule", "At n = ", "Config: ")
+
+
+def short(a) -> bool:
+    """Whether the answer is printed short by default: ``n`` inside the length the model covers (``n <= L``).
+
+    There the answer is the baseline whatever the evidence says, so the evidence tables, the rule and
+    the published scales are left to ``--full`` (and ``--json``).
+    """
+    return a.n <= a.train_length
+
+
+def outline(a, markdown: bool, full: bool = True) -> list:
+    """The advice as blocks: ``("h", text)``, ``("p", text)``, ``("ul", items)``, ``("table", header, rows)``.
+
+    ``full=False`` where :func:`short` holds: the headline, the situation, the config's scope lines and the
+    recommendations, with a pointer to ``--full``.
+    """
     rope = f"RoPE {a.rope} ({ROPE_CHANGES[a.rope]})" if a.rope in ROPE_CHANGES else \
         f"RoPE {a.rope} (the config's frequencies, which no experiment measured)" if a.rope is not None else \
         "every RoPE variant measured"
     out: list = [("p", headline(a)),
                  ("p", f"d = {a.d}, L = {a.train_length:,}, n = {a.n:,} ({times(a.multiple)}), {TASKS[a.task]}, {rope}. "
                        f"Baseline: {a.baseline.label}.")]
-    if a.rope is None:
+    brief = not full and short(a)
+    if a.rope is None and not brief:
         out += [("p", "The RoPE variants change the rotation frequencies only; the scale is chosen apart:"),
                 ("ul", [f"{k}: {v}." for k, v in ROPE_CHANGES.items()])]
-    out += [("h", "Scope"), ("ul", list(a.scope)), ("h", "Recommendation")]
+    scope = [s for s in a.scope if s.startswith(_CONFIG_SCOPE)] if brief else list(a.scope)
+    out += [("h", "Scope"), ("ul", scope)] if scope else []
+    out.append(("h", "Recommendation" + (" for training a new model (the model as it is: the first lines)" if brief
+                                         else "")))
     items = []
-    for r in a.recommendations:
+    for r in (r for r in a.recommendations if not (brief and r.at_test)):
         who = "the model as it is, run at n" if r.at_test else "training a new model"
         text_ = f"RoPE {r.rope}, {who}: {_line(r, a)}."
         if r.scale != "standard":
             text_ += f" {r.reason[0].upper()}{r.reason[1:]}."
         items.append(text_)
         items += [f"Side by side: {s}." for s in r.side_by_side]
-    items += [f"The recipe's own rule, measured applied at test to a model trained without it (context: it does not "
-              f"overrule the recipe): {s}." for s in a.recipe_evidence]
-    out += [("ul", items or ["keep x1 (1/sqrt(d)): no measured comparison speaks to this situation."]),
-            ("p", f"The rule: {a.rule}"),
+    items += [] if brief else [f"The recipe's own rule, measured applied at test to a model trained without it "
+                               f"(context: it does not overrule the recipe): {s}." for s in a.recipe_evidence]
+    out.append(("ul", items or ["keep x1 (1/sqrt(d)): no measured comparison speaks to this situation."]))
+    if brief:
+        return out + [("p", f"n is inside L = {a.train_length:,}: the answer is the baseline whatever the evidence "
+                            "says. The rule, the evidence read, the published scales and the measured comparisons: "
+                            "add --full (or --json).")]
+    out += [("p", f"The rule: {a.rule}"),
             ("h", f"The published scales at n = {a.n:,}, pinned at L = {a.train_length:,} (theory)"),
             ("p", f"The factor multiplies 1/sqrt(d); the scale multiplies q·k. The i.i.d. theory "
                   f"(ss.extrapolation_table: {a.score_model} scores, d = {a.d}, one matching key of cosine {a.match:g} "
@@ -170,10 +199,13 @@ def _text_table(header: list, rows: list) -> list:
     return [fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows]
 
 
-def text(a) -> str:
-    """The advice as plain text: paragraphs and lists wrapped at :data:`WIDTH`, tables aligned."""
+def text(a, full: bool = False) -> str:
+    """The advice as plain text: paragraphs and lists wrapped at :data:`WIDTH`, tables aligned.
+
+    Short where :func:`short` holds, unless ``full``.
+    """
     lines: list = []
-    for block in outline(a, markdown=False):
+    for block in outline(a, markdown=False, full=full):
         kind = block[0]
         if kind == "h":
             lines += ["", block[1], "=" * min(len(block[1]), WIDTH)]
