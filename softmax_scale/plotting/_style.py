@@ -18,7 +18,7 @@ from matplotlib.patches import Polygon, Rectangle
 __all__ = ["DRAWN_DIGITS", "SettledFigure", "new_figure", "round_drawn"]
 
 #: Significant digits every figure draws: 1e-6 of an axis is under 1/500 of a pixel on the widest
-#: figure (14 inches at 110 dpi), and six orders of magnitude above the CPUs' float64 differences.
+#: figure (15 inches at 110 dpi), and six orders of magnitude above the CPUs' float64 differences.
 DRAWN_DIGITS = 6
 
 
@@ -95,8 +95,10 @@ def settle(fig: Figure) -> Figure:
     """
     for ax in fig.get_axes():
         # the view too: autoscaled from the data, its ends differ between CPUs in the last bit
-        ax.set_xlim(*round_drawn(np.array(ax.get_xlim(), dtype=np.float64)), auto=None)
-        ax.set_ylim(*round_drawn(np.array(ax.get_ylim(), dtype=np.float64)), auto=None)
+        for get, set_ in ((ax.get_xlim, ax.set_xlim), (ax.get_ylim, ax.set_ylim)):
+            lo, hi = round_drawn(np.array(get(), dtype=np.float64))
+            if lo != hi:  # a view narrower than the digits keeps its ends
+                set_(lo, hi, auto=None)
         for line in ax.get_lines():
             x, y = line.get_data(orig=True)
             if np.ndim(x) == 1 and np.ndim(y) == 1:

@@ -74,3 +74,11 @@ def test_data_differing_in_the_last_bits_draw_the_same_numbers_and_bytes(bump):
 def test_the_figure_helper_gives_a_settled_figure():
     fig, _ = new_figure()
     assert isinstance(fig, SettledFigure)
+
+
+def test_a_view_narrower_than_the_digits_keeps_its_ends():
+    fig, ax = new_figure()
+    ax.plot([0.0, 1.0], [1.0, 1.0 + 1e-9])
+    before = ax.get_ylim()
+    fig.savefig(io.BytesIO(), format="png", dpi=30)  # no warning about identical limits (warnings are errors)
+    assert ax.get_ylim() == before
