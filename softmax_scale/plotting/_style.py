@@ -158,6 +158,10 @@ class SettledFigure(Figure):
         settle(self)
         super().draw(renderer)
 
+    def __repr__(self):
+        # a notebook shows it as the Figure it is ("<Figure size 640x420 with 1 Axes>")
+        return super().__repr__().replace(f"<{type(self).__name__} ", "<Figure ", 1)
+
 
 def new_figure(ncols: int = 1, nrows: int = 1, *, width: float = 6.4, height: float = 4.2, **kw):
     """A constrained-layout :class:`SettledFigure` and its axes (no pyplot state)."""

@@ -82,3 +82,8 @@ def test_a_view_narrower_than_the_digits_keeps_its_ends():
     before = ax.get_ylim()
     fig.savefig(io.BytesIO(), format="png", dpi=30)  # no warning about identical limits (warnings are errors)
     assert ax.get_ylim() == before
+
+
+def test_a_notebook_shows_it_as_a_figure():
+    fig, _ = new_figure(width=6.4, height=4.2)
+    assert repr(fig) == "<Figure size 640x420 with 1 Axes>"
