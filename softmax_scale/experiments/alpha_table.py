@@ -143,6 +143,7 @@ def alpha_table(
     trials: int = OBJECTIVE_TRIALS,
     rng=0,
     tables: dict | None = None,
+    progress: bool | None = None,
 ) -> AlphaTable:
     """Mean-field ``alpha*`` for normal and cosine(d) scores over ``ns`` (to :data:`ALPHA_FORMAT`), with every law fitted.
 
@@ -163,6 +164,8 @@ def alpha_table(
     tables : dict, optional
         The objective tables already computed (from :func:`objective_tables`), used
         instead of computing them: the main job shares them with a figure.
+    progress : bool, optional
+        Progress bars over the objectives' ``n`` (by default only where the draws are many).
     """
     ns = np.asarray(ns)
     columns = {label: as_written(optimal_alpha(ns, dist, d=d), ALPHA_FORMAT) for label, dist, d in score_columns(cosine_d)}
@@ -170,7 +173,7 @@ def alpha_table(
     if tables is not None:
         extra = dict(tables)
     elif objectives:
-        extra = objective_tables(objective_ns, cosine_d=cosine_d, trials=trials, rng=rng)
+        extra = objective_tables(objective_ns, cosine_d=cosine_d, trials=trials, rng=rng, progress=progress)
     return table_from_columns(ns, columns, cosine_d=cosine_d, forms=forms, objectives=extra)
 
 

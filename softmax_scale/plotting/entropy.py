@@ -15,6 +15,7 @@ from ..entropy.invariant import invariant_scale
 from ..laws import law_value
 from ..objectives.causal import optimal_alpha_causal
 from ..schemes import CRITICAL, ENTROPY_INVARIANT, SCHEMES, SSMAX, STANDARD, default_list, pinned
+from ._style import SettledFigure
 
 __all__ = ["FIGURES", "plot_causal_optimum", "plot_entropy_vs_n", "plot_extrapolation_drift",
            "plot_invariant_scale", "plot_phase_diagram", "plot_temperature_table"]
@@ -74,7 +75,7 @@ def plot_entropy_vs_n(ns=None, schemes=_SHOWN, *, d=128, train_length=512, match
     iso = E.entropy_curves(ns, schemes, d=d, score_model=score_model, pin_length=train_length)
     iso_other = E.entropy_curves(ns, schemes, d=d, score_model=other, pin_length=train_length)
     sig = E.entropy_curves(ns, schemes, d=d, score_model=score_model, match=match, pin_length=train_length)
-    fig = Figure(figsize=(11, 8), layout="constrained")
+    fig = SettledFigure(figsize=(11, 8), layout="constrained")
     (ax_a, ax_b), (ax_c, ax_l) = fig.subplots(2, 2)
     below, kept = [], []
     for s in iso:
@@ -136,7 +137,7 @@ def plot_extrapolation_drift(train_length=512, schemes=_SHOWN, *, d=128, match=1
     matplotlib.figure.Figure
     """
     t = E.extrapolation_table(train_length, schemes, d=d, score_model="cosine", match=match)
-    fig = Figure(figsize=(14, 4.6), layout="constrained")
+    fig = SettledFigure(figsize=(14, 4.6), layout="constrained")
     axes = fig.subplots(1, 3)
     for k, s in enumerate(t.schemes):
         st = scheme_style(s)
@@ -173,7 +174,7 @@ def plot_invariant_scale(ns=None, targets=(1.0, 2.0, 3.0)) -> Figure:
     matplotlib.figure.Figure
     """
     ns = np.unique(np.round(np.geomspace(64, 1e6, 16))) if ns is None else np.asarray(ns)
-    fig = Figure(figsize=(8, 5), layout="constrained")
+    fig = SettledFigure(figsize=(8, 5), layout="constrained")
     ax = fig.add_subplot()
     col = _colors([str(t) for t in targets])
     xx = np.geomspace(ns.min(), ns.max(), 200)
@@ -218,7 +219,7 @@ def plot_phase_diagram(ns=None, ratios=None, schemes=_SHOWN, *, d=128, train_len
     matplotlib.figure.Figure
     """
     pd = E.phase_diagram(ns, ratios)
-    fig = Figure(figsize=(10.5, 5.5), layout="constrained")
+    fig = SettledFigure(figsize=(10.5, 5.5), layout="constrained")
     ax = fig.add_subplot()
     # the log axis first: clabel cuts the contour's gap for its label in display space, so a
     # linear axis at that moment cut away decades of the left half of each contour
@@ -263,7 +264,7 @@ def plot_causal_optimum(lengths=(16, 64, 256, 1024, 4096, 16384)) -> Figure:
     """
     res = [optimal_alpha_causal(L) for L in lengths]
     L = np.asarray(lengths)
-    fig = Figure(figsize=(11, 4.5), layout="constrained")
+    fig = SettledFigure(figsize=(11, 4.5), layout="constrained")
     a1, a2 = fig.subplots(1, 2)
     a1.plot(L, [r.alpha for r in res], "o-", label="optimum of mean over positions 2..L")
     a1.plot(L, [r.alpha_heuristic for r in res], "s--", label="heuristic alpha*(L/2)")
@@ -297,7 +298,7 @@ def plot_temperature_table(ds=(128, 256, 512, 768), ns=(256, 4096, 65536)) -> Fi
     matplotlib.figure.Figure
     """
     t = temperature_table(ds, ns)
-    fig = Figure(figsize=(9.5, 7.6), layout="constrained")
+    fig = SettledFigure(figsize=(9.5, 7.6), layout="constrained")
     a1, a2 = fig.subplots(2, 1, gridspec_kw={"height_ratios": [0.5 + 0.35 * len(t.ds), 4.0]})
     a1.axis("off")
     cells = [[f"{a:.1f}  (tau {tau:.4f})" for a, tau in zip(ra, rt)] for ra, rt in zip(t.alpha, t.tau)]

@@ -12,6 +12,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from .. import moments as m
+from ._style import SettledFigure
 
 __all__ = ["FIGURES", "plot_dot_product_variance", "plot_init_depth", "plot_residual_depth"]
 
@@ -55,7 +56,7 @@ def plot_init_depth(activations=("linear", "relu", "tanh", "shifted_sigmoid", "s
     gen = np.random.default_rng(rng)
     ncols = min(3, len(activations))
     nrows = -(-len(activations) // ncols)
-    fig = Figure(figsize=(4.2 * ncols, 3.4 * nrows + 0.6), layout="constrained")
+    fig = SettledFigure(figsize=(4.2 * ncols, 3.4 * nrows + 0.6), layout="constrained")
     axes = np.atleast_1d(fig.subplots(nrows, ncols, sharex=True, squeeze=False)).ravel()
     for ax, act in zip(axes, activations, strict=False):
         for init in inits:
@@ -110,7 +111,7 @@ def plot_residual_depth(schemes=("plain", "post_norm", "pre_norm", "rezero"),
     for frac in warmup_fractions:
         runs.append((f"warm-up, alpha_t={min(1.0, frac):.2g}",
                      {"scheme": "warmup", "step": round(frac * steps), "warmup_steps": steps}))
-    fig = Figure(figsize=(14, 4.4), layout="constrained")
+    fig = SettledFigure(figsize=(14, 4.4), layout="constrained")
     ax_m, ax_u, ax_c = fig.subplots(1, 3)
     for label, kw in runs:
         r = m.residual_second_moments(depth, width=width, trials=trials, inputs=inputs,
@@ -167,7 +168,7 @@ def plot_dot_product_variance(ds=(4, 8, 16, 32, 64, 128, 256), *, trials: int = 
     """
     gen = np.random.default_rng(rng)
     ds = np.asarray(ds)
-    fig = Figure(figsize=(11, 4.4), layout="constrained")
+    fig = SettledFigure(figsize=(11, 4.4), layout="constrained")
     ax_d, ax_t = fig.subplots(1, 2)
     cases = [("normal", True), ("uniform", True), ("truncated_normal", True),
              ("truncated_normal", False)]

@@ -3,10 +3,10 @@
 from pathlib import Path
 
 import pytest
-from matplotlib.figure import Figure
 
 from softmax_scale import figures
 from softmax_scale.plotting import FigureUnavailable, all_figures
+from softmax_scale.plotting._style import SettledFigure
 
 FIGS = all_figures()
 
@@ -23,7 +23,7 @@ def test_figure_names_are_unique():
 @pytest.mark.parametrize("name, func, full, quick", FIGS, ids=[f[0] for f in FIGS])
 def test_each_figure_renders_labelled(name, func, full, quick):
     fig = func(**quick)
-    assert isinstance(fig, Figure)
+    assert isinstance(fig, SettledFigure), f"{name} must be drawn on plotting._style's SettledFigure (new_figure)"
     axes = [ax for ax in fig.axes if ax.get_visible() and ax.has_data()]
     assert axes, f"{name} has no data"
     for ax in axes:
@@ -64,7 +64,7 @@ def test_interrupted_write_leaves_no_half_written_file(tmp_path):
 
 
 def test_main_job_computes_the_objective_tables_once(monkeypatch, tmp_path):
-    """The alpha* table and the figure of alpha* per objective share one computation."""
+    """The alpha* table and the figure of alpha* per objective share one computation, with the job's progress setting."""
     from softmax_scale import plotting
     from softmax_scale.objectives import typical
 
@@ -72,13 +72,13 @@ def test_main_job_computes_the_objective_tables_once(monkeypatch, tmp_path):
     real = typical.objective_table
 
     def counted(*args, **kwargs):
-        calls.append(kwargs.get("d"))
+        calls.append((kwargs.get("d"), kwargs.get("progress")))
         return real(*args, **kwargs)
 
     monkeypatch.setattr(typical, "objective_table", counted)
     monkeypatch.setattr(figures, "all_figures", lambda: [f for f in plotting.all_figures() if f[0] == "alpha_star_by_objective"])
     done, table, _ = figures.main_job(tmp_path, quick=True, progress=False)
-    assert calls == [None, 128]  # normal and cosine(d=128), once each
+    assert calls == [(None, False), (128, False)]  # normal and cosine(d=128), once each, no bar as asked
     assert [d[0] for d in done] == ["alpha_star_by_objective"]
     assert (tmp_path / "alpha_table.md").read_text().count("alpha* under the other objectives") == 2
     assert set(table.objectives) == {"normal", "cosine(d=128)"}
