@@ -302,7 +302,7 @@ def test_a_file_that_is_not_a_result_file_names_results(tmp_path):
 def test_the_command_prints_the_answer_first_then_the_scope_the_rule_the_scales_and_the_evidence(capsys):
     assert cli.main(["advise", "--d", "128", "--train-length", "4096", "--n", "32768", "--rope", "yarn"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("keep x1 (1/sqrt(d)): ")
+    assert out.startswith("keep x1 (1/sqrt(d); 1/sqrt(128) = 0.08839 on q·k): ")
     heads = ["Scope", "Recommendation", "The published scales", "Measured"]
     at = [out.find(f"\n{h}") for h in heads]
     assert -1 not in at and at == sorted(at)
@@ -368,7 +368,7 @@ def test_the_yarn_question_keeps_the_baseline_and_says_why(capsys):
     rec = out["recommendations"][0]
     assert rec["at_test"] and rec["factor"] == 1.0 and rec["change"] == "keep x1"
     assert any("head dimension" in line for line in out["scope"])
-    assert out["headline"].startswith("keep x1 (1/sqrt(d))") and "Assumed: a model trained without a temperature" \
+    assert out["headline"].startswith("keep x1 (1/sqrt(d); 1/sqrt(128) = 0.08839 on q·k)") and "Assumed: a model trained without a temperature" \
         in out["headline"]
     assert Path(out["results"]).is_dir()
 
@@ -400,7 +400,7 @@ def test_without_rope_scaling_no_scale_below_1_inside_l_is_recommended_at_test_t
 def test_at_the_training_length_the_command_says_nothing_changes(capsys):
     assert cli.main(["advise", "--d", "128", "--train-length", "4096", "--n", "4096"]) == 0
     first = capsys.readouterr().out.splitlines()[0]
-    assert first.startswith("RoPE ") and "keep x1 (1/sqrt(d)): n = 4,096 is inside the length" in first
+    assert first.startswith("RoPE ") and "keep x1 (1/sqrt(d); 1/sqrt(128) = 0.08839 on q·k): n = 4,096 is inside the length" in first
 
 
 @pytest.mark.parametrize(("argv", "says", "not_says"), [

@@ -309,7 +309,7 @@ def test_inside_the_training_length_the_baseline_is_kept(tmp_path):
     rows = [_row("standard + qwen_logn@128 at test", -0.05, 0.001, multiple=2.0)]
     a = _advise(tmp_path, rows, n=L)
     assert [(r.scale, r.factor) for r in a.recommendations] == [("standard", 1.0), ("standard", 1.0)]
-    assert a.headline.startswith("keep x1 (1/sqrt(d)): n = 4,096 is inside the length the recipe covers")
+    assert a.headline.startswith("keep x1 (1/sqrt(d); 1/sqrt(128) = 0.08839 on q·k): n = 4,096 is inside the length the recipe covers")
     assert _at_test(_advise(tmp_path, rows, n=2 * L)).scale == "qwen_logn at test"
 
 

@@ -57,11 +57,19 @@ def _line(r, a) -> str:
     if r.scale == "standard":
         measured = f" (measured: {r.models})" if r.models and math.isfinite(r.reaches) and a.n > a.train_length else ""
         theory = _theory(r, a) if "not measured past" in r.reason or not r.models else ""
-        return f"{r.change} ({r.formula}): {r.reason}{measured}{theory}"
+        return f"{r.change} ({r.formula}{_on_qk(r.factor, a.d)}): {r.reason}{measured}{theory}"
     tier = f"; equivalent within the uncertainty (the top tier): {', '.join(r.equivalent)}" if r.equivalent else ""
-    return (f"{r.change} at n = {a.n:,} (`{r.scheme}`: {r.formula}), expected effect "
+    return (f"{r.change} at n = {a.n:,} (`{r.scheme}`: {r.formula}{_on_qk(r.factor, a.d)}), expected effect "
             f"{_num(r.effect, r.effect_se)} {r.unit} (± standard error) on {r.task} in {r.models}; the evidence "
             f"reaches n/L = {r.reaches:.3g}{tier}{_minimiser(a) if r.at_test else ''}")
+
+
+def _on_qk(factor: float, d: int) -> str:
+    """``; 1/sqrt(64) = 0.125 on q.k``: the scale itself, the factor over ``1/sqrt(d)`` divided by ``sqrt(d)``."""
+    if not math.isfinite(factor):
+        return ""
+    times_ = "" if factor == 1 else f"{factor:.5g}"
+    return f"; {times_}1/sqrt({d}) = {factor / math.sqrt(d):.4g} on q·k"
 
 
 def _minimiser(a) -> str:
@@ -274,7 +282,7 @@ def _evidence_scope(recs) -> str:
             name = model.split(" (")[0]
             reach[name] = max(reach.get(name, 0.0), x)
     models = [f"{m} to {x:.3g}L" for m, x in sorted(reach.items())]
-    return f" (evidence, each measured to its own multiple of L: {', '.join(models)})" if models else ""
+    return f" (evidence: {', '.join(models)})" if models else ""
 
 
 def _window(a) -> str:
