@@ -290,10 +290,10 @@ def _same_documents(store, header: dict, run, lengths) -> None:
 def _overflow(scheme, label, task) -> ValueError:
     """The refusal of a cell whose loss is not finite (nothing of its unit is written)."""
     where = f"on {task.item} at n = {task.length}"
-    if scheme == CONSTANT:
+    if scheme == CONSTANT and label != 1.0:
         return ValueError(f"`factors`: {label:g} times q.k overflows float32 (a non-finite loss {where}); "
                           "use smaller factors")
-    return ValueError(f"`model`: the cell {scheme} gives a non-finite loss {where} (float32 overflows)")
+    return ValueError(f"`model`: the cell {scheme} {label:g} gives a non-finite loss {where} (float32 overflows)")
 
 
 def _prompt_name(k: int) -> str:
@@ -478,16 +478,19 @@ class LengthCurve:
 
     def to_text(self) -> str:
         """A markdown table of the cells and the minimiser's line."""
-        lines = [f"n = {self.length} (L = {self.train_length}), {self.documents} documents",
-                 "", "| cell | multiplier | loss | vs constant 1 | keys |", "|---|---|---|---|---|"]
+        lines = [f"n = {self.length} (L = {self.train_length}), {self.documents} document"
+                 f"{'s' * (self.documents != 1)}", "", "| cell | multiplier | loss | vs constant 1 | keys |",
+                 "|---|---|---|---|---|"]
         for name, c in self.cells.items():
             keys = f"{c['retrieved']}/{c['prompts']}" if c["prompts"] else "-"
-            lines.append(f"| {name} | {c['factor_mean']:.4g} | {c['loss']:.4f} | {c['difference']:+.4f} ± "
-                         f"{c['se']:.4f} | {keys} |")
+            se = f" ± {c['se']:.4f}" if np.isfinite(c["se"]) else ""  # one document: no standard error
+            lines.append(f"| {name} | {c['factor_mean']:.4g} | {c['loss']:.4f} | {c['difference']:+.4f}{se} | {keys} |")
         lo, hi = self.interval
         edge = " (at the grid's edge)" if self.at_edge else ""
         lines.append("")
-        lines.append(f"minimising constant multiplier {self.minimiser:.4g}{edge}, 95% interval [{lo:.4g}, {hi:.4g}]")
+        spread = (f"95% interval [{lo:.4g}, {hi:.4g}]" if np.isfinite(lo) and np.isfinite(hi)
+                  else "no interval (it needs two documents)")
+        lines.append(f"minimising constant multiplier {self.minimiser:.4g}{edge}, {spread}")
         if self.recipe_inside is not None:
             lines.append(f"the file's recipe applies {self.recipe_factor:.4g}: "
                          f"{'inside' if self.recipe_inside else 'outside'} the interval")

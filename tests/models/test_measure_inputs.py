@@ -193,13 +193,39 @@ def test_a_non_finite_loss_is_refused_and_its_unit_not_written(tiny, tmp_path, m
     assert len(t) == 0
 
 
-def test_a_file_with_a_non_finite_loss_is_not_summarised():
+def loss_rows(cells):
+    """Result rows of ``(document, factor, loss)`` cells at n = 100."""
     rows = {k: [] for k in ms.COLUMNS}
-    for doc, loss in (("a#0", 2.0), ("a#0", 1.9), ("b#0", 2.1), ("b#0", float("nan"))):
-        f = 1.0 if len(rows["task"]) % 2 == 0 else 1.2
+    for doc, f, loss in cells:
         for k, v in zip(ms.COLUMNS, ("loss", 100, doc, ms.CONSTANT, f, "none", np.nan, loss, np.nan, f, 50, 0.0)):
             rows[k].append(v)
-    rows = {k: np.asarray(v, dtype=object if k in ms.TEXT else None) for k, v in rows.items()}
+    return {k: np.asarray(v, dtype=object if k in ms.TEXT else None) for k, v in rows.items()}
+
+
+def test_a_file_with_a_non_finite_loss_is_not_summarised():
+    rows = loss_rows([("a#0", 1.0, 2.0), ("a#0", 1.2, 1.9), ("b#0", 1.0, 2.1), ("b#0", 1.2, float("nan"))])
     table = Table({"train_length": "50"}, rows, "m.csv")
     with pytest.raises(ValueError, match=r"`path`: m.csv has a non-finite loss \(loss, n = 100, b#0, constant 1.2\)"):
         ms.summarise(table)
+
+
+def test_one_document_says_it_has_no_interval():
+    rows = loss_rows([("a#0", f, (f - 1.1) ** 2) for f in (1.0, 1.1, 1.2)])
+    text = ms.summarise(Table({"train_length": "50"}, rows, "m.csv"))[0].to_text()
+    assert "no interval (it needs two documents)" in text and "nan" not in text
+
+
+def test_a_non_finite_loss_under_the_constant_1_names_the_model(tiny, tmp_path, monkeypatch):
+    import softmax_scale.models.readout as readout
+
+    real = readout.read_out
+
+    def nan(*a, **k):
+        r = real(*a, **k)
+        r.nll[:] = np.nan
+        return r
+
+    monkeypatch.setattr(readout, "read_out", nan)
+    with pytest.raises(ValueError, match=r"`model`: the cell constant 1 gives a non-finite loss on story.txt#0"):
+        ms.measure(tiny[0], 64, text=tiny[1], docs=1, prompts=0, factors=(1.2,), shapes=(), recipe=False,
+                   out=tmp_path, figure_file=False, progress=False)
