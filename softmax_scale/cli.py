@@ -404,19 +404,13 @@ def _cmd_heads(args):
 
 
 def _cmd_measure(args):
-    from .experiments.measure import DEFAULT_FACTORS, SHAPES, measure
+    from .experiments.measure import measure
 
     if args.no_progress:
         os.environ["TQDM_DISABLE"] = "1"
-    out = args.out
-    if out.endswith(".csv"):
-        check_output_dir(os.path.dirname(os.path.abspath(out)), "out")
-    else:
-        check_output_dir(out, "out")
     r = measure(args.model, args.n, rope=args.rope, train_length=args.train_length,
-                factors=DEFAULT_FACTORS if args.factors is None else args.factors,
-                shapes=SHAPES if args.shapes is None else args.shapes, recipe=not args.no_recipe, text=args.text,
-                docs=args.docs, prompts=args.prompts, quick=args.quick, out=out, overwrite=args.overwrite,
+                factors=args.factors, shapes=args.shapes, recipe=not args.no_recipe, text=args.text,
+                docs=args.docs, prompts=args.prompts, quick=args.quick, out=args.out, overwrite=args.overwrite,
                 workers=args.workers, scheduler=args.scheduler, backend=args.backend, figure_file=not args.no_figure,
                 progress=not args.no_progress and not args.json,
                 command=f"softmax-scale measure {' '.join(args.argv)}".strip())
@@ -643,7 +637,7 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--docs", type=_number, default=6, help="documents per length (default 6)")
     sp.add_argument("--prompts", type=_number, default=12, help="pass-key prompts per length (default 12; 0: none)")
     sp.add_argument("--quick", action="store_true", help="the pipeline in a minute: a pretend L of 15/16 of n, "
-                    "3 constants, the yarn shape, 2 documents, 1 prompt")
+                    "3 constants and the yarn shape (unless --factors/--shapes), at most 2 documents and 1 prompt")
     sp.add_argument("--out", default="measure", help="folder of measure.csv and its figure, or a path ending in .csv "
                     "(default measure/)")
     sp.add_argument("--overwrite", action="store_true", help="start a new CSV instead of resuming")

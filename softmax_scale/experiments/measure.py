@@ -50,7 +50,7 @@ from .._util.validation import check_choice, check_int, check_real
 from .base import Experiment
 
 __all__ = ["BOOTSTRAP", "CONSTANT", "DEFAULT_FACTORS", "FILE_ROPE", "RECIPE", "SHAPES", "LengthCurve", "MeasureConfig",
-           "MeasureExperiment", "MeasureResult", "measure", "quick_config", "summarise"]
+           "MeasureExperiment", "MeasureResult", "measure", "quick_config", "score_bound", "summarise"]
 
 #: The constant multipliers on ``q.k`` past ``L`` (1: the model as trained).
 DEFAULT_FACTORS = (1.0, 1.05, 1.1, 1.2, 1.3, 1.5)
@@ -127,12 +127,13 @@ class MeasureConfig:
 def quick_config(config: MeasureConfig) -> MeasureConfig:
     """The quick form of ``config``: the pipeline at a pretend ``L``, not the model.
 
-    ``L`` is ``15/16`` of the shortest length (unless given); constants 0.9, 1 and 1.2; the ``yarn``
-    shape; two documents and one prompt.
+    ``L`` is ``15/16`` of the shortest length ``n``, at most ``n - 2`` (unless given); constants 0.9, 1
+    and 1.2; the ``yarn`` shape; at most two documents and one prompt.
     """
-    L = config.train_length or max(2, min(config.lengths) * 15 // 16)
-    return dataclasses.replace(config, train_length=L, factors=(0.9, 1.0, 1.2), shapes=("yarn",), docs=2, prompts=1,
-                               quick=True)
+    n = min(config.lengths)
+    L = config.train_length or max(2, min(n * 15 // 16, n - 2))
+    return dataclasses.replace(config, train_length=L, factors=(0.9, 1.0, 1.2), shapes=("yarn",),
+                               docs=min(config.docs, 2), prompts=min(config.prompts, 1), quick=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -286,6 +287,15 @@ def _same_documents(store, header: dict, run, lengths) -> None:
                              "read; pass overwrite=True (or another file) to start again")
 
 
+def _overflow(scheme, label, task) -> ValueError:
+    """The refusal of a cell whose loss is not finite (nothing of its unit is written)."""
+    where = f"on {task.item} at n = {task.length}"
+    if scheme == CONSTANT and label != 1.0:
+        return ValueError(f"`factors`: {label:g} times q.k overflows float32 (a non-finite loss {where}); "
+                          "use smaller factors")
+    return ValueError(f"`model`: the cell {scheme} {label:g} gives a non-finite loss {where} (float32 overflows)")
+
+
 def _prompt_name(k: int) -> str:
     return f"d{DEPTHS[k % len(DEPTHS)]:g}-k{k}"
 
@@ -356,6 +366,8 @@ class MeasureExperiment(Experiment):
                              cache=None if whole else prefix.cache, factors=f, **kw)
                 read[k] = (r.argmax, r.nll)
             argmax, nll = read[k]
+            if not np.all(np.isfinite(nll)):
+                raise _overflow(scheme, label, task)
             hit = argmax == ids[scored + 1]
             applied = np.reshape(f, (-1, n))[:, scored].mean()
             rows.append((task.task, n, task.item, scheme, label, task.config.rope, depth, float(np.mean(nll)),
@@ -466,16 +478,19 @@ class LengthCurve:
 
     def to_text(self) -> str:
         """A markdown table of the cells and the minimiser's line."""
-        lines = [f"n = {self.length} (L = {self.train_length}), {self.documents} documents",
-                 "", "| cell | multiplier | loss | vs constant 1 | keys |", "|---|---|---|---|---|"]
+        lines = [f"n = {self.length} (L = {self.train_length}), {self.documents} document"
+                 f"{'s' * (self.documents != 1)}", "", "| cell | multiplier | loss | vs constant 1 | keys |",
+                 "|---|---|---|---|---|"]
         for name, c in self.cells.items():
             keys = f"{c['retrieved']}/{c['prompts']}" if c["prompts"] else "-"
-            lines.append(f"| {name} | {c['factor_mean']:.4g} | {c['loss']:.4f} | {c['difference']:+.4f} ± "
-                         f"{c['se']:.4f} | {keys} |")
+            se = f" ± {c['se']:.4f}" if np.isfinite(c["se"]) else ""  # one document: no standard error
+            lines.append(f"| {name} | {c['factor_mean']:.4g} | {c['loss']:.4f} | {c['difference']:+.4f}{se} | {keys} |")
         lo, hi = self.interval
         edge = " (at the grid's edge)" if self.at_edge else ""
         lines.append("")
-        lines.append(f"minimising constant multiplier {self.minimiser:.4g}{edge}, 95% interval [{lo:.4g}, {hi:.4g}]")
+        spread = (f"95% interval [{lo:.4g}, {hi:.4g}]" if np.isfinite(lo) and np.isfinite(hi)
+                  else "no interval (it needs two documents)")
+        lines.append(f"minimising constant multiplier {self.minimiser:.4g}{edge}, {spread}")
         if self.recipe_inside is not None:
             lines.append(f"the file's recipe applies {self.recipe_factor:.4g}: "
                          f"{'inside' if self.recipe_inside else 'outside'} the interval")
@@ -546,6 +561,11 @@ def summarise(table) -> list:
     """One :class:`LengthCurve` per length of a result file read back (:meth:`MeasureExperiment.read`)."""
     r = table.rows
     L = int(table.header["train_length"])
+    bad = np.flatnonzero(~np.isfinite(r["loss"]))
+    if bad.size:
+        i = bad[0]
+        raise ValueError(f"`path`: {table.path} has a non-finite loss ({r['task'][i]}, n = {r['length'][i]}, "
+                         f"{r['item'][i]}, {r['scheme'][i]} {r['factor'][i]:g}); its statistics would drop it")
     out = []
     for n in sorted(set(r["length"].tolist())):
         sel = r["length"] == n
@@ -631,12 +651,113 @@ class MeasureResult:
                             f"rope {self.header.get('rope')}"] + [c.to_text() for c in self.curves])
 
 
+def _file(path, name: str, what: str) -> str:
+    """``path`` resolved, naming an existing file; the error names ``name``."""
+    from ..models._files import MissingWeightsError, check_path
+
+    try:
+        return os.fspath(check_path(path, "file", what))
+    except MissingWeightsError:
+        raise ValueError(f"`{name}` must be {what}, got {os.fspath(path)!r}, which does not exist") from None
+    except ValueError:
+        raise ValueError(f"`{name}` must be {what}, got {os.fspath(path)!r}, which is a directory") from None
+    except TypeError:
+        raise TypeError(f"`{name}` must be a str or path-like naming {what}, got {type(path).__name__}") from None
+
+
+def _utf8(path: str) -> str:
+    """``path``, whose bytes must decode as UTF-8; the error names its line and column."""
+    data = Path(path).read_bytes()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        start = data.rfind(b"\n", 0, exc.start) + 1
+        line, column = data.count(b"\n", 0, exc.start) + 1, len(data[start:exc.start].decode("utf-8")) + 1
+        raise ValueError(f"`text`: {path} line {line} column {column} is not UTF-8 text "
+                         f"(byte 0x{data[exc.start]:02x})") from None
+    return path
+
+
+def _distinct(values, name: str, what: str = "a value") -> tuple:
+    """``values`` as a tuple, refused where one comes twice."""
+    values = tuple(values)
+    twice = next((v for i, v in enumerate(values) if v in values[:i]), None)
+    if twice is not None:
+        raise ValueError(f"`{name}` must not repeat {what}, got {twice!r} twice")
+    return values
+
+
+def _past(lengths, L: int) -> None:
+    """Every length must score a position past ``L`` (one whose next token is read)."""
+    if lengths[0] < L + 2:
+        raise ValueError(f"`n` must be at least L + 2 = {L + 2} (past the training length L = {L} is what is "
+                         f"measured, and a scored token needs a next one), got {lengths[0]}")
+
+
+def _target(out, quick: bool, figure_file: bool) -> Path:
+    """The result file that ``out`` names; its folder must take a new file (checked by writing one)."""
+    import tempfile
+
+    from .._util.validation import check_output_dir
+
+    out = Path(out)
+    target = out if out.suffix == ".csv" else out / f"measure{'_quick' if quick else ''}.csv"
+    folder = check_output_dir(target.parent, "out")
+    for p in (target, target.with_suffix(".png")) if figure_file else (target,):
+        if p.is_dir():
+            raise ValueError(f"`out`: {p} is a folder, where the result is written as a file")
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise ValueError(f"`out` must be in a folder where files can be written, got {os.fspath(folder)!r} "
+                         f"({exc.strerror or exc})") from None
+    return target
+
+
+def score_bound(model) -> float:
+    """A bound on ``|q.k| / sqrt(d)`` over every layer, head and input of ``model``, from its weights.
+
+    The attention's RMSNorm leaves ``|h| <= max|g| sqrt(D)``; a head's query is then at most
+    ``||W_h||_F |h| + |b_h|`` long (or ``max|g_q| sqrt(d)`` under a per-head RMSNorm), and so is
+    a key; RoPE is a rotation, so ``|q.k| <= |q| |k|`` (Cauchy-Schwarz).
+    """
+    c, w = model.config, model.weights
+    out = 0.0
+    for layer in range(c.n_layers):
+        p = f"blk.{layer}."
+        g = w[p + "attn_norm.weight"]
+        h = float(np.max(np.abs(g))) * math.sqrt(g.size)
+        q, k = (_longest(w, p + name, heads, h, c.head_dim) for name, heads in (("attn_q", c.n_heads),
+                                                                               ("attn_k", c.n_kv_heads)))
+        out = max(out, q * k / math.sqrt(c.head_dim))
+    return out
+
+
+def _longest(w, name: str, heads: int, h: float, d: int) -> float:
+    """The longest of the ``heads`` vectors the tensor ``name`` makes from an input of length at most ``h``."""
+    if name + "_norm.weight" in w:
+        return float(np.max(np.abs(w[name + "_norm.weight"]))) * math.sqrt(d)
+    W = w[name + ".weight"].astype(np.float64).reshape(heads, -1)
+    b = w.get(name + ".bias", np.zeros(heads)).astype(np.float64).reshape(heads, -1)
+    return float(np.max(np.linalg.norm(W, axis=1) * h + np.linalg.norm(b, axis=1)))
+
+
+def _check_factors(factors, model) -> None:
+    """The constants must keep every ``factor * q.k / sqrt(d)`` (and a difference of two) inside float32's range."""
+    bound = score_bound(model)
+    top = float(np.finfo(np.float32).max)
+    limit = top / (4 * max(bound, 1.0))  # 2: the softmax subtracts the row's maximum; 2: rounding's margin
+    if max(factors) > limit:
+        raise ValueError(f"`factors` must be at most {limit:.3g} for this model (its weights bound |q.k| / sqrt(d) "
+                         f"by {bound:.3g}; float32 holds {top:.3g}), got {max(factors):g}")
+
+
 def _check(model, lengths, rope, train_length, factors, shapes, texts, docs, prompts, backend) -> tuple:
-    from ..models._files import check_path
     from ..schemes import scheme_factor
     from ..schemes.rope import ROPES
 
-    path = os.fspath(check_path(model, "file", "a GGUF file"))
+    path = _file(model, "model", "a GGUF file")
     if isinstance(lengths, (int, np.integer)):
         lengths = (lengths,)
     lengths = tuple(sorted({check_int(n, "n", minimum=16) for n in lengths}))
@@ -645,9 +766,16 @@ def _check(model, lengths, rope, train_length, factors, shapes, texts, docs, pro
     check_choice(rope, "rope", (FILE_ROPE, *[r for r in ROPES if r != "rerope"]))
     if train_length is not None:
         train_length = check_int(train_length, "train_length", minimum=2)
-    fs = sorted({check_real(f, "factors") for f in factors} | {1.0})
-    if min(fs) <= 0:
+        _past(lengths, train_length)
+    if isinstance(factors, (int, float, np.number)):
+        factors = (factors,)
+    fs = _distinct((check_real(f, "factors") for f in factors), "factors")
+    if fs and min(fs) <= 0:
         raise ValueError(f"`factors` must be positive, got {min(fs)!r}")
+    top = float(np.finfo(np.float32).max)
+    if fs and max(fs) > top:  # the read-out multiplies q.k in float32: beyond its range at any q.k
+        raise ValueError(f"`factors` must be at most {top:.4g} (float32's largest number), got {max(fs)!r}")
+    shapes = _distinct((shapes,) if isinstance(shapes, str) else shapes, "shapes")
     for s in shapes:
         try:
             scheme_factor([1.0], 64, s, 2)
@@ -655,15 +783,16 @@ def _check(model, lengths, rope, train_length, factors, shapes, texts, docs, pro
             raise ValueError(f"`shapes` must hold schemes of the registry (softmax-scale scale --list), got {s!r}") from None
     if isinstance(texts, (str, os.PathLike)):
         texts = (texts,)
-    texts = tuple(os.fspath(check_path(t, "file", "a text file")) for t in texts or ())
+    texts = tuple(_utf8(_file(t, "text", "a text file")) for t in texts or ())
+    _distinct((os.path.basename(t) for t in texts), "text", "a file name (it names the documents)")
     docs = check_int(docs, "docs", minimum=1)
     prompts = check_int(prompts, "prompts", minimum=0)
     check_choice(backend, "backend", ("numpy", "jax"))
-    return path, lengths, train_length, tuple(fs), tuple(shapes), texts, docs, prompts
+    return path, lengths, train_length, tuple(sorted(set(fs) | {1.0})), shapes, texts, docs, prompts
 
 
-def measure(model, n, *, rope: str = FILE_ROPE, train_length: int | None = None, factors=DEFAULT_FACTORS,
-            shapes=SHAPES, recipe: bool = True, text=None, docs: int = 6, prompts: int = 12, quick: bool = False,
+def measure(model, n, *, rope: str = FILE_ROPE, train_length: int | None = None, factors=None,
+            shapes=None, recipe: bool = True, text=None, docs: int = 6, prompts: int = 12, quick: bool = False,
             out="measure", overwrite: bool = False, executor=None, workers: int = 0, scheduler: str | None = None,
             backend: str = "numpy", query_block: int = 256, figure_file: bool = True, progress: bool = True,
             command: str | None = None) -> MeasureResult:
@@ -679,10 +808,10 @@ def measure(model, n, *, rope: str = FILE_ROPE, train_length: int | None = None,
         ``"file"``: the file's own RoPE scaling; or a variant of :data:`softmax_scale.schemes.rope.ROPES`.
     train_length : int, optional
         ``L`` (the file's where omitted).
-    factors : sequence of float
-        Constant multipliers past ``L`` (1 is always read).
-    shapes : sequence of str
-        Published shapes from the scheme registry.
+    factors : sequence of float, optional
+        Constant multipliers past ``L`` (1 is always read); :data:`DEFAULT_FACTORS` (``quick``'s) where omitted.
+    shapes : sequence of str, optional
+        Published shapes from the scheme registry; :data:`SHAPES` (``quick``'s) where omitted.
     recipe : bool
         Also read the multiplier the file's recipe applies.
     text : str, os.PathLike or sequence of them, optional
@@ -690,7 +819,8 @@ def measure(model, n, *, rope: str = FILE_ROPE, train_length: int | None = None,
     docs, prompts : int
         Documents and pass-key prompts per length.
     quick : bool
-        :func:`quick_config`: the pipeline at a pretend ``L`` in a minute.
+        :func:`quick_config`: the pipeline at a pretend ``L`` in a minute (``factors`` and ``shapes``
+        as given, where given).
     out : str or os.PathLike
         Folder of the result file (``measure.csv``, ``measure_quick.csv``) and figure; a path ending in
         ``.csv`` names the file itself.
@@ -716,34 +846,45 @@ def measure(model, n, *, rope: str = FILE_ROPE, train_length: int | None = None,
     Raises
     ------
     ValueError
-        Naming the parameter: an unreadable or unsupported model file, a length not above ``L``, an
-        unknown RoPE variant or shape, too little text.
+        Naming the parameter: a missing, unreadable or unsupported model file, a length not at
+        least ``L + 2``, an unknown RoPE variant or shape, a repeated or out-of-range factor, text
+        that is missing, not UTF-8 or too short, an output folder that takes no file, a factor
+        whose scores could overflow float32 (:func:`score_bound`); at run time, a non-finite loss
+        (nothing of its unit is written).
     """
     from .sweep import dask_executor, run_sweep
 
-    path, lengths, train_length, fs, shapes, texts, docs, prompts = _check(
-        model, n, rope, train_length, factors, shapes, text, docs, prompts, backend)
-    cfg = MeasureConfig(path, lengths, rope, train_length, fs, shapes, bool(recipe), texts, docs, prompts,
+    path, lengths, train_length, fs, shs, texts, docs, prompts = _check(
+        model, n, rope, train_length, DEFAULT_FACTORS if factors is None else factors,
+        SHAPES if shapes is None else shapes, text, docs, prompts, backend)
+    cfg = MeasureConfig(path, lengths, rope, train_length, fs, shs, bool(recipe), texts, docs, prompts,
                         check_int(query_block, "query_block", minimum=1), backend)
     if quick:
         cfg = quick_config(cfg)
+        cfg = dataclasses.replace(cfg, factors=cfg.factors if factors is None else fs,
+                                  shapes=cfg.shapes if shapes is None else shs)
+        _past(lengths, cfg.train_length)
+    workers = check_int(workers, "workers", minimum=0, maximum=1024)
+    target = _target(out, cfg.quick, figure_file)
     run = _run_of(cfg)
-    if lengths[0] <= run.L:
-        raise ValueError(f"`n` must exceed the training length L = {run.L} (past it is what is measured), got {lengths[0]}")
+    _past(lengths, run.L)
+    _check_factors(cfg.factors, run.model)
     if cfg.prompts:
+        from .real_passkey import passkey_min_tokens
+
         try:
-            run.prompt(lengths[0], 0)
+            need = passkey_min_tokens(run.model)
         except ValueError as exc:
             raise ValueError(f"`prompts`: no pass-key prompt can be built for this model ({exc}); pass prompts=0") from None
-    out = Path(out)
-    target = out if out.suffix == ".csv" else out / f"measure{'_quick' if cfg.quick else ''}.csv"
+        if lengths[0] < need:
+            raise ValueError(f"`n` must be at least {need} tokens for a pass-key prompt of this model, got {lengths[0]}; "
+                             "pass a longer n or prompts=0")
     exp = MeasureExperiment(progress)
     tasks = exp.tasks(cfg)
     header = exp.header(cfg, tasks, command)
     store = ResultStore(target, header, COLUMNS, key=exp.key, match=exp.match, overwrite=overwrite,
                         float_format=exp.float_format)
     _same_documents(store, header, run, cfg.lengths)
-    workers = check_int(workers, "workers", minimum=0, maximum=1024)
     exp.todo = sum(not exp.is_done(store, t) for t in tasks)
     exp.started = time.perf_counter()
     if scheduler is not None:
