@@ -25,7 +25,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from .._util.store import source_revision
-from .base import RESULTS, Experiment
+from ..engines.cost import MEASURED_TRAIN_LENGTH, committed_file, measured_cost
+from .base import Experiment
 
 __all__ = ["EXPERIMENT", "MEASURED_TRAIN_LENGTH", "QUICK_CONFIG", "RATIOS", "SHAPES", "EngineCostConfig",
            "EngineCostExperiment",
@@ -37,11 +38,6 @@ RATIOS = (1.0451 / 1.2965, 1 / 1.2965, 1.2965, 1.4159, 1.6314, 1.8739)
 #: Where the factor goes: every layer; every layer on half of each head's dimensions (the rotation pairs
 #: ``(i, i + d/2)`` with ``i < d/4``); or the layers ``i`` with ``(i + 1) % 4 == 0``.
 SHAPES = ("all", "half", "every_fourth")
-#: How close (relative) an engine's factor must be to a measured one for :func:`measured_cost` to report it.
-MATCH_RTOL = 1e-3
-#: The training length of the committed measurement's model (SmolLM2-135M's ``context_length``): a length
-#: asked as a multiple of another model's training length is looked up at the same multiple of this one.
-MEASURED_TRAIN_LENGTH = 8192
 
 
 @dataclass(frozen=True)
@@ -199,47 +195,3 @@ class EngineCostExperiment(Experiment):
 
 
 EXPERIMENT = EngineCostExperiment()
-
-
-def committed_file():
-    """The committed result file, ``figures/engine_cost.csv`` of the source checkout (absent from an installed wheel)."""
-    return EXPERIMENT.result_path(EXPERIMENT.config(), RESULTS)
-
-
-def measured_cost(ratio: float, shape: str, n: int | None = None, *, train_length: int | None = None, csv=None):
-    """The committed measurement nearest ``n`` for a factor ``ratio`` in ``shape``, or ``None`` if it was not measured.
-
-    Parameters
-    ----------
-    ratio : float
-        The factor on ``q.k``; a row matches within :data:`MATCH_RTOL`.
-    shape : str
-        One of :data:`SHAPES`.
-    n : int, optional
-        The length wanted; the measured length nearest it (in ``log n``) is returned.
-    train_length : int, optional
-        The training length of the model ``n`` is asked for: the measured length nearest the same
-        multiple of :data:`MEASURED_TRAIN_LENGTH` is returned instead (past the measured model's
-        training length only where ``n`` is past ``train_length``).
-    csv : str or PathLike, optional
-        The result file (default: the committed ``figures/engine_cost.csv``).
-
-    Returns
-    -------
-    dict or None
-        The row's columns (``length``, ``delta_loss``, ``delta_se``, ``iid_kl``, ...) and ``model``.
-    """
-    path = csv if csv is not None else committed_file()
-    if not os.path.exists(path):
-        return None
-    t = EXPERIMENT.read(path)
-    r = t.rows
-    hit = (r["shape"] == shape) & np.isclose(r["ratio"], ratio, rtol=MATCH_RTOL, atol=0.0)
-    if not hit.any():
-        return None
-    idx = np.flatnonzero(hit)
-    if n is not None:
-        target = n if train_length is None else n / train_length * MEASURED_TRAIN_LENGTH
-        idx = idx[np.argsort(np.abs(np.log(r["length"][idx] / target)), kind="stable")]
-    i = int(idx[0])
-    return {**{c: np.asarray(r[c][i]).item() for c in EXPERIMENT.columns}, "model": t.header.get("model", "?")}
