@@ -168,7 +168,7 @@ def _rope_json(ms, extra: dict, drop=(), top: str | None = None) -> str:
                   "rope_scaling")
     parts = prefix.split(".")
     values = {k: v for k, v in ms.rope.values.items() if k not in drop}
-    values.update({k: float(f"{v:.6g}") for k, v in extra.items()})
+    values.update({k: float(v) for k, v in extra.items()})
     inner = {(top or parts[0]): values if len(parts) == 1 else {parts[1]: values}}
     return json.dumps(inner, separators=(", ", ": "))
 
@@ -310,6 +310,9 @@ def engine_setting(engine, model, wanted, *, version=None, n=None) -> Setting:
         if _close(rot_k, np.ones_like(rot_k)) and (not ms.is_mla or _close(nope_k, np.ones_like(nope_k))):
             return Setting(engine, label, f"--hf-overrides '{json.dumps(arg, separators=(', ', ': '))}'{_BETA_NOTE}",
                            "per position", False, _BETA_SOURCE)
+    varies = not _close(rot_k[inside], np.full_like(rot_k[inside], rot_k[inside].flat[0]))
+    if varies or not others:
+        return Setting(engine, label, f"cannot be set: {_why_not(rot_k, nope_k, ms)}", "none", False, source)
     key, *rest = _cos_sin_route(engine, v, ms)
     if key is None:
         return Setting(engine, label, f"cannot be set: {rest[0]}", "none", False, source)
