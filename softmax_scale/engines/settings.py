@@ -313,6 +313,16 @@ def engine_setting(engine, model, wanted, *, version=None, n=None) -> Setting:
     varies = not _close(rot_k[inside], np.full_like(rot_k[inside], rot_k[inside].flat[0]))
     if varies or not others:
         return Setting(engine, label, f"cannot be set: {_why_not(rot_k, nope_k, ms)}", "none", False, source)
+    added = {}
+    if engine == "onnxruntime-genai" and ms.rope.rope_type == "yarn" and "beta_fast" not in ms.rope.values:
+        added = {"beta_fast": 32.0, "beta_slow": ms.rope.values.get("beta_slow", 1.0)}  # transformers' defaults
+        ms = _with(ms, **added)
+        row = mod.scale(ms, nn, v)
+        if row.scale is not None:
+            got_rot, got_nope = layer_rows(row, ms)
+            if _close(want_rot, got_rot) and (not ms.is_mla or _close(want_nope, got_nope)):
+                return Setting(engine, label, _option(engine, v, ms, added, ()) + " (with them the builder "
+                               "builds YaRN, its frequencies and its factor)", "cos/sin", True, source)
     key, *rest = _cos_sin_route(engine, v, ms)
     if key is None:
         return Setting(engine, label, f"cannot be set: {rest[0]}", "none", False, source)
@@ -328,7 +338,7 @@ def engine_setting(engine, model, wanted, *, version=None, n=None) -> Setting:
     set_row = mod.scale(_with(ms, **{key: value}, **{k: None for k in drop}), nn, v)
     s_rot, s_nope = layer_rows(set_row, ms) if set_row.scale is not None else (p_rot * np.nan, p_rot * np.nan)
     exact = _close(s_rot, want_rot) and (not ms.is_mla or _close(s_nope, want_nope))
-    text = _option(engine, v, ms, {key: value}, drop)
+    text = _option(engine, v, ms, {**added, key: value}, drop)
     if not exact:
         text += " (approximate: the rule run again with it does not give the wanted multiplier everywhere)"
     if beta is not None:
