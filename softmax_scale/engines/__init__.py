@@ -17,4 +17,5 @@ from .settings import Setting, engine_setting
 from .table import ENGINES, EngineTable, engine_rules, engine_scales, parse_engine_pins, rules_markdown
 
 __all__ = ["ENGINES", "EngineScale", "EngineTable", "ModelScaling", "RopeScaling", "Rule", "Setting",
-           "TemperatureRule", "engine_rules", "engine_setting", "engine_scales", "parse_engine_pins", "read_config", "rules_markdown"]
+           "TemperatureRule", "engine_rules", "engine_scales", "engine_setting", "parse_engine_pins", "read_config",
+           "rules_markdown"]

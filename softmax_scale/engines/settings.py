@@ -366,7 +366,10 @@ _BETA_SOURCE = "vllm-project/vllm vllm/model_executor/models/deepseek_v2.py (iss
 
 
 def _per_position(engine, ms, nn, row):
-    """vLLM's top-level ``llama_4_scaling`` for a ``llama_4_scaling_beta`` it ignores: ``(factor per n, override)``."""
+    """The per-position route: vLLM's top-level ``llama_4_scaling`` for a ``llama_4_scaling_beta`` it ignores.
+
+    Returns ``(factor per n, override)``, or ``None``.
+    """
     if engine != "vllm":
         return None
     beta = [t for t in ms.temperatures if t.name == "llama_4_scaling_beta" and t.key.startswith("rope_")]

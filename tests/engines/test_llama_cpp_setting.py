@@ -23,8 +23,11 @@ from helpers import mean_kl
 import softmax_scale as ss
 from softmax_scale.engines import engine_setting
 
-from .test_llama_cpp_run import (CLEARLY, TOL, decoder, decoder_logits, ggml_frequencies, gguf_path,  # noqa: F401
-                                 ids, run_llama_cpp, table, yarn_settings)
+from . import test_llama_cpp_run as run
+
+#: The fixtures of test_llama_cpp_run: the numpy decoder, the prompt's ids, the engines table under YaRN.
+decoder, ids, table = run.decoder, run.ids, run.table
+CLEARLY, TOL = run.CLEARLY, run.TOL
 
 #: A factor on q.k to ask for: YaRN 4's squared mscale.
 M = 1.2965
@@ -39,29 +42,29 @@ def override(setting):
 
 @pytest.fixture(scope="module")
 def smollm2():
-    return ss.read_config(gguf_path())
+    return ss.read_config(run.gguf_path())
 
 
 @pytest.mark.slow
-def test_the_override_multiplies_q_k_by_its_square(decoder, ids, smollm2):  # noqa: F811
+def test_the_override_multiplies_q_k_by_its_square(decoder, ids, smollm2):
     s = engine_setting("llama.cpp", smollm2, M / math.sqrt(smollm2.head_dim), n=np.arange(1, len(ids) + 1))
     kv = override(s)
     assert s.exact and kv == {"llama.rope.scaling.attn_factor": pytest.approx(math.sqrt(M), rel=1e-6)}
-    logits = run_llama_cpp(ids, kv_overrides=kv)
-    kl = mean_kl(logits, decoder_logits(decoder, ids, M))
+    logits = run.run_llama_cpp(ids, kv_overrides=kv)
+    kl = mean_kl(logits, run.decoder_logits(decoder, ids, M))
     assert kl < TOL, kl
-    assert mean_kl(logits, decoder_logits(decoder, ids, 1.0)) > CLEARLY * TOL  # negative control: it changed
+    assert mean_kl(logits, run.decoder_logits(decoder, ids, 1.0)) > CLEARLY * TOL  # negative control: it changed
 
 
 @pytest.mark.slow
-def test_under_yarn_the_printed_override_gives_the_reference(decoder, ids, table):  # noqa: F811
+def test_under_yarn_the_printed_override_gives_the_reference(decoder, ids, table):
     """The table's YaRN config with `attention_factor` 1: llama.cpp applies (1 + 0.1 ln s)^2; the override
     it prints brings it back to the reference's 1, where `yarn_attn_factor` would have been overwritten."""
     s = table.setting("llama.cpp")
     kv = override(s)
     assert s.exact and list(kv.values()) == [pytest.approx(1 / (1 + 0.1 * math.log(4.0)), rel=1e-6)]
-    fixed = run_llama_cpp(ids, kv_overrides=kv, **yarn_settings())
-    kl = mean_kl(fixed, decoder_logits(decoder, ids, 1.0, ggml_frequencies(decoder)))
+    fixed = run.run_llama_cpp(ids, kv_overrides=kv, **run.yarn_settings())
+    kl = mean_kl(fixed, run.decoder_logits(decoder, ids, 1.0, run.ggml_frequencies(decoder)))
     assert kl < TOL, kl
     claim = table.engines["llama.cpp"].scale * math.sqrt(table.model.head_dim)
-    assert mean_kl(fixed, decoder_logits(decoder, ids, claim, ggml_frequencies(decoder))) > CLEARLY * TOL
+    assert mean_kl(fixed, run.decoder_logits(decoder, ids, claim, run.ggml_frequencies(decoder))) > CLEARLY * TOL

@@ -149,3 +149,11 @@ def test_bad_input_names_the_parameter(kw, name):
     args.update(kw)
     with pytest.raises(ValueError, match=name):
         engine_setting(args["engine"], YARN_AF1, args["wanted"], version=args["version"])
+
+
+def test_onnxruntime_genai_is_told_to_add_beta_fast():
+    """Its builder builds YaRN only with `beta_fast`: adding transformers' defaults gives the reference's factor."""
+    s = engine_setting("onnxruntime-genai", QWEN3_STATIC_YARN, engine_scales(QWEN3_STATIC_YARN, N).engines["reference"])
+    assert s.exact and s.text.startswith("in config.json's RoPE dict set `beta_fast`: 32, `beta_slow`: 1")
+    cfg = {**QWEN3_STATIC_YARN, "rope_scaling": {**QWEN3_STATIC_YARN["rope_scaling"], "beta_fast": 32, "beta_slow": 1}}
+    assert agrees(cfg, "onnxruntime-genai") and not agrees(QWEN3_STATIC_YARN, "onnxruntime-genai")
