@@ -652,7 +652,8 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--no-progress", action="store_true", help="no progress bar")
     json_opt(sp)
 
-    sp = add("engines", _cmd_engines, "the multiplier on q.k each engine applies to a model's config, and the authors' own")
+    sp = add("engines", _cmd_engines, "the multiplier on q.k each engine applies to a model's config, the authors' own, "
+             "and how to set it in each engine that differs")
     sp.add_argument("config", help="a config.json (Hugging Face) or .gguf file")
     sp.add_argument("--n", nargs="+", type=_number, help="positions, as 1-based numbers of keys (default 1 2048 4096 8192 32768)")
     sp.add_argument("--engine", nargs="+", action="extend", metavar="NAME==VERSION",

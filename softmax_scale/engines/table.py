@@ -92,7 +92,11 @@ class EngineTable:
         return not (_same(e.scale, ref.scale) and _same(e.other_scale, ref.other_scale) and e.layers == ref.layers)
 
     def to_json(self) -> dict:
-        """``{"n": [...], "engines": {name: {"scale", "layers", "notes", ...}}, ...}``."""
+        """``{"n": [...], "engines": {name: {"scale", "layers", "nope_scale", "notes", "cost", "setting", ...}}, ...}``.
+
+        ``"setting"``: how to make a disagreeing engine apply the reference's multiplier (``text``,
+        ``how``, ``exact``, ``source`` of :class:`~.settings.Setting`), ``null`` where it agrees.
+        """
         out = {}
         for name, e in self.engines.items():
             entry = {"scale": None if e.scale is None else e.scale.tolist()}
