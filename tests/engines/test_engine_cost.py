@@ -196,3 +196,27 @@ def test_the_experiment_is_registered_with_its_figure(quick):
 def test_a_missing_result_file_is_said_so_not_taken_for_an_unmeasured_factor(quick):
     t = engine_scales(YARN_AF1, [4096], versions={"vllm": "0.29.0"})
     assert "not in this installation" in t.cost("vllm", csv=quick[1].with_name("missing.csv"))
+
+
+def test_a_factor_on_half_the_dimensions_of_some_layers_is_the_half_shape_on_those_layers():
+    """Per-layer `dim_factors`: every row the half shape is the half shape; rows of ones change nothing; the
+    Laguna shape (those rows on one layer in four) lies between the two."""
+    from softmax_scale.experiments.engine_cost import LAGUNA_SHAPE
+    from softmax_scale.models import corpus, load
+
+    m = load("smollm2")
+    c = m.config
+    ids = m.tokenize(corpus("stdlib/argparse"))[:65]
+    half = dim_factor_array(2.0, "half", c.head_dim)
+    laguna = dim_factor_array(2.0, LAGUNA_SHAPE, c.head_dim, c.n_layers)
+    assert laguna.shape == (c.n_layers, c.head_dim)
+    assert np.flatnonzero((laguna != 1.0).any(axis=1)).tolist() == list(range(3, c.n_layers, 4))
+
+    def nll(dims):
+        return m.positions(ids, stop=64, dim_factors=dims).nll
+
+    base, whole = nll(None), nll(half)
+    np.testing.assert_array_equal(nll(np.ones((c.n_layers, c.head_dim))), base)
+    np.testing.assert_allclose(nll(np.tile(half, (c.n_layers, 1))), whole, rtol=1e-6)
+    part = nll(laguna)
+    assert not np.allclose(part, base) and not np.allclose(part, whole)
