@@ -220,3 +220,22 @@ def test_a_factor_on_half_the_dimensions_of_some_layers_is_the_half_shape_on_tho
     np.testing.assert_allclose(nll(np.tile(half, (c.n_layers, 1))), whole, rtol=1e-6)
     part = nll(laguna)
     assert not np.allclose(part, base) and not np.allclose(part, whole)
+
+
+def test_lagunas_shape_is_looked_up_as_half_of_one_layer_in_four(quick, tmp_path):
+    """A result file with a row of Laguna's shape (here a quick row relabelled): vLLM 0.29.0's x2.0047 on the
+    rotated half of the 10 full-attention layers of 40 is priced from it."""
+    from .configs import LAGUNA
+
+    lines = quick[1].read_text().splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("length,"))
+    row = lines[header + 4].split(",")  # (256, 1.2965, "all")
+    assert row[1:3] == ["1.2965", "all"]
+    row[1:3] = [f"{1.4159 ** 2:.6g}", "half_every_fourth"]
+    csv = tmp_path / "engine_cost.csv"
+    csv.write_text("\n".join([*lines, ",".join(row)]) + "\n")
+    t = engine_scales(LAGUNA, [4096], versions={"vllm": "0.29.0"})
+    line = t.cost("vllm", csv=csv)
+    assert line.startswith("x2.005 on 10 of 40 layers (measured on the layers i with (i + 1) % 4 == 0), on the "
+                           "rotated half: loss "), line
+    assert f"{float(row[5]):+.4f}" in line
