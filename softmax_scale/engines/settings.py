@@ -256,7 +256,7 @@ def engine_setting(engine, model, wanted, *, version=None, n=None) -> Setting:
     Examples
     --------
     >>> from softmax_scale.engines import engine_setting
-    >>> cfg = {"head_dim": 64, "max_position_embeddings": 2048}
+    >>> cfg = {"model_type": "llama", "head_dim": 64, "max_position_embeddings": 2048}
     >>> print(engine_setting("llama.cpp", cfg, 1.21 / 8).text)  # x1.21 on q.k: 1.1 on cos/sin
     --override-kv llama.rope.scaling.attn_factor=float:1.1; llama-cpp-python: kv_overrides={'llama.rope.scaling.attn_factor': 1.1}
     """
@@ -294,11 +294,15 @@ def engine_setting(engine, model, wanted, *, version=None, n=None) -> Setting:
     if _close(want_rot, got_rot) and (not ms.is_mla or _close(want_nope, got_nope)):
         return Setting(engine, label, "nothing to set: it applies the wanted multiplier", "nothing", True)
     rot_k, nope_k = want_rot / got_rot, want_nope / got_nope
-    route, source = ROUTES[engine]
+    _, source = ROUTES[engine]
     reach = row.layers if row.layers is not None and row.layers == ms.rope_layers else None
     inside = np.array([reach is None or i in reach for i in range(rot_k.shape[0])])
-    others = _close(rot_k[~inside], np.ones_like(rot_k[~inside])) and (
-        not ms.is_mla or _close(nope_k, np.ones_like(nope_k)))
+
+    def untouched(rot_k, nope_k):  # the factor is 1 where no factor on cos/sin reaches
+        return _close(rot_k[~inside], np.ones_like(rot_k[~inside])) and (
+            not ms.is_mla or _close(nope_k, np.ones_like(nope_k)))
+
+    others = untouched(rot_k, nope_k)
     if engine == "llama.cpp":
         text, exact = _llama_cpp(ms, rot_k[inside], nope_k, others)
         return Setting(engine, label, text, "cos/sin" if exact else "none", exact, source)
@@ -310,6 +314,7 @@ def engine_setting(engine, model, wanted, *, version=None, n=None) -> Setting:
         if _close(rot_k, np.ones_like(rot_k)) and (not ms.is_mla or _close(nope_k, np.ones_like(nope_k))):
             return Setting(engine, label, f"--hf-overrides '{json.dumps(arg, separators=(', ', ': '))}'{_BETA_NOTE}",
                            "per position", False, _BETA_SOURCE)
+        others = untouched(rot_k, nope_k)
     varies = not _close(rot_k[inside], np.full_like(rot_k[inside], rot_k[inside].flat[0]))
     if varies or not others:
         return Setting(engine, label, f"cannot be set: {_why_not(rot_k, nope_k, ms)}", "none", False, source)

@@ -339,7 +339,8 @@ def engine_scales(config, n=None, versions=None) -> EngineTable:
     >>> import math
     >>> from softmax_scale.engines import engine_scales
     >>> t = engine_scales({"head_dim": 128, "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
-    ...                    "original_max_position_embeddings": 32768, "attention_factor": 1.0}}, n=[1])
+    ...                    "original_max_position_embeddings": 32768, "attention_factor": 1.0}}, n=[1],
+    ...                   versions={"vllm": "0.29.0"})
     >>> round(float(t.engines["vllm"].scale[0] * math.sqrt(128)), 4)  # drops attention_factor
     1.2965
     """
