@@ -648,12 +648,14 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--no-progress", action="store_true", help="no progress bar")
     json_opt(sp)
 
-    sp = add("engines", _cmd_engines, "the multiplier on q.k each engine applies to a model's config, and the authors' own")
+    sp = add("engines", _cmd_engines, "the multiplier on q.k each engine applies to a model's config, the authors' own, "
+             "and how to set it in each engine that differs")
     sp.add_argument("config", help="a config.json (Hugging Face) or .gguf file")
     sp.add_argument("--n", nargs="+", type=_number, help="positions, as 1-based numbers of keys (default 1 2048 4096 8192 32768)")
-    sp.add_argument("--engine", nargs="+", metavar="NAME==VERSION",
-                    help="read these engines' rules at these versions (e.g. vllm==0.11.0 transformers==4.51.0); "
-                    "the others at their newest known; a rule not read at a version prints unknown")
+    sp.add_argument("--engine", nargs="+", action="extend", metavar="NAME==VERSION",
+                    help="read these engines' rules at these versions (e.g. vllm==0.11.0 transformers==4.51.0; "
+                    "repeatable, one pin per engine); the others at their newest known; a rule not read at a "
+                    "version prints unknown")
     json_opt(sp)
 
     sp = add("table", _cmd_table, "print the alpha* table with the fitted laws")

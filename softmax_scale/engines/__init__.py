@@ -8,12 +8,14 @@ newest known rules.  One module per engine (:mod:`.transformers`, :mod:`.vllm`, 
 :mod:`.sglang`, :mod:`.exllamav3`, :mod:`.mlx_lm`, :mod:`.tensorrt_llm`, :mod:`.onnxruntime_genai`,
 :mod:`.ollama`, :mod:`.reference`), each with a table ``RULES`` of its rules, the versions each holds for and where
 each was read; the formulas are the scheme registry's.  :mod:`.cost` gives the i.i.d. theory's
-price of a factor on ``q.k``.
+price of a factor on ``q.k`` and the measured one; :func:`engine_setting` how to set the factor in each engine.
 """
 
 from ._rules import EngineScale, Rule
 from .config import ModelScaling, RopeScaling, TemperatureRule, read_config
+from .settings import Setting, engine_setting
 from .table import ENGINES, EngineTable, engine_rules, engine_scales, parse_engine_pins, rules_markdown
 
-__all__ = ["ENGINES", "EngineScale", "EngineTable", "ModelScaling", "RopeScaling", "Rule", "TemperatureRule",
-           "engine_rules", "engine_scales", "parse_engine_pins", "read_config", "rules_markdown"]
+__all__ = ["ENGINES", "EngineScale", "EngineTable", "ModelScaling", "RopeScaling", "Rule", "Setting",
+           "TemperatureRule", "engine_rules", "engine_scales", "engine_setting", "parse_engine_pins", "read_config",
+           "rules_markdown"]

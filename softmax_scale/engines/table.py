@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import textwrap
 from dataclasses import dataclass
 
 import numpy as np
@@ -11,8 +13,10 @@ from packaging.utils import canonicalize_name
 
 from .._util.validation import check_n_array
 from . import exllamav3, llama_cpp, mlx_lm, ollama, onnxruntime_genai, reference, sglang, tensorrt_llm, transformers, vllm
-from ._rules import parse_version
+from ._rules import NEWEST, parse_version
 from .config import ModelScaling, read_config
+from .cost import MEASURED_TRAIN_LENGTH, committed_file, measured_cost
+from .settings import engine_setting, layer_rows
 
 __all__ = ["ENGINES", "EngineTable", "engine_rules", "engine_scales", "parse_engine_pins", "rules_markdown"]
 
@@ -24,6 +28,8 @@ _BY_CANONICAL = {canonicalize_name(name): name for name in ENGINES if name != "r
 _BUILD_PIN = re.compile(r"(llama[._-]cpp)==b(\d+)", re.IGNORECASE)
 #: Relative difference under which two engines' numbers are the same.
 RTOL = 1e-9
+#: The width the text wraps the notes, settings and costs to.
+WIDTH = 100
 
 
 def engine_rules() -> list:
@@ -89,7 +95,11 @@ class EngineTable:
         return not (_same(e.scale, ref.scale) and _same(e.other_scale, ref.other_scale) and e.layers == ref.layers)
 
     def to_json(self) -> dict:
-        """``{"n": [...], "engines": {name: {"scale", "layers", "notes", ...}}, ...}``."""
+        """``{"n": [...], "engines": {name: {"scale", "layers", "nope_scale", "notes", "cost", "setting", ...}}, ...}``.
+
+        ``"setting"``: how to make a disagreeing engine apply the reference's multiplier (``text``,
+        ``how``, ``exact``, ``source`` of :class:`~.settings.Setting`), ``null`` where it agrees.
+        """
         out = {}
         for name, e in self.engines.items():
             entry = {"scale": None if e.scale is None else e.scale.tolist()}
@@ -103,6 +113,9 @@ class EngineTable:
             entry["version"] = e.version
             entry["version_range"] = self.version_range(name)
             entry["cost"] = self.cost(name)
+            setting = self.setting(name)
+            entry["setting"] = None if setting is None else {"text": setting.text, "how": setting.how,
+                                                             "exact": setting.exact, "source": setting.source}
             entry["agrees_with_reference"] = name == "reference" or not self.disagreements(name)
             entry["unknown_n"] = [] if e.scale is None else self.n[np.isnan(e.scale)].astype(int).tolist()
             out[name] = entry
@@ -113,14 +126,16 @@ class EngineTable:
                 "notes": list(self.notes)}
 
     def cost(self, engine: str, csv=None):
-        """The measured cost of ``engine``'s disagreement with the reference, with its scope; ``None`` where it agrees.
+        """The measured cost of ``engine``'s disagreement with the reference, from the same regime; ``None`` where it agrees.
 
-        A factor constant in ``n`` on every layer (or on the layers ``(i + 1) % 4 == 0``) and on every
-        dimension of ``q.k`` (or, on every layer, on the rotated half of a ``partial_rotary_factor`` of 0.5)
-        is looked up in the committed result of the experiment ``engine_cost``
-        (:func:`softmax_scale.experiments.engine_cost.measured_cost`), at the measured length
-        nearest the largest ``n`` asked, taken as a multiple of the training length where the
-        config gives one (the measured model's own is 8192); any other shape is said to be unmeasured.
+        A factor ``r`` against the reference, one number wherever it differs, on every layer or on one
+        layer in four, on every dimension of ``q.k`` or on the rotated half of it, is looked up in the
+        committed result of the experiment ``engine_cost`` (:func:`~.cost.measured_cost`): at the
+        largest ``n`` asked taken as the same multiple of the covered length (``advise``'s ``L``,
+        :attr:`~.config.ModelScaling.covered_length`) on the measured model, inside its own covered
+        length where ``n`` is inside this model's and past it where past.  Any other shape (a factor
+        changing with ``n``, on another fraction of the dimensions or of the layers) is said to be
+        unmeasured; a factor on cos/sin where no dimension is rotated costs nothing.
 
         Parameters
         ----------
@@ -135,40 +150,55 @@ class EngineTable:
         e, ref = self.engines[engine], self.engines["reference"]
         if engine == "reference" or e.scale is None or ref.scale is None or not self.disagreements(engine):
             return None
-        known = ~(np.isnan(e.scale) | np.isnan(ref.scale))
-        ratio = (e.scale / ref.scale)[known]
-        if ratio.size == 0 or not np.allclose(ratio, ratio[0], rtol=1e-9, atol=0.0) or ref.layers is not None:
-            return "no measured cost: the factor against the reference changes with n or its layers differ"
-        r = float(ratio[0])
-        every_fourth = tuple(i for i in range(self.model.n_layers or 0) if (i + 1) % 4 == 0)
-        if e.layers is None:
+        m = self.model
+        (e_rot, e_nope), (r_rot, r_nope) = layer_rows(e, m), layer_rows(ref, m)
+        known = np.all(np.isfinite(e_rot) & np.isfinite(r_rot) & np.isfinite(e_nope) & np.isfinite(r_nope), axis=0)
+        k_rot, k_nope = (e_rot / r_rot)[:, known], (e_nope / r_nope)[:, known]
+        off_rot, off_nope = ~np.isclose(k_rot, 1.0, rtol=RTOL, atol=0.0), ~np.isclose(k_nope, 1.0, rtol=RTOL, atol=0.0)
+        if m.rope_dim == 0:
+            off_rot[:] = False
+        if not (off_rot.any() or off_nope.any()):
+            return (f"no cost: the factor goes on cos/sin, and `partial_rotary_factor` "
+                    f"({m.partial_rotary_factor:g}) rotates no dimension of the {m.head_dim}")
+        values = np.concatenate([k_rot[off_rot], k_nope[off_nope]])
+        r = float(values[0])
+        if not np.allclose(values, r, rtol=RTOL, atol=0.0):
+            return "no measured cost: the factor against the reference changes with n or between layers"
+        layers = np.flatnonzero(off_rot.any(axis=1) | off_nope.any(axis=1))
+        total = k_rot.shape[0]
+        if (off_rot.any(axis=1) != off_rot.all(axis=1)).any() or (off_nope.any(axis=1) != off_nope.all(axis=1)).any():
+            return "no measured cost: the factor against the reference changes with n"
+        whole = not m.is_mla or bool(off_nope[layers].all())
+        if not whole and off_nope.any():
+            return f"no measured cost for x{r:.4g}: it reaches the unrotated dimensions of some layers only"
+        fraction = 1.0 if whole else m.rope_dim / m.head_dim
+        if layers.size == total:
             shape, where = "all", "on every layer"
-        elif e.layers == every_fourth and _same(e.other_scale, ref.scale):
-            shape, where = "every_fourth", f"on {len(e.layers)} of {self.model.n_layers} layers"
+        elif 4 * layers.size == total:
+            shape, where = "every_fourth", (f"on {layers.size} of {total} layers (measured on the layers i with "
+                                            "(i + 1) % 4 == 0)")
         else:
-            return f"no measured cost for x{r:.4g} on layers {_ranges(e.layers)}"
-        if e.nope_scale is not None and _same(e.nope_scale, ref.scale if ref.nope_scale is None else ref.nope_scale):
-            if shape != "all" or self.model.partial_rotary_factor != 0.5:
-                return (f"x{r:.4g} {where} on the rotated dimensions only: not measured (measured: every dimension, "
-                        "or half of them on every layer)")
-            shape, where = "half", "on every layer, on the rotated half of the dimensions"
-        import os
-
-        from ..experiments.engine_cost import MEASURED_TRAIN_LENGTH, committed_file, measured_cost
-
+            return f"no measured cost for x{r:.4g} on {layers.size} of {total} layers (measured: all, or one in four)"
+        if fraction != 1.0:
+            if fraction != 0.5:
+                return (f"no measured cost for x{r:.4g} {where} on the rotated {fraction:.3g} of the dimensions "
+                        "(measured: every dimension, or half of them)")
+            shape, where = ("half" if shape == "all" else "half_every_fourth"), where + ", on the rotated half"
         if not os.path.exists(committed_file() if csv is None else csv):
             return f"x{r:.4g} {where}: no measured cost here (the result file of engine_cost is not in this installation)"
-        L = self.model.train_length
-        m = measured_cost(r, shape, int(self.n.max()), train_length=L, csv=csv)
-        if m is None:
-            return f"no measured cost for x{r:.4g} {where} (engine_cost has not measured this factor)"
-        at = f"n = {m['length']}"
-        if L:
-            at += (f" = {m['length'] / MEASURED_TRAIN_LENGTH:.3g} L (n = {int(self.n.max())} is "
-                   f"{self.n.max() / L:.3g} L here)")
-        return (f"x{r:.4g} {where}: loss {m['delta_loss']:+.4f} ± {m['delta_se']:.4f} nats/token, next-token KL "
-                f"{m['kl']:.4f} ± {m['kl_se']:.4f} nats at {at} on {m['model']} (measured, ± standard "
-                f"error over positions; i.i.d. KL per head {m['iid_kl']:.3g}, theory)")
+        C, n = m.covered_length, int(self.n.max())
+        row = measured_cost(r, shape, n, covered_length=C, csv=csv)
+        regime = "past" if (n > C if C else n > MEASURED_TRAIN_LENGTH) else "inside"
+        if row is None:
+            return (f"no measured cost for x{r:.4g} {where} (engine_cost has not measured this factor and shape "
+                    f"{regime} the measured model's covered length)")
+        L0 = MEASURED_TRAIN_LENGTH
+        at = f"n = {row['length']} = {row['length'] / L0:.3g} x its L = {L0}"
+        if C:
+            at += f" (n = {n} is {n / C:.3g} x this model's L = {C}, `{m.covered_length_key}`)"
+        return (f"x{r:.4g} {where}: loss {row['delta_loss']:+.4f} ± {row['delta_se']:.4f} nats/token, next-token KL "
+                f"{row['kl']:.4f} ± {row['kl_se']:.4f} nats on {row['model']} at {at} (measured, ± standard "
+                f"error over positions)")
 
     def version_range(self, engine: str) -> str:
         """The ranges of the rules that gave ``engine``'s row (``""`` when none of them has a recorded range)."""
@@ -176,34 +206,63 @@ class EngineTable:
         return ", ".join(sorted({table[r].versions for r in self.engines[engine].rules if r in table and
                                  table[r].versions}))
 
+    def setting(self, engine: str):
+        """How to make ``engine`` apply the reference's multiplier (:func:`~.settings.engine_setting`); ``None`` where it agrees."""
+        e = self.engines[engine]
+        if engine == "reference" or e.scale is None or not self.disagreements(engine):
+            return None
+        return engine_setting(engine, self.model, self.engines["reference"],
+                              version=None if e.version == NEWEST else e.version)
+
     def to_text(self) -> str:
-        """A table engine x position, the reference beside it, each disagreement marked with its cause."""
+        """A table engine x position, the reference beside it; under each disagreement its cause and how to set it."""
         m = self.model
         head = (f"{m.source}: {m.model_type or 'model'} ({m.format}), head dimension {m.head_dim}, base scale "
                 f"{m.base_scale:.6g} ({m.base_key}), training length {m.train_length} ({m.train_length_key or '-'}), "
                 f"RoPE {m.rope.rope_type}")
-        cols = [f"n={int(x)}" for x in self.n]
-        lines = [head, "multiplier on q.k (x sqrt(d) in brackets: relative to 1/sqrt(d)); * differs from the reference, "
-                 "? agrees where known",
-                 f"{'engine':<14}{'version':<24}" + "".join(f"{c:>20}" for c in cols)]
         rd = np.sqrt(m.head_dim)
+        rows = []  # (engine, version, cells, after, lines below)
         for name, e in self.engines.items():
             rng = self.version_range(name)
             version = f"{e.version} ({rng})" if rng else e.version
             if e.scale is None:
-                lines.append(f"{name:<14}{version:<24}{'unknown':>20}   " + "; ".join(e.notes))
+                rows.append((name, version, ["unknown"], "", ["; ".join(e.notes)] if e.notes else []))
                 continue
-            mark = "*" if name != "reference" and self.disagreements(name) else "?" if np.isnan(e.scale).any() else " "
-            cells = "".join(f"{'unknown' if np.isnan(v) else f'{v:.6g} [{v * rd:.4f}]':>20}" for v in e.scale)
-            where = "" if e.layers is None else f"  layers {_ranges(e.layers)}; other layers {e.other_scale[0]:.6g}"
-            cause = ("  " + "; ".join(e.notes)) if e.notes else ""
-            lines.append(f"{name + mark:<14}{version:<24}{cells}{where}{cause}")
+            mark = "*" if name != "reference" and self.disagreements(name) else "?" if np.isnan(e.scale).any() else ""
+            cells = [_cell(v, rd) for v in e.scale]
+            where = "" if e.layers is None else f"layers {_ranges(e.layers)}; other layers {e.other_scale[0]:.6g}"
+            below = ["; ".join(e.notes)] if e.notes else []
+            setting = self.setting(name)
+            if setting is not None:
+                below.append(("set: " if setting.how != "none" else "") + setting.text)
+            rows.append((name + mark, version, cells, where, below))
+            if e.nope_scale is not None:
+                rows.append(("  nope dims" if m.has_mla_head else "  unrotated", "",
+                             [_cell(v, rd) for v in e.nope_scale], "the dimensions RoPE does not rotate", []))
+        cols = [f"n={int(x)}" for x in self.n]
+        w_name = max(len("engine"), *(len(r[0]) for r in rows)) + 2
+        w_version = max(len("version"), *(len(r[1]) for r in rows)) + 2
+        w_cell = max(*(len(c) for c in cols), *(len(c) for r in rows for c in r[2])) + 2
+        lines = [*textwrap.wrap(head, WIDTH, subsequent_indent="  ", break_on_hyphens=False),
+                 "multiplier on q.k (x sqrt(d) in brackets: relative to 1/sqrt(d));",
+                 "* differs from the reference (its cause and how to set it below), ? agrees where known",
+                 f"{'engine':<{w_name}}{'version':<{w_version}}" + "".join(f"{c:>{w_cell}}" for c in cols)]
+        for name, version, cells, where, below in rows:
+            lines.append((f"{name:<{w_name}}{version:<{w_version}}" + "".join(f"{c:>{w_cell}}" for c in cells) +
+                          (f"  {where}" if where else "")).rstrip())
+            lines += [textwrap.fill(line, WIDTH, initial_indent=" " * w_name, subsequent_indent=" " * (w_name + 2),
+                                    break_on_hyphens=False, break_long_words=False) for line in below]
         costs = [(name, self.cost(name)) for name in self.engines]
-        lines += [f"cost of {name}'s disagreement: {c}" for name, c in costs if c is not None]
+        lines += [textwrap.fill(f"cost of {name}'s disagreement: {c}", WIDTH, subsequent_indent="  ",
+                                break_on_hyphens=False, break_long_words=False) for name, c in costs if c is not None]
         if m.unknown_keys:
             lines.append("keys the reader does not know: " + ", ".join(f"`{k}`" for k in m.unknown_keys))
         lines += list(self.notes)
         return "\n".join(lines)
+
+
+def _cell(v, rd) -> str:
+    return "unknown" if np.isnan(v) else f"{v:.6g} [{v * rd:.4f}]"
 
 
 def _ranges(layers) -> str:
@@ -285,7 +344,8 @@ def engine_scales(config, n=None, versions=None) -> EngineTable:
     >>> import math
     >>> from softmax_scale.engines import engine_scales
     >>> t = engine_scales({"head_dim": 128, "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
-    ...                    "original_max_position_embeddings": 32768, "attention_factor": 1.0}}, n=[1])
+    ...                    "original_max_position_embeddings": 32768, "attention_factor": 1.0}}, n=[1],
+    ...                   versions={"vllm": "0.29.0"})
     >>> round(float(t.engines["vllm"].scale[0] * math.sqrt(128)), 4)  # drops attention_factor
     1.2965
     """

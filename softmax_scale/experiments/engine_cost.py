@@ -25,9 +25,11 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from .._util.store import source_revision
-from .base import RESULTS, Experiment
+from ..engines.cost import MEASURED_TRAIN_LENGTH, committed_file, measured_cost
+from .base import Experiment
 
-__all__ = ["EXPERIMENT", "MEASURED_TRAIN_LENGTH", "QUICK_CONFIG", "RATIOS", "SHAPES", "EngineCostConfig",
+__all__ = ["EXPERIMENT", "LAGUNA_CONFIG", "LAGUNA_SHAPE", "MEASURED_TRAIN_LENGTH", "QUICK_CONFIG", "RATIOS", "SHAPES",
+           "EngineCostConfig",
            "EngineCostExperiment",
            "committed_file", "dim_factor_array", "factor_array", "measured_cost"]
 
@@ -37,11 +39,9 @@ RATIOS = (1.0451 / 1.2965, 1 / 1.2965, 1.2965, 1.4159, 1.6314, 1.8739)
 #: Where the factor goes: every layer; every layer on half of each head's dimensions (the rotation pairs
 #: ``(i, i + d/2)`` with ``i < d/4``); or the layers ``i`` with ``(i + 1) % 4 == 0``.
 SHAPES = ("all", "half", "every_fourth")
-#: How close (relative) an engine's factor must be to a measured one for :func:`measured_cost` to report it.
-MATCH_RTOL = 1e-3
-#: The training length of the committed measurement's model (SmolLM2-135M's ``context_length``): a length
-#: asked as a multiple of another model's training length is looked up at the same multiple of this one.
-MEASURED_TRAIN_LENGTH = 8192
+#: Laguna-XS.2's shape in vLLM to 0.29.0 (prime-rl PR #2802): half of the dimensions of one layer in four,
+#: measured apart from the committed grid (:data:`LAGUNA_CONFIG`).
+LAGUNA_SHAPE = "half_every_fourth"
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,8 @@ class EngineCostConfig:
 
 #: The quick form: 256 tokens, a factor of 1 (a control: the reference's own numbers) and one other, both shapes.
 QUICK_CONFIG = EngineCostConfig(quick=True, lengths=(256,), ratios=(1.0, 1.2965))
+#: Laguna's factor, 1.4159 on cos/sin, in its shape (run into a folder of its own: its grid is not the committed one).
+LAGUNA_CONFIG = EngineCostConfig(ratios=(1.4159 ** 2,), shapes=(LAGUNA_SHAPE,))
 
 
 @dataclass(frozen=True)
@@ -91,19 +93,28 @@ def factor_array(ratio: float, shape: str, n_layers: int, n_heads: int, length: 
         f = np.ones((n_layers, n_heads, length))
         f[3::4] = float(ratio)
         return f
-    raise ValueError(f"`shape` must be one of {', '.join(SHAPES)}, got {shape!r}")
+    if shape == LAGUNA_SHAPE:
+        return np.ones(length)
+    raise ValueError(f"`shape` must be one of {', '.join((*SHAPES, LAGUNA_SHAPE))}, got {shape!r}")
 
 
-def dim_factor_array(ratio: float, shape: str, head_dim: int):
-    """The decoder's ``dim_factors`` for ``ratio`` in ``shape``: on the pairs ``(i, i + d/2)``, ``i < d/4`` (``half``), or None."""
-    if shape not in SHAPES:
-        raise ValueError(f"`shape` must be one of {', '.join(SHAPES)}, got {shape!r}")
-    if shape != "half":
+def dim_factor_array(ratio: float, shape: str, head_dim: int, n_layers: int | None = None):
+    """The decoder's ``dim_factors`` for ``ratio`` in ``shape``: on the pairs ``(i, i + d/2)``, ``i < d/4``, or None.
+
+    ``half``: ``[head_dim]``; :data:`LAGUNA_SHAPE`: ``[n_layers, head_dim]``, the layers ``(i + 1) % 4 == 0``.
+    """
+    if shape not in (*SHAPES, LAGUNA_SHAPE):
+        raise ValueError(f"`shape` must be one of {', '.join((*SHAPES, LAGUNA_SHAPE))}, got {shape!r}")
+    if shape not in ("half", LAGUNA_SHAPE):
         return None
     dims = np.ones(head_dim)
     q = head_dim // 4
     dims[:q] = dims[head_dim // 2:head_dim // 2 + q] = float(ratio)
-    return dims
+    if shape == "half":
+        return dims
+    out = np.ones((n_layers, head_dim))
+    out[3::4] = dims
+    return out
 
 
 class EngineCostExperiment(Experiment):
@@ -156,15 +167,15 @@ class EngineCostExperiment(Experiment):
             theory = iid_cost(sigma, n, ratio)
             for shape in c.shapes:
                 run = model.positions(ids, stop=n, factors=factor_array(ratio, shape, L, H, n + 1),
-                                      dim_factors=dim_factor_array(ratio, shape, model.config.head_dim),
+                                      dim_factors=dim_factor_array(ratio, shape, model.config.head_dim, L),
                                       query_block=c.query_block, keep_hidden=True)
                 d = run.nll[scored] - ref.nll[scored]
                 kl = model.next_token_kl(ref, run)[scored]
-                reach = np.ones((L, H), bool) if shape in ("all", "half") else factor_array(2.0, shape, L, H, 1)[..., 0] != 1.0
+                reach = np.ones((L, H), bool) if shape in ("all", "half") else factor_array(2.0, "every_fourth", L, H, 1)[..., 0] != 1.0
                 rows.append((n, float(ratio), shape, float(ref.nll[scored].mean()), float(run.nll[scored].mean()),
                              float(d.mean()), float(d.std(ddof=1) / np.sqrt(d.size)), float(kl.mean()),
                              float(kl.std(ddof=1) / np.sqrt(kl.size)), int(d.size), int(reach.sum()),
-                             *((float("nan"),) * 2 if shape == "half" else
+                             *((float("nan"),) * 2 if shape in ("half", LAGUNA_SHAPE) else
                                (float(theory.kl[reach].mean()), float(theory.delta_entropy[reach].mean())))))
         return rows
 
@@ -199,47 +210,3 @@ class EngineCostExperiment(Experiment):
 
 
 EXPERIMENT = EngineCostExperiment()
-
-
-def committed_file():
-    """The committed result file, ``figures/engine_cost.csv`` of the source checkout (absent from an installed wheel)."""
-    return EXPERIMENT.result_path(EXPERIMENT.config(), RESULTS)
-
-
-def measured_cost(ratio: float, shape: str, n: int | None = None, *, train_length: int | None = None, csv=None):
-    """The committed measurement nearest ``n`` for a factor ``ratio`` in ``shape``, or ``None`` if it was not measured.
-
-    Parameters
-    ----------
-    ratio : float
-        The factor on ``q.k``; a row matches within :data:`MATCH_RTOL`.
-    shape : str
-        One of :data:`SHAPES`.
-    n : int, optional
-        The length wanted; the measured length nearest it (in ``log n``) is returned.
-    train_length : int, optional
-        The training length of the model ``n`` is asked for: the measured length nearest the same
-        multiple of :data:`MEASURED_TRAIN_LENGTH` is returned instead (past the measured model's
-        training length only where ``n`` is past ``train_length``).
-    csv : str or PathLike, optional
-        The result file (default: the committed ``figures/engine_cost.csv``).
-
-    Returns
-    -------
-    dict or None
-        The row's columns (``length``, ``delta_loss``, ``delta_se``, ``iid_kl``, ...) and ``model``.
-    """
-    path = csv if csv is not None else committed_file()
-    if not os.path.exists(path):
-        return None
-    t = EXPERIMENT.read(path)
-    r = t.rows
-    hit = (r["shape"] == shape) & np.isclose(r["ratio"], ratio, rtol=MATCH_RTOL, atol=0.0)
-    if not hit.any():
-        return None
-    idx = np.flatnonzero(hit)
-    if n is not None:
-        target = n if train_length is None else n / train_length * MEASURED_TRAIN_LENGTH
-        idx = idx[np.argsort(np.abs(np.log(r["length"][idx] / target)), kind="stable")]
-    i = int(idx[0])
-    return {**{c: np.asarray(r[c][i]).item() for c in EXPERIMENT.columns}, "model": t.header.get("model", "?")}

@@ -291,7 +291,7 @@ class LlamaDecoder:
         ``query_block`` rows per attention block; ``stats`` gathers the attention statistics;
         ``rerope`` ReRoPE's window (a whole pass from position 0); ``kernel`` the attention's implementation;
         ``keep`` the positions whose queries each :class:`LayerOut` keeps (all where ``None``);
-        ``dim_factors`` ``[head_dim]`` a multiplier on each dimension of every rotated query.
+        ``dim_factors`` ``[head_dim]`` (or ``[layers, head_dim]``) a multiplier on each dimension of every rotated query.
         """
         c = self.config
         w = self.weights
@@ -301,9 +301,13 @@ class LlamaDecoder:
         qs = qs[..., None]  # [m, 1] or [layers, H, m, 1]
         if dim_factors is not None:
             dims = np.asarray(dim_factors, dtype=np.float64)
-            if dims.shape != (c.head_dim,) or not np.all(np.isfinite(dims) & (dims > 0)):
-                raise ValueError(f"`dim_factors` must be {c.head_dim} positive finite numbers, got shape {dims.shape}")
-            qs = qs * dims.astype(np.float32)  # [m, d] or [layers, H, m, d]
+            if dims.shape not in ((c.head_dim,), (c.n_layers, c.head_dim)) or not np.all(np.isfinite(dims) & (dims > 0)):
+                raise ValueError(f"`dim_factors` must be {c.head_dim} positive finite numbers (or {c.n_layers} rows of "
+                                 f"them, one per layer), got shape {dims.shape}")
+            if dims.ndim == 2:  # [layers, 1 or H, m, d]
+                qs = (qs if qs.ndim == 4 else qs[None, None]) * dims[:, None, None, :].astype(np.float32)
+            else:
+                qs = qs * dims.astype(np.float32)  # [m, d] or [layers, H, m, d]
         cos, sin = rope_tables(inv_freq, np.arange(start, n))
         far = None
         if rerope is not None:
@@ -411,11 +415,11 @@ class LlamaDecoder:
         keep_hidden : bool
             Keep the final hidden states (``PositionStats.hidden``, ``m x D`` floats) for
             :meth:`next_token_kl`.
-        dim_factors : array [head_dim], optional
+        dim_factors : array [head_dim] or [layers, head_dim], optional
             A multiplier on each dimension of every query after RoPE, beside ``factors``: ``q.k``
             multiplied on some dimensions only, as an engine's factor on ``cos``/``sin`` of a
             partial rotation puts it (in the halves' layout, dimensions ``i`` and ``i + d/2`` rotate
-            together).
+            together); one row per layer for a factor on some layers only.
         """
         n = len(ids) if stop is None else stop
         p = self._forward(ids, start=start, stop=stop, cache=cache, factors=factors, inv_freq=inv_freq,

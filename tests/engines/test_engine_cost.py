@@ -92,23 +92,37 @@ def test_engines_prints_the_cost_beside_a_disagreement(quick):
     assert line.startswith("x1.296 on every layer: loss ")
     assert f"{m['delta_loss']:+.4f}" in line
     assert f"next-token KL {m['kl']:.4f} ± {m['kl_se']:.4f} nats" in line
-    L = t.model.train_length
-    assert f"at n = 256 = {256 / 8192:.3g} L (n = 4096 is {4096 / L:.3g} L here) on SmolLM2" in line
+    C = t.model.covered_length
+    assert C == 4 * 32768
+    assert f"on SmolLM2-135M-Instruct.Q4_1.gguf at n = 256 = {256 / 8192:.3g} x its L = 8192 (n = 4096 is " \
+        f"{4096 / C:.3g} x this model's L = {C}" in line
     assert "measured" in line
     assert t.cost("reference", csv=csv) is None
     assert t.cost("transformers", csv=csv) is None
 
 
-@pytest.mark.parametrize("n, train_length, want", [
-    (65536, 131072, 4096),  # 0.5 L there: SmolLM2's 0.5 L
-    (262144, 131072, 16384),  # 2 L: SmolLM2 past its own L
-    (32768, 32768, 8192),  # at L
-    (16384, None, 16384),  # no training length: the length itself
+@pytest.mark.parametrize("n, covered, want", [
+    (65536, 131072, 4096),  # 0.5 C there: SmolLM2's 0.5 L
+    (262144, 131072, 16384),  # 2 C: SmolLM2 past its own L
+    (32768, 32768, 8192),  # at C: inside
+    (140000, 131072, 16384),  # 1.07 C: past, though SmolLM2's 8192 is the nearer length
+    (120000, 131072, 8192),  # 0.92 C: inside
+    (16384, None, 16384),  # no covered length: the length itself
     (1000, None, 1024),
 ])
-def test_measured_cost_takes_the_same_multiple_of_the_training_length(n, train_length, want):
-    m = measured_cost(1.2965, "all", n, train_length=train_length)
+def test_measured_cost_takes_the_same_multiple_of_the_covered_length_in_the_same_regime(n, covered, want):
+    m = measured_cost(1.2965, "all", n, covered_length=covered)
     assert m["length"] == want
+
+
+def test_the_cost_of_a_wrong_factor_inside_the_covered_length_is_read_inside_smollm2s():
+    """Qwen3 at 100,000 is inside its covered 131,072: exllamav3's x0.806 is priced at SmolLM2's 8192, not past it."""
+    from .configs import QWEN3_STATIC_YARN
+
+    t = engine_scales(QWEN3_STATIC_YARN, [100000])
+    line = t.cost("exllamav3")
+    assert line.startswith("x0.8061 on every layer: loss +")
+    assert "at n = 8192 = 1 x its L = 8192 (n = 100000 is 0.763 x this model's L = 131072" in line
 
 
 def test_the_measured_models_training_length_is_smollm2s():
@@ -123,7 +137,7 @@ def test_a_factor_on_the_rotated_half_is_looked_up_as_half(quick):
     t = engine_scales(cfg, [4096], versions={"vllm": "0.29.0"})
     line = t.cost("vllm", csv=quick[1])
     m = measured_cost(1.2965, "half", csv=quick[1])
-    assert line.startswith("x1.296 on every layer, on the rotated half of the dimensions: loss ")
+    assert line.startswith("x1.296 on every layer, on the rotated half: loss ")
     assert f"{m['delta_loss']:+.4f}" in line
 
 
@@ -131,7 +145,30 @@ def test_a_partly_rotated_factor_is_said_to_be_unmeasured(quick):
     from .configs import LAGUNA
 
     t = engine_scales(LAGUNA, [4096], versions={"vllm": "0.29.0"})
-    assert "no measured cost" in t.cost("vllm", csv=quick[1]) or "not measured" in t.cost("vllm", csv=quick[1])
+    assert t.cost("vllm", csv=quick[1]).startswith("no measured cost for x2.005 on 10 of 40 layers")
+
+
+@pytest.mark.parametrize("prf, start", [
+    (0.25, "no measured cost for x0.7713 on every layer on the rotated 0.25 of the dimensions"),
+    (0.001, "no cost: the factor goes on cos/sin, and `partial_rotary_factor` (0.001) rotates no dimension"),
+])
+def test_a_factor_on_a_rotated_fraction_is_priced_as_rotated(prf, start):
+    """onnxruntime-genai drops YaRN's 1.2965 on cos/sin (no `beta_fast`): only the rotated dimensions differ."""
+    t = engine_scales({**YARN_AF1, "rope_scaling": {k: v for k, v in YARN_AF1["rope_scaling"].items()
+                                                    if k != "attention_factor"}, "partial_rotary_factor": prf}, [4096])
+    assert t.disagreements("onnxruntime-genai")
+    assert t.cost("onnxruntime-genai").startswith(start)
+
+
+def test_the_engines_table_does_not_import_the_experiments():
+    import subprocess
+    import sys
+
+    code = ("import sys, softmax_scale.engines as e; e.engine_scales({'head_dim': 64, 'rope_scaling': {'rope_type': "
+            "'yarn', 'factor': 4.0, 'original_max_position_embeddings': 512, 'attention_factor': 1.0}}).to_text(); "
+            "print(sorted(m for m in sys.modules if m.startswith('softmax_scale.experiments')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
 
 
 def test_factor_array_shapes():
@@ -159,3 +196,46 @@ def test_the_experiment_is_registered_with_its_figure(quick):
 def test_a_missing_result_file_is_said_so_not_taken_for_an_unmeasured_factor(quick):
     t = engine_scales(YARN_AF1, [4096], versions={"vllm": "0.29.0"})
     assert "not in this installation" in t.cost("vllm", csv=quick[1].with_name("missing.csv"))
+
+
+def test_a_factor_on_half_the_dimensions_of_some_layers_is_the_half_shape_on_those_layers():
+    """Per-layer `dim_factors`: every row the half shape is the half shape; rows of ones change nothing; the
+    Laguna shape (those rows on one layer in four) lies between the two."""
+    from softmax_scale.experiments.engine_cost import LAGUNA_SHAPE
+    from softmax_scale.models import corpus, load
+
+    m = load("smollm2")
+    c = m.config
+    ids = m.tokenize(corpus("stdlib/argparse"))[:65]
+    half = dim_factor_array(2.0, "half", c.head_dim)
+    laguna = dim_factor_array(2.0, LAGUNA_SHAPE, c.head_dim, c.n_layers)
+    assert laguna.shape == (c.n_layers, c.head_dim)
+    assert np.flatnonzero((laguna != 1.0).any(axis=1)).tolist() == list(range(3, c.n_layers, 4))
+
+    def nll(dims):
+        return m.positions(ids, stop=64, dim_factors=dims).nll
+
+    base, whole = nll(None), nll(half)
+    np.testing.assert_array_equal(nll(np.ones((c.n_layers, c.head_dim))), base)
+    np.testing.assert_allclose(nll(np.tile(half, (c.n_layers, 1))), whole, rtol=1e-6)
+    part = nll(laguna)
+    assert not np.allclose(part, base) and not np.allclose(part, whole)
+
+
+def test_lagunas_shape_is_looked_up_as_half_of_one_layer_in_four(quick, tmp_path):
+    """A result file with a row of Laguna's shape (here a quick row relabelled): vLLM 0.29.0's x2.0047 on the
+    rotated half of the 10 full-attention layers of 40 is priced from it."""
+    from .configs import LAGUNA
+
+    lines = quick[1].read_text().splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("length,"))
+    row = lines[header + 4].split(",")  # (256, 1.2965, "all")
+    assert row[1:3] == ["1.2965", "all"]
+    row[1:3] = [f"{1.4159 ** 2:.6g}", "half_every_fourth"]
+    csv = tmp_path / "engine_cost.csv"
+    csv.write_text("\n".join([*lines, ",".join(row)]) + "\n")
+    t = engine_scales(LAGUNA, [4096], versions={"vllm": "0.29.0"})
+    line = t.cost("vllm", csv=csv)
+    assert line.startswith("x2.005 on 10 of 40 layers (measured on the layers i with (i + 1) % 4 == 0), on the "
+                           "rotated half: loss "), line
+    assert f"{float(row[5]):+.4f}" in line
