@@ -52,6 +52,12 @@ ROUTES = {
                   "hparams.rope_attn_factor, false);\" (every architecture); src/llama-context.cpp@001d906a6d86: "
                   "\"cparams.yarn_attn_factor *= hparams.rope_attn_factor;\" after \"cparams.yarn_attn_factor = "
                   "get_mscale(factor, 1.0f);\""),
+    "ollama": ("from v0.30.0, where a GGUF runs in llama-server: llama.cpp's GGUF key "
+               "`<arch>.rope.scaling.attn_factor`, written into the model file before `ollama create` (Ollama passes "
+               "no --override-kv); its own engine before v0.30.0 reads no factor transcribed here",
+               "ollama/ollama PR #16031 (9db4bdbad6a4, first in v0.30.0: GGML models run in llama-server); "
+               "ggml-org/llama.cpp src/llama-model.cpp@00342301d01a: \"ml.get_key(LLM_KV_ROPE_SCALING_ATTN_FACTOR, "
+               "hparams.rope_attn_factor, false);\" (every architecture)"),
     "exllamav3": ("the config's RoPE dict: `attention_factor` (YaRN)",
                   "turboderp-org/exllamav3 exllamav3/util/rope.py (the `yarn` rules of softmax_scale.engines.exllamav3)"),
     "mlx-lm": ("the config's RoPE dict: `mscale` (cos/sin x get_mscale(s, mscale) / get_mscale(s, mscale_all_dim))",
@@ -72,6 +78,8 @@ _VLLM_ALIGNED = Version("0.29.1rc0")
 _VLLM_ROPE_SCALING = Version("0.10.2")
 #: The first onnxruntime-genai release that reads ``mscale`` (PR #2076).
 _ORT_MSCALE = Version("0.14.0")
+#: The first Ollama release that runs a GGUF in llama-server (PR #16031).
+_OLLAMA_SERVER = Version("0.30.0")
 #: HF ``model_type`` -> the GGUF architecture ``convert_hf_to_gguf.py`` writes (the others: ``<arch>``).
 _GGUF_ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen3_moe": "qwen3moe",
               "qwen2_moe": "qwen2moe", "phi3": "phi3", "gemma2": "gemma2", "gemma3": "gemma3",
@@ -210,9 +218,11 @@ def _cos_sin_route(engine, version, ms):
     return None, f"no setting of {engine} was read"
 
 
-def _llama_cpp(ms, rot_k, nope_k, others):
-    """llama.cpp's GGUF key ``rope.scaling.attn_factor`` times ``sqrt(k)``, where the factor ``k`` is one number."""
-    _, source = ROUTES["llama.cpp"]
+def _llama_cpp(ms, rot_k, nope_k, others, in_file=False):
+    """llama.cpp's GGUF key ``rope.scaling.attn_factor`` times ``sqrt(k)``, where the factor ``k`` is one number.
+
+    ``in_file``: the key written into the GGUF (Ollama), not overridden on the command line.
+    """
     arch = ms.model_type if ms.format == "gguf" else _GGUF_ARCH.get(ms.model_type, "<arch>")
     if arch == "deepseek2":
         return "cannot be set: DEEPSEEK2 also puts the context's attn_factor into kq_scale (not read here)", False
@@ -222,6 +232,9 @@ def _llama_cpp(ms, rot_k, nope_k, others):
     a = a0 * math.sqrt(float(rot_k.flat[0]))
     key = f"{arch}.rope.scaling.attn_factor"
     was = f" (the file's is {a0:.6g})" if ms.format == "gguf" and ms.rope.attn_factor else ""
+    if in_file:
+        return (f"write {key} = {a:.6g} (float32) into the GGUF{was} and `ollama create` from it (gguf-py's "
+                "GGUFWriter adds the key; gguf-set-metadata changes it where the file has it)"), True
     return f"--override-kv {key}=float:{a:.6g}{was}; llama-cpp-python: kv_overrides={{{key!r}: {a:.6g}}}", True
 
 
@@ -303,8 +316,11 @@ def engine_setting(engine, model, wanted, *, version=None, n=None) -> Setting:
             not ms.is_mla or _close(nope_k, np.ones_like(nope_k)))
 
     others = untouched(rot_k, nope_k)
-    if engine == "llama.cpp":
-        text, exact = _llama_cpp(ms, rot_k[inside], nope_k, others)
+    if engine == "ollama" and v is not None and v < _OLLAMA_SERVER:
+        return Setting(engine, label, "cannot be set: Ollama's own engine (before v0.30.0) reads no factor on cos/sin "
+                       "transcribed here", "none", False, source)
+    if engine in ("llama.cpp", "ollama"):
+        text, exact = _llama_cpp(ms, rot_k[inside], nope_k, others, in_file=engine == "ollama")
         return Setting(engine, label, text, "cos/sin" if exact else "none", exact, source)
     beta = _per_position(engine, ms, nn, row)
     if beta is not None:  # vLLM's top-level llama_4_scaling gives the per-position part; cos/sin the rest

@@ -122,6 +122,7 @@ class EngineTable:
         m = self.model
         return {"config": m.source, "n": self.n.astype(int).tolist(), "head_dim": m.head_dim,
                 "base_scale": m.base_scale, "base_key": m.base_key, "train_length": m.train_length,
+                "covered_length": m.covered_length,
                 "rope_type": m.rope.rope_type, "rope_variant": m.rope_variant, "engines": out, "unknown_keys": list(m.unknown_keys),
                 "notes": list(self.notes)}
 
@@ -218,8 +219,10 @@ class EngineTable:
         """A table engine x position, the reference beside it; under each disagreement its cause and how to set it."""
         m = self.model
         head = (f"{m.source}: {m.model_type or 'model'} ({m.format}), head dimension {m.head_dim}, base scale "
-                f"{m.base_scale:.6g} ({m.base_key}), training length {m.train_length} ({m.train_length_key or '-'}), "
-                f"RoPE {m.rope.rope_type}")
+                f"{m.base_scale:.6g} ({m.base_key}), pretrained to {m.train_length} ({m.train_length_key or '-'})"
+                + (f", covers L = {m.covered_length} ({m.covered_length_key}, advise's L)"
+                   if m.covered_length not in (None, m.train_length) else "")
+                + f", RoPE {m.rope.rope_type}")
         rd = np.sqrt(m.head_dim)
         rows = []  # (engine, version, cells, after, lines below)
         for name, e in self.engines.items():

@@ -102,6 +102,15 @@ def test_llama_cpp_takes_the_gguf_attn_factor_at_the_square_root(cfg, wanted, va
     assert "llama-context.cpp@001d906a" in s.source and "hparams.rope_attn_factor" in s.source
 
 
+def test_ollama_from_0_30_takes_llamas_key_written_into_the_file_and_before_it_nothing():
+    cfg = {"model_type": "llama", "head_dim": 64, "max_position_embeddings": 2048}
+    s = engine_setting("ollama", cfg, 1.21 / 8, n=N)  # llama-server: llama.cpp's key at the square root
+    assert s.how == "cos/sin" and s.exact and s.text.startswith("write llama.rope.scaling.attn_factor = 1.1 ")
+    assert "ollama create" in s.text and "--override-kv" not in s.text.split("(")[0]
+    old = engine_setting("ollama", cfg, 1.21 / 8, n=N, version="0.29.0")
+    assert old.how == "none" and not old.exact and old.text.startswith("cannot")  # its own engine: not read
+
+
 @pytest.mark.parametrize("engine, cfg, version, why", [
     ("vllm", QWEN_V1, None, "changes with the position"),  # use_logn_attn: per position, no key
     ("sglang", {"head_dim": 128, "max_position_embeddings": 4096}, None,
