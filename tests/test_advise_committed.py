@@ -169,3 +169,25 @@ def test_a_committed_measurement_is_evidence_for_its_own_situation_without_evide
     shutil.copy(COMMITTED, tmp_path / COMMITTED.name)
     a = ss.advise(**ask, results=tmp_path, evidence=tmp_path / COMMITTED.name)
     assert all(not c.experiment.startswith("measure") or c.kind.startswith("your own") for c in a.comparisons)
+
+
+def test_a_change_says_how_to_set_it_in_every_engine_under_the_rope_it_needs():
+    from softmax_scale.engines import ENGINES, engine_scales
+    from softmax_scale.engines.config import read_config
+
+    a = ss.advise(n=N, config=_smollm2(), evidence=COMMITTED, rope="yarn")
+    r = next(r for r in a.recommendations if r.at_test)
+    assert r.scale != "standard"
+    for name in ENGINES:
+        if name != "reference":
+            assert f"{name} newest: " in a.engines
+    # transformers' setting, put into the config under the YaRN the answer needs, gives the factor on q.k
+    value = float(a.engines.split("transformers newest: in config.json's RoPE dict set `attention_factor`: ")[1]
+                  .split(";")[0])
+    cfg = {"model_type": "llama", "head_dim": 64, "hidden_size": 576, "num_attention_heads": 9,
+           "num_hidden_layers": 30, "max_position_embeddings": 8192,
+           "rope_scaling": {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 8192,
+                            "attention_factor": value}}
+    assert read_config(cfg).head_dim == 64
+    got = engine_scales(cfg, [N]).engines["transformers"].scale[-1] * 8  # over 1/sqrt(64)
+    assert got == pytest.approx(r.factor, rel=1e-5)

@@ -26,6 +26,8 @@ import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+import numpy as np
+
 from .._util.validation import check_choice, check_int
 from ..entropy import check_match, extrapolation_table
 from ..experiments import RESULTS
@@ -33,11 +35,11 @@ from ..heads import check_head_stats
 from ..schemes import QK_SCHEMES, SCHEMES, SCORE_MODELS, STANDARD, pinned
 from ..schemes.rope import ROPE_CHANGES, ROPES
 from ._alpha import AttentionAlpha, TrainedAlpha, attention_alpha, trained_alpha
-from ._config import config_lines, coverage_line, engine_summary, recipe_baseline, recipe_evidence
+from ._config import config_lines, coverage_line, engine_summary, recipe_baseline, recipe_evidence, rope_scaling_dict, under_rope
 from ._evidence import TASKS, Comparison, comparisons, own_scope, read_evidence, scope
 from ._own import is_measurement, own_evidence, own_result
 from ._render import DOCS_CALL, docs_block, headline, markdown, short_answers, text, write_docs
-from ._rule import LEVEL, RULE, Baseline, Recommendation, recommend
+from ._rule import LEVEL, RULE, Baseline, Recommendation, position_factors, recommend
 
 __all__ = ["DOCS_CALL", "LEVEL", "MEASURED", "RULE", "TASKS", "Advice", "AttentionAlpha", "Baseline", "Comparison",
            "Recommendation", "SchemeAtLength", "TrainedAlpha", "advise", "attention_alpha", "committed_measurements",
@@ -216,10 +218,7 @@ def measured_rope(header) -> str | None:
 
 def rope_setting(rope: str, L: int, n: int) -> str:
     """How to run a model under the RoPE variant ``rope`` at ``n`` (a Hugging Face ``rope_scaling``), as a clause."""
-    s = n / L
-    hf = {"pi": {"rope_type": "linear", "factor": s},
-          "dynamic_ntk": {"rope_type": "dynamic", "factor": s},
-          "yarn": {"rope_type": "yarn", "factor": s, "original_max_position_embeddings": L}}.get(rope)
+    hf = rope_scaling_dict(rope, L, n)
     if hf is not None:
         return f" (with rope_scaling {json.dumps(hf)}, the frequencies only)"
     if rope == "none":
@@ -405,7 +404,12 @@ def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="l
     if model is not None:
         coverage = coverage_line(model, L, n, table, Path(evidence).name if own is not None else "")
         lines = config_lines(model, L, n, table) + tuple(lines)
-        engines = engine_summary(model, table, recs[0].factor, change=recs[0].scale != STANDARD)
+        first = recs[0]
+        positions = np.unique(np.concatenate([np.geomspace(1, n, 33).round(), [float(L), float(n)]]))
+        at = position_factors(first.scale, d, L, positions) if first.scale != STANDARD else None
+        engines = engine_summary(model, table, first.factor, change=first.scale != STANDARD,
+                                 settings_model=under_rope(model, first.rope, L, n),
+                                 wanted=None if at is None else (positions, at * (first.factor / at[-1])))
         about_recipe = recipe_evidence(model, [c for c in comps if c.at_test])
     return Advice(d=d, train_length=L, n=n, rope=rope, task=task, results=str(folder.resolve()),
                   score_model=score_model, match=float(match), schemes=tuple(schemes), comparisons=tuple(comps),

@@ -10,8 +10,21 @@ import dataclasses
 import math
 from types import MappingProxyType
 
-__all__ = ["MEASURE_CELL", "config_lines", "coverage_line", "engine_summary", "extension_at_inference",
-           "measure_estimate", "native_factor", "recipe_baseline", "recipe_extension"]
+import numpy as np
+
+__all__ = [
+    "MEASURE_CELL",
+    "config_lines",
+    "coverage_line",
+    "engine_summary",
+    "extension_at_inference",
+    "measure_estimate",
+    "native_factor",
+    "recipe_baseline",
+    "recipe_extension",
+    "rope_scaling_dict",
+    "under_rope",
+]
 
 #: The measured time of one continued cell of ``softmax-scale measure`` (benchmarks/results_measure.md, the row
 #: "one continued cell at 32768 tokens"): SmolLM2-135M (30 layers, hidden size 576), L = 8192, n = 32,768.
@@ -144,19 +157,50 @@ def _and(items) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def engine_summary(model, table, factor: float, change: bool = False) -> str:
+def rope_scaling_dict(rope: str, L: int, n: int) -> dict | None:
+    """The Hugging Face ``rope_scaling`` that runs the toolkit's RoPE variant ``rope`` at ``n`` (None: no such key)."""
+    s = n / L
+    return {"pi": {"rope_type": "linear", "factor": s},
+            "dynamic_ntk": {"rope_type": "dynamic", "factor": s},
+            "yarn": {"rope_type": "yarn", "factor": s, "original_max_position_embeddings": L}}.get(rope)
+
+
+def under_rope(model, rope: str, L: int, n: int):
+    """``model`` with the ``rope_scaling`` of :func:`rope_scaling_dict` where its own RoPE is another variant."""
+    from ..engines import RopeScaling
+
+    hf = rope_scaling_dict(rope, L, n)
+    if hf is None or model.rope_variant == rope:
+        return model
+    new = RopeScaling(rope_type=hf["rope_type"], factor=float(hf["factor"]),
+                      original_max_position_embeddings=hf.get("original_max_position_embeddings"),
+                      values=MappingProxyType(dict(hf)))
+    return dataclasses.replace(model, rope=new)
+
+
+def engine_summary(model, table, factor: float, change: bool = False, settings_model=None, wanted=None) -> str:
     """What each engine of ``table`` (at one ``n``) applies against ``factor`` (the whole multiplier to run with).
 
-    With ``change`` (the answer moves away from the recipe) it says how to set the new factor: no
-    engine in the table reads a config key that puts a per-position factor on ``q.k`` of a model whose
-    recipe has none, so it goes in the attention code, each query row times the factor at its position.
+    With ``change`` (the answer moves away from the recipe) each engine at the version asked says how to
+    set the new multiplier on ``q.k`` (:func:`softmax_scale.engines.engine_setting` on ``settings_model``,
+    the config run under the RoPE the answer needs, :func:`under_rope`) or that it cannot be set there.
+    ``wanted``: ``(positions, factors over 1/sqrt(d))`` at every position; None: a factor per head, which
+    no engine setting gives.  An engine that differs from the recipe says how to make it apply the recipe's
+    (:meth:`~softmax_scale.engines.EngineTable.setting`).
     """
+    from ..engines import NEWEST, engine_setting
+
     d = model.head_dim
-    same, differ, unknown = [], [], []
+    same, differ, unknown, settings = [], [], [], []
     for name, e in table.engines.items():
         if name == "reference":
             continue
         f = _over(e.scale, d)
+        if change and wanted is not None:
+            positions, factors = wanted
+            s = engine_setting(name, settings_model or model, np.asarray(factors) / math.sqrt(d),
+                               version=None if e.version == NEWEST else e.version, n=positions)
+            settings.append(f"{name} {e.version}: {s.text}")
         if not math.isfinite(f):
             unknown.append(name)
         elif math.isfinite(factor) and abs(f - factor) <= 1e-4 * abs(factor):
@@ -164,13 +208,18 @@ def engine_summary(model, table, factor: float, change: bool = False) -> str:
         else:
             why = f" ({'; '.join(e.notes)})" if e.notes else ""
             where = "" if e.layers is None else f" on {len(e.layers)} layers"
-            differ.append(f"{name} x{f:.5g}{where}{why}")
+            fix = table.setting(name)
+            how = f"; to apply the recipe's: {fix.text}" if fix is not None and not change else ""
+            differ.append(f"{name} x{f:.5g}{where}{why}{how}")
     out = []
-    if change:
-        out.append(f"none applies x{factor:.5g} now, and none reads a config key that sets a per-position factor on "
-                   "q.k for a model whose recipe has none: set it in the attention code, each query row times the "
-                   "factor at its position (in transformers the attention's `scaling`, in llama.cpp `kq_scale`, "
-                   "per position)")
+    if change and wanted is None:
+        out.append(f"x{factor:.5g} is a factor per head: it cannot be set in any engine's config, only in the "
+                   "attention code")
+    elif change:
+        factors = np.asarray(wanted[1])
+        how = "a constant at every position, inside L too" if np.allclose(factors, factors[-1], rtol=1e-12) else \
+            "its factor at each position"
+        out.append(f"to run x{factor:.5g} on q.k at n ({how}), per engine at the version asked: " + "; ".join(settings))
     elif same:
         out.append(f"{_and(same)} appl{'ies' if len(same) == 1 else 'y'} it")
     if differ and not change:

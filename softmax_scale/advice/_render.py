@@ -68,8 +68,8 @@ def _on_qk(factor: float, d: int) -> str:
     """``; 1/sqrt(64) = 0.125 on q.k``: the scale itself, the factor over ``1/sqrt(d)`` divided by ``sqrt(d)``."""
     if not math.isfinite(factor):
         return ""
-    times_ = "" if factor == 1 else f"{factor:.5g}"
-    return f"; {times_}1/sqrt({d}) = {factor / math.sqrt(d):.4g} on q·k"
+    top = "1" if factor == 1 else f"{factor:.5g}"
+    return f"; {top}/sqrt({d}) = {factor / math.sqrt(d):.4g} on q·k"
 
 
 def _minimiser(a) -> str:

@@ -21,7 +21,7 @@ from ..heads import SHARE_RULE, TOOLKIT_RULES, head_factors
 from ..schemes import SCHEMES, STANDARD, pinned
 
 __all__ = ["CLAUSES", "LEVEL", "RULE", "Baseline", "Recommendation", "base_scheme", "below_one_inside", "holm", "judge",
-           "paired_test", "power", "recommend", "verdict"]
+           "paired_test", "position_factors", "power", "recommend", "verdict"]
 
 #: The family-wise level: two-sided tests, Holm's correction over every comparison one question reads.
 LEVEL = 0.05
@@ -381,11 +381,32 @@ def _factor(scheme: str, label: str, d: int, L: int, n: int, heads) -> tuple:
     if "learned per head" in label:
         return math.nan, (f"{info.formula} with {info.learned} learned per head (initialised by {info.pin_rule}); "
                           "its factor at n is what training makes of it"), ()
-    pin = label.partition("@")[2].partition(" ")[0]
-    at = L * float(pin.removesuffix("L")) if pin else L
+    pin, at = _pin(label, L)
     pinning = f", pinned at {pin.removesuffix('L')} x L = {at:g}" if pin else (f", pinned at L = {L}" if info.pin_rule
                                                                                 else "")
     return float(pinned(scheme, int(round(at))).factor(n, d)), f"{info.formula}{pinning}", ()
+
+
+def _pin(label: str, L: int) -> tuple:
+    """``(pin, length)`` of a label's pin (``"entropy_invariant@8L"``: ``("8L", 8 L)``; none: ``("", L)``)."""
+    pin = label.partition("@")[2].partition(" ")[0]
+    return pin, (L * float(pin.removesuffix("L")) if pin else L)
+
+
+def position_factors(label: str, d: int, L: int, positions) -> np.ndarray | None:
+    """A recommended scale's factor over ``1/sqrt(d)`` at each position (keys seen), to set in an engine.
+
+    A constant cell of ``measure`` is its constant at every position (the measurement kept 1 inside L;
+    an engine's setting applies it there too); None for a per-head rule or a parameter learned per head.
+    """
+    positions = np.asarray(positions, dtype=np.float64)
+    if (f := constant_factor(label)) is not None:
+        return np.full(positions.shape, f)
+    scheme = base_scheme(label)
+    if scheme in PER_HEAD or scheme not in SCHEMES or "learned per head" in label:
+        return None
+    _, at = _pin(label, L)
+    return np.asarray(pinned(scheme, int(round(at))).factor(positions, d), dtype=np.float64)
 
 
 def _models(c) -> str:

@@ -11,11 +11,11 @@ each was read; the formulas are the scheme registry's.  :mod:`.cost` gives the i
 price of a factor on ``q.k`` and the measured one; :func:`engine_setting` how to set the factor in each engine.
 """
 
-from ._rules import EngineScale, Rule
+from ._rules import NEWEST, EngineScale, Rule
 from .config import ModelScaling, RopeScaling, TemperatureRule, read_config
 from .settings import Setting, engine_setting
 from .table import ENGINES, EngineTable, engine_rules, engine_scales, parse_engine_pins, rules_markdown
 
-__all__ = ["ENGINES", "EngineScale", "EngineTable", "ModelScaling", "RopeScaling", "Rule", "Setting",
+__all__ = ["ENGINES", "NEWEST", "EngineScale", "EngineTable", "ModelScaling", "RopeScaling", "Rule", "Setting",
            "TemperatureRule", "engine_rules", "engine_scales", "engine_setting", "parse_engine_pins", "read_config",
            "rules_markdown"]
