@@ -148,3 +148,11 @@ def test_inside_l_the_answer_fits_a_screen_and_the_tables_are_behind_a_flag(tmp_
     assert len(capsys.readouterr().out.splitlines()) <= 42
     past = _cli_text(tmp_path, capsys, DEEPSEEK_V3, 327680)  # past L the evidence is printed
     assert "The published scales at n" in past
+
+
+def test_inside_the_pretrained_length_every_engine_applying_the_extension_is_told_to_drop_it():
+    a = ss.advise(n=4096, config=QWEN3_STATIC_YARN)
+    assert "to apply the native recipe in each, run without `rope_scaling`" in a.engines
+    assert "to apply the recipe's" not in a.engines  # the config's recipe is not the answer here
+    past = ss.advise(n=100000, config=QWEN3_STATIC_YARN)  # past 32,768 the extension is the recipe
+    assert "native recipe" not in past.engines

@@ -12,19 +12,9 @@ from types import MappingProxyType
 
 import numpy as np
 
-__all__ = [
-    "MEASURE_CELL",
-    "config_lines",
-    "coverage_line",
-    "engine_summary",
-    "extension_at_inference",
-    "measure_estimate",
-    "native_factor",
-    "recipe_baseline",
-    "recipe_extension",
-    "rope_scaling_dict",
-    "under_rope",
-]
+__all__ = ["MEASURE_CELL", "config_lines", "coverage_line", "engine_summary", "extension_at_inference",
+           "measure_estimate", "n_native", "native_factor", "recipe_baseline", "recipe_extension", "rope_scaling_dict",
+           "under_rope"]
 
 #: The measured time of one continued cell of ``softmax-scale measure`` (benchmarks/results_measure.md, the row
 #: "one continued cell at 32768 tokens"): SmolLM2-135M (30 layers, hidden size 576), L = 8192, n = 32,768.
@@ -191,6 +181,7 @@ def engine_summary(model, table, factor: float, change: bool = False, settings_m
     from ..engines import NEWEST, engine_setting
 
     d = model.head_dim
+    native = not change and n_native(model, table)  # the config's extension where the native recipe holds
     same, differ, unknown, settings = [], [], [], []
     for name, e in table.engines.items():
         if name == "reference":
@@ -208,8 +199,9 @@ def engine_summary(model, table, factor: float, change: bool = False, settings_m
         else:
             why = f" ({'; '.join(e.notes)})" if e.notes else ""
             where = "" if e.layers is None else f" on {len(e.layers)} layers"
-            fix = table.setting(name)
-            how = f"; to apply the recipe's: {fix.text}" if fix is not None and not change else ""
+            fix = None if change or native else table.setting(name)
+            how = "" if change or native else f"; to apply the recipe's: {fix.text}" if fix is not None else \
+                "; cannot be set to the answer's factor through this engine's config"
             differ.append(f"{name} x{f:.5g}{where}{why}{how}")
     out = []
     if change and wanted is None:
@@ -224,6 +216,9 @@ def engine_summary(model, table, factor: float, change: bool = False, settings_m
         out.append(f"{_and(same)} appl{'ies' if len(same) == 1 else 'y'} it")
     if differ and not change:
         out.append(f"{'differs' if len(differ) == 1 else 'differ'}: " + "; ".join(differ))
+        if native:
+            out.append("to apply the native recipe in each, run without `rope_scaling` (no engine setting keeps "
+                       "the extension and drops its factor alone: its frequencies change too)")
     if unknown:
         out.append(f"not transcribed or not read at this version: {_and(unknown)}")
     return "; ".join(out)
@@ -250,6 +245,15 @@ def recipe_evidence(model, comps) -> tuple:
 
     rules = recipe_rules(model)
     return tuple(f"{c.scale}: {where(c)}" for c in comps if c.scale in rules)
+
+
+def n_native(model, table) -> bool:
+    """Whether ``table``'s length is inside ``model``'s pretrained length, under an extension added at inference.
+
+    There (:func:`extension_at_inference`) its native recipe, without ``rope_scaling``, holds.
+    """
+    n = int(table.n[-1])
+    return extension_at_inference(model) and model.train_length is not None and n <= model.train_length
 
 
 def extension_at_inference(model) -> bool:
