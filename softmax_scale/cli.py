@@ -299,7 +299,8 @@ def _cmd_figures(args):
 
 def _run(args, name, *, config=None, path=None, overwrite=False, command="run"):
     """Run the experiment ``name`` as ``softmax-scale run`` does: write its file, draw its figures, print its summaries."""
-    from .experiments import EXPERIMENTS, run_experiment, save_figures
+    from .experiments import EXPERIMENTS, run_experiment
+    from .plotting import save_figures
 
     if args.no_progress:
         os.environ["TQDM_DISABLE"] = "1"

@@ -75,7 +75,7 @@ class Toy(Experiment):
     def summaries(self, table):
         return [f"| rows |\n|---:|\n| {len(table)} |"]
 
-    def figures(self):
+    def figures(self, drawings):
         def drawing(table):
             from matplotlib.figure import Figure
 
