@@ -410,7 +410,7 @@ class RealOneKeyExperiment(Experiment):
 
         backend = check_choice(config.backend, "backend", BACKENDS)
         if backend == "jax":
-            from ..train import backend as _  # noqa: F401 - without JAX: one ImportError naming the extra, before any pass
+            from .._util import jax_backend as _  # noqa: F401 - without JAX: one ImportError naming the extra, before any pass
         model = config.model
         if isinstance(model, str):
             check_kind(model, "decoder", f"{self.name} runs decoders")
