@@ -33,7 +33,7 @@ import jax, jax.numpy as jnp
 from softmax_scale.train import TrainConfig
 from softmax_scale.train.loop import train_model
 from softmax_scale.train.evaluation import evaluate
-from softmax_scale.train.data import train_batch
+from softmax_scale.train.tasks import train_batch
 from softmax_scale.train.model import init_params, loss_and_accuracy, rope_tables
 from softmax_scale.train.scales import model_factors
 {gemm}

@@ -30,11 +30,11 @@ DECODER_CODE = """
 import json, resource, time
 import numpy as np
 from softmax_scale import models
-from softmax_scale.models import llama
+from softmax_scale.models import layer
 spent = [0.0]
-def timed(*a, _f=llama.attention, **kw):
+def timed(*a, _f=layer.attention, **kw):
     t = time.perf_counter(); r = _f(*a, **kw); spent[0] += time.perf_counter() - t; return r
-llama.attention = timed
+layer.attention = timed
 m = models.load("smollm2")
 c = m.config
 ids = m.tokenize(models.corpus("pydoc_topics"))[:{n}]

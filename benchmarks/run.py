@@ -10,9 +10,10 @@ it holds has run.  Every number that is compared with a target is a *ratio measu
 this run* (the machine is shared and noisy): the two sides are interleaved and the best of
 several repeats of each is kept.  Absolute times are printed for information only.
 
-Options: ``--quick`` (fewer trials and repeats, for a smoke run), ``--only TOPIC ...``,
-``--out DIR`` (default: ``benchmarks/``), ``--rewrite`` (measure nothing: rewrite the results
-files from the rows they hold, with the current titles and notes).
+Options: ``--quick`` (fewer trials and repeats, for a smoke run: it prints its rows and writes no
+results file unless ``--out`` is given, so that a smoke run never replaces the committed numbers),
+``--only TOPIC ...``, ``--out DIR`` (default: ``benchmarks/``), ``--rewrite`` (measure nothing:
+rewrite the results files from the rows they hold, with the current titles and notes).
 """
 
 from __future__ import annotations
@@ -61,14 +62,15 @@ def main(argv=None):
     """Run the topics asked for and write the results files they complete."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="fewer trials and repeats (a smoke run)")
-    p.add_argument("--out", default=str(HERE), help="the folder the results files are written to")
+    p.add_argument("--out", default=None, help="the folder the results files are written to (default: benchmarks/; "
+                   "with --quick, none is written unless --out is given)")
     p.add_argument("--only", nargs="+", choices=[topic_name(t) for t in TOPICS], metavar="TOPIC",
                    help=f"only these topics: {', '.join(topic_name(t) for t in TOPICS)}")
     p.add_argument("--rewrite", action="store_true",
                    help="measure nothing: rewrite the results files from the rows they hold, with the current notes")
     args = p.parse_args(argv)
     wanted = [t for t in TOPICS if not args.only or topic_name(t) in args.only]
-    out = Path(args.out)
+    out = None if args.out is None and args.quick and not args.rewrite else Path(args.out or HERE)
     if args.rewrite:
         for name, (_, topics) in RESULTS.items():
             if any(t in wanted for t in topics):
@@ -96,6 +98,9 @@ def main(argv=None):
         if len(ran) < len(topics):
             missing = ", ".join(topic_name(t) for t in topics if t not in lines)
             print(f"\n{name} not written: it also holds {missing}")
+            continue
+        if out is None:
+            print(f"\n{name} not written: a --quick run writes its files only with --out DIR")
             continue
         path = out / name
         run = run_paragraph(command, reps, sum(seconds[t] for t in topics), versions)

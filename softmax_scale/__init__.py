@@ -36,7 +36,7 @@ from .entropy import (
 )
 from .entropy.invariant import InvariantScale, invariant_scale
 from .entropy.signal import SignalStats, signal_share_slope, signal_stats
-from .exact import MeanFieldError, exact_stats, gap_density_at_zero, mean_field_error
+from .exact import exact_stats, gap_density_at_zero
 from .heads import (
     HeadFactorTable,
     HeadStats,
@@ -61,7 +61,7 @@ from .moments import (
     t5_score_variance,
 )
 from .montecarlo import MCTrials, mc_trials
-from .objectives import OBJECTIVES, gradient_objective, typical
+from .objectives import OBJECTIVES, MeanFieldError, gradient_objective, mean_field_error, typical
 from .objectives.causal import CausalOptimum, causal_objective, optimal_alpha_causal
 from .objectives.typical import ObjectiveTable, mc_objective, objective_table
 from .optimize import AlphaOptimum, optimal_alpha, optimize_alpha

@@ -121,3 +121,39 @@ def test_run_paragraph_names_the_cpu_flags(tmp_path):
     assert _harness.cpu_flags(str(info)).startswith("none of avx2")
     assert _harness.cpu_flags(str(tmp_path / "missing")) == "unknown"
     assert f"flags: {_harness.cpu_flags()};" in _harness.run_paragraph("cmd", 3, 1.0, "v")
+
+
+def test_a_quick_run_writes_no_results_file_unless_told_where(tmp_path, monkeypatch, capsys):
+    """``--quick`` alone prints its rows and leaves the committed files as they are; ``--out`` writes them there."""
+    row = {"name": "planted", "value": 2.0, "unit": "x", "target": ">= 1", "detail": "d"}
+    a = _planted("alpha", [row], "")
+    monkeypatch.setattr(run, "RESULTS", {"results_a.md": ("Benchmarks: a", (a,))})
+    monkeypatch.setattr(run, "TOPICS", (a,))
+    monkeypatch.setattr(run, "HERE", tmp_path / "committed")
+    (tmp_path / "committed").mkdir()
+    run.main(["--quick"])
+    out = capsys.readouterr().out
+    assert "| planted | 2 x | >= 1 | met | d |" in out
+    assert "results_a.md not written: a --quick run writes its files only with --out DIR" in out
+    assert list((tmp_path / "committed").iterdir()) == []
+    run.main(["--quick", "--out", str(tmp_path)])
+    assert (tmp_path / "results_a.md").read_text().startswith("# Benchmarks: a\n\n`python benchmarks/run.py --quick` on ")
+    run.main([])
+    assert (tmp_path / "committed" / "results_a.md").is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("topic", [run.topic_name(t) for t in run.TOPICS])
+def test_each_topic_runs_in_its_quick_form(topic, tmp_path):
+    """``python benchmarks/run.py --quick --only TOPIC`` runs to the end and prints its rows; a topic alone in its
+    results file writes that file (to ``--out``, never over the committed one)."""
+    import subprocess
+
+    res = subprocess.run([sys.executable, "benchmarks/run.py", "--quick", "--only", topic, "--out", str(tmp_path)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=3600, check=False)
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = [x for x in res.stdout.splitlines() if x.startswith("| ")]
+    assert rows and all(x.count(" | ") == 4 for x in rows), res.stdout[-3000:]
+    name = next(n for n, (_, topics) in run.RESULTS.items() if topic in [run.topic_name(t) for t in topics])
+    if len(run.RESULTS[name][1]) == 1:
+        assert _harness.parse((tmp_path / name).read_text(encoding="utf-8"))[1] == rows

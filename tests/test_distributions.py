@@ -182,7 +182,7 @@ def test_cosine_tail_at_any_d_against_log_space_quadrature(d):
 
 
 def test_debye_polynomials_match_their_closed_forms_and_bound():
-    from softmax_scale.distributions import _debye_polynomials
+    from softmax_scale.distributions._cosine import _debye_polynomials
 
     u = _debye_polynomials(9)
     t = np.linspace(0.0, 1.0, 2001)

@@ -1,11 +1,10 @@
-"""The import graph of the package, read from the source: no cycles; the core never imports ``models``, ``train``
-or ``experiments``; ``models`` and ``train`` never import ``experiments``.
+"""The import graph of the package, read from the source: no cycles, and no import from a lower layer to a higher one.
 
 Every ``import`` counts, including those inside functions (a lazy import that closes a
 cycle is still a cycle for a reader).  The graph is built from the files, not by importing
-them.  ``softmax_scale.models`` (real pretrained models), ``softmax_scale.train`` (the JAX harness) and
-``softmax_scale.experiments`` (the studies that use them) sit on top of the core, and no core module may
-import them.  Importing ``a.b.c`` implicitly runs the packages ``a`` and ``a.b`` first; those
+them.  :data:`LAYERS` orders the package's top-level parts, lowest first (the README's layout
+states the same order): a module imports only modules of its own layer or of lower ones.
+Importing ``a.b.c`` implicitly runs the packages ``a`` and ``a.b`` first; those
 implicit edges are not counted, only the imports written in the code.
 """
 
@@ -14,15 +13,37 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 PKG = "softmax_scale"
 ROOT = Path(__file__).resolve().parent.parent / PKG
-#: On top of the core, left out of the graph: the real models, the training harness (JAX), the studies that use
-#: them, the advice read from their results, the engines' reading of real model files, and the front ends (the
-#: figures, the main job, the command line and `python -m`).
-ON_TOP = (f"{PKG}.models", f"{PKG}.train", f"{PKG}.experiments", f"{PKG}.advice", f"{PKG}.plotting", f"{PKG}.figures",
-          f"{PKG}.cli", f"{PKG}.__main__", f"{PKG}.engines")
+#: The package's top-level parts (a subpackage or a module; ``__init__`` is the package's own), lowest layer
+#: first; the parts of one layer may import each other.  The private helpers; the scores and their statistics;
+#: the objectives; their maximiser; the published scales, entropy, contrastive temperatures, second moments,
+#: head diagnostics and the public API; the engines' rules; the real models; the training harness (JAX); the
+#: studies; the advice read from their results; the figures; the front ends.
+LAYERS = (
+    ("_util", "_kernels", "_rng_kernels"),
+    ("distributions", "_stats_result", "montecarlo", "exact", "laws", "stats"),
+    ("objectives",),
+    ("optimize",),
+    ("schemes", "entropy", "contrastive", "moments", "heads", "__init__"),
+    ("engines",),
+    ("models",),
+    ("train",),
+    ("experiments",),
+    ("advice",),
+    ("plotting",),
+    ("figures", "cli", "_cli_theory", "__main__"),
+)
+#: The layer of each part.
+LAYER_OF = {part: i for i, layer in enumerate(LAYERS) for part in layer}
+#: The core: the layers up to the public API's.
+CORE_TOP = LAYER_OF["__init__"]
+
+
+def part(name: str) -> str:
+    """The top-level part of the package that the module ``name`` belongs to (a key of :data:`LAYER_OF`)."""
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
 
 
 def _module_name(path: Path) -> str:
@@ -69,7 +90,7 @@ def _imports(name: str, path: Path, known: set[str]) -> set[str]:
 
 
 def _on_top(name: str) -> bool:
-    return any(name == m or name.startswith(m + ".") for m in ON_TOP)
+    return LAYER_OF[part(name)] > CORE_TOP
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -142,20 +163,43 @@ def test_cycle_detector_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-def test_core_never_imports_the_models_subpackage():
-    bad = {k: sorted(v for v in deps if _on_top(v)) for k, deps in import_graph().items() if not _on_top(k)}
-    assert {k: v for k, v in bad.items() if v} == {}
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import from a module to one of a higher layer, as ``"a (layer i) -> b (layer j)"``."""
+    out = []
+    for name, deps in sorted(graph.items()):
+        for dep in sorted(deps):
+            i, j = LAYER_OF[part(name)], LAYER_OF[part(dep)]
+            if j > i:
+                out.append(f"{name} (layer {i}) -> {dep} (layer {j})")
+    return out
 
 
-def _inside(name: str, package: str) -> bool:
-    return name == f"{PKG}.{package}" or name.startswith(f"{PKG}.{package}.")
+def test_every_module_has_a_layer():
+    parts = {part(name) for name in import_graph()}
+    assert sorted(parts - set(LAYER_OF)) == []
+    assert sorted(set(LAYER_OF) - parts) == []  # no layer names a part that is gone
+    assert len(LAYER_OF) == sum(len(layer) for layer in LAYERS)  # no part in two layers
 
 
-@pytest.mark.parametrize("package", ["models", "train"])
-def test_models_and_train_never_import_the_experiments(package):
-    graph = import_graph()
-    bad = {k: sorted(v for v in deps if _inside(v, "experiments")) for k, deps in graph.items() if _inside(k, package)}
-    assert {k: v for k, v in bad.items() if v} == {}
+def test_no_import_runs_from_a_lower_layer_to_a_higher_one():
+    assert upward_imports(import_graph()) == []
+
+
+def test_the_layer_check_finds_a_planted_upward_import():
+    graph = {f"{PKG}.exact.grid": {f"{PKG}.distributions"}, f"{PKG}.models.llama": {f"{PKG}.train.backend"},
+             f"{PKG}.cli": {PKG}, PKG: {f"{PKG}.heads"}}
+    assert upward_imports(graph) == [f"{PKG}.models.llama (layer 6) -> {PKG}.train.backend (layer 7)"]
+    assert upward_imports({f"{PKG}.objectives.causal": {f"{PKG}.optimize"}}) == [
+        f"{PKG}.objectives.causal (layer 2) -> {PKG}.optimize (layer 3)"]
+
+
+def test_the_readme_states_the_layers():
+    """The README's layout gives :data:`LAYERS` in one code span, ``a b < c < ...``, lowest first."""
+    import re
+
+    text = (ROOT.parent / "README.md").read_text()
+    span = " ".join(re.search(r"`([^`]*\s<\s[^`]*)`", text[text.index("<!-- layout:start -->"):]).group(1).split())
+    assert tuple(tuple(group.split()) for group in span.split(" < ")) == LAYERS
 
 
 # ---------------------------------------------------------------------------------------------

@@ -28,19 +28,16 @@ normal and cosine scores; for a sample it grows with ``alpha`` times its spread.
 from .evaluate import EntropyForNs, signal_at, stats_at
 from .expected import expected_grad, expected_optimum, gap_density_at_zero
 from .grid import TooMuchWork
-from .mean_field_error import MeanFieldError, mean_field_error
 from .softmax import exact_stats, exact_sum_p_s
 
 __all__ = [
     "EntropyForNs",
-    "MeanFieldError",
     "TooMuchWork",
     "exact_stats",
     "exact_sum_p_s",
     "expected_grad",
     "expected_optimum",
     "gap_density_at_zero",
-    "mean_field_error",
     "signal_at",
     "stats_at",
 ]

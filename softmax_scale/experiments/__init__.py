@@ -27,10 +27,9 @@ from .base import (
     Experiment,
     applied_at_test,
     at_test_label,
-    figure_paths,
+    resolve_experiment,
     run_experiment,
-    save_figures,
 )
 
 __all__ = ["EXPERIMENTS", "LM_TASKS", "RESULTS", "Evidence", "Experiment", "applied_at_test", "at_test_label",
-           "figure_paths", "run_experiment", "save_figures"]
+           "resolve_experiment", "run_experiment"]

@@ -20,7 +20,7 @@ from .._util.store import ResultStore, format_value, read_table
 from .._util.validation import check_int
 
 __all__ = ["EXPERIMENTS", "LM_TASKS", "RESULTS", "Evidence", "Experiment", "applied_at_test", "at_test_label",
-           "figure_paths", "run_experiment", "save_figures"]
+           "resolve_experiment", "run_experiment"]
 
 #: The folder of the committed result files (inside a source checkout): what ``make figures`` redraws from.
 RESULTS = Path(__file__).resolve().parents[2] / "figures"
@@ -228,12 +228,13 @@ class Experiment:
         """The result as markdown tables (strings), in the order they are printed."""
         raise NotImplementedError
 
-    def figures(self) -> list:
-        """``(name, function)`` pairs: each ``function(table=table)`` returns a :class:`matplotlib.figure.Figure`."""
-        from ..plotting import all_figures
+    def figures(self, drawings: dict) -> list:
+        """``(name, function)`` pairs: each ``function(table=table)`` returns a :class:`matplotlib.figure.Figure`.
 
-        registered = {f[0]: f[1] for f in all_figures()}
-        return [(name, registered[name]) for name in self.figure_names]
+        ``drawings`` maps the name of every figure of :func:`softmax_scale.plotting.all_figures` to its function
+        (:func:`softmax_scale.plotting.save_figures` passes it: the figures sit above the experiments).
+        """
+        return [(name, drawings[name]) for name in self.figure_names]
 
     def evidence(self, table) -> list:
         """What the rows of ``table`` say, as :class:`Evidence` (none by default)."""
@@ -293,7 +294,8 @@ class _Registry(MutableMapping):
 EXPERIMENTS = _Registry(_MODULES)
 
 
-def _resolve(experiment) -> Experiment:
+def resolve_experiment(experiment) -> Experiment:
+    """``experiment`` itself, or the experiment of :data:`EXPERIMENTS` it names."""
     if isinstance(experiment, Experiment):
         return experiment
     if not isinstance(experiment, str) or experiment not in EXPERIMENTS:
@@ -340,7 +342,7 @@ def run_experiment(experiment, *, quick: bool = False, seeds: int | None = None,
     """
     from .sweep import dask_executor, run_sweep
 
-    exp = _resolve(experiment)
+    exp = resolve_experiment(experiment)
     workers = check_int(workers, "workers", minimum=0, maximum=1024)
     cfg = exp.config(quick) if config is None else config
     if seeds is not None:
@@ -358,33 +360,3 @@ def run_experiment(experiment, *, quick: bool = False, seeds: int | None = None,
     else:
         run_sweep(exp, tasks, store, executor=executor, workers=workers, progress=progress)
     return exp.read(target)
-
-
-def figure_paths(experiment, csv) -> list:
-    """``(name, png path)`` of each of the experiment's figures for the result file ``csv``.
-
-    A figure whose name starts with the experiment's file stem is ``<csv stem><rest of the name>.png``
-    (``train_causal_heads`` beside ``train_causal_quick.csv``: ``train_causal_quick_heads.png``);
-    any other is ``<csv stem>_<name>.png``.
-    """
-    exp = _resolve(experiment)
-    csv = Path(csv)
-    out = []
-    for name, _ in exp.figures():
-        rest = name[len(exp.file_stem):] if exp.file_stem and name.startswith(exp.file_stem) else f"_{name}"
-        out.append((name, csv.with_name(csv.stem + rest + ".png")))
-    return out
-
-
-def save_figures(experiment, table, csv, dpi: int = 110) -> list:
-    """Draw each of the experiment's figures from ``table`` and save it beside ``csv``; the paths written."""
-    from .._util.files import atomic_write
-
-    exp = _resolve(experiment)
-    funcs = dict(exp.figures())
-    written = []
-    for name, png in figure_paths(exp, csv):
-        fig = funcs[name](table=table)
-        atomic_write(png, lambda p, fig=fig: fig.savefig(p, dpi=dpi, format="png"))
-        written.append(png)
-    return written

@@ -21,6 +21,7 @@ from .._util.validation import check_int
 from ..models.corpus import corpus
 from . import _real_one_key as rk
 from . import _real_one_key_summary as rk_summary
+from ._real_one_key_experiment import RealOneKeyExperiment
 from .real_passkey import CELLS
 
 __all__ = ["DOCS", "EXPERIMENT", "QUICK_CONFIG", "SELECTION_DOC", "RealCopyConfig", "RealCopyExperiment",
@@ -89,7 +90,7 @@ def copy_sequence(tokens, m: int, copied: bool = True) -> rk.OneKeySequence:
     return rk.OneKeySequence(ids, scored, probe, source)
 
 
-class RealCopyExperiment(rk.RealOneKeyExperiment):
+class RealCopyExperiment(RealOneKeyExperiment):
     """Repeated text on SmolLM2-135M (see the module docstring)."""
 
     name = "real_copy"

@@ -23,6 +23,7 @@ from .._util.validation import check_int
 from ..train.tasks import FILLER, PASSKEY_LINE, QUESTION
 from . import _real_one_key as rk
 from . import _real_one_key_summary as rk_summary
+from ._real_one_key_experiment import RealOneKeyExperiment
 
 __all__ = ["CELLS", "EXPERIMENT", "QUICK_CONFIG", "RealPasskeyConfig", "RealPasskeyExperiment", "passkey_min_tokens",
            "passkey_sequence"]
@@ -129,7 +130,7 @@ def passkey_sequence(model, length: int, depth: float, key: str) -> rk.OneKeySeq
                              all_of=True)
 
 
-class RealPasskeyExperiment(rk.RealOneKeyExperiment):
+class RealPasskeyExperiment(RealOneKeyExperiment):
     """A pass key among ``n`` tokens on SmolLM2-135M (see the module docstring)."""
 
     name = "real_passkey"

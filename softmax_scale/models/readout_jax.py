@@ -11,7 +11,7 @@ Activations are float32 and every matrix product runs at float32 precision
 scale are computed on the host as the numpy pass computes them.  The two agree to float32
 rounding, not bit for bit (``tests/models/test_readout_jax.py`` states the tolerance).
 
-JAX is imported on first use, through :mod:`softmax_scale.train.backend` (the ``train`` extra; on
+JAX is imported on first use, through :mod:`softmax_scale._util.jax_backend` (the ``train`` extra; on
 an NVIDIA GPU the user installs ``jax[cuda]`` and runs with ``JAX_PLATFORMS=cuda``).
 """
 
@@ -45,7 +45,7 @@ def device_weights(model) -> dict:
 
     Moved once per decoder (kept while it lives, and while its ``weights`` dict is the same object).
     """
-    from ..train.backend import jax
+    from .._util.jax_backend import jax
 
     held = _DEVICE.get(model)
     if held is not None and held[0] is model.weights:
@@ -67,7 +67,7 @@ def _functions():
     """The compiled pass and head (built once; ``jax.jit`` compiles each per shape)."""
     if _COMPILED:
         return _COMPILED["pass"], _COMPILED["head"]
-    from ..train.backend import jax, jnp
+    from .._util.jax_backend import jax, jnp
 
     lax = jax.lax
     hi = lax.Precision.HIGHEST
@@ -175,7 +175,7 @@ def forward_jax(model, ids, pos, keep, *, start, stop, cache, factors, inv_freq,
     per layer ``[H, len(keep), d]`` float32, and a :class:`~softmax_scale.models.llama.KVCache`
     of positions ``0 .. stop-1``.
     """
-    from ..train.backend import jax
+    from .._util.jax_backend import jax
 
     c = model.config
     n, m = stop, stop - start

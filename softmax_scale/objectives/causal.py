@@ -9,8 +9,7 @@ from scipy import optimize
 
 from .._util.validation import check_alpha_array, check_int
 from ..distributions import get_distribution
-from ..optimize import optimal_alpha
-from .mean_field import mean_field_objective
+from .mean_field import mean_field_objective, mean_field_optimum
 
 __all__ = ["CausalOptimum", "causal_objective", "optimal_alpha_causal"]
 
@@ -54,6 +53,11 @@ class CausalOptimum:
     value_at_length: float
     loss_at_length: float
     success: bool
+
+
+def _alpha_star(n: int, dist) -> float:
+    """The mean-field ``alpha*`` at ``n`` keys (what :func:`softmax_scale.optimal_alpha` returns)."""
+    return float(mean_field_optimum(np.array([float(n)]), dist)["alpha"][0])
 
 
 def causal_objective(alpha, L, dist="normal", *, d=None):
@@ -103,7 +107,7 @@ def optimal_alpha_causal(L, dist="normal", *, d=None) -> CausalOptimum:
     """
     L = check_int(L, "L", minimum=4, maximum=10**7)
     dist_obj = get_distribution(dist, d)
-    a_L = float(optimal_alpha(L, dist_obj))
+    a_L = _alpha_star(L, dist_obj)
     # G_mf(.; L) vanishes at the root of R(a) = L, at most a few times alpha*(L); search up to 4 alpha*(L).
     grid = np.linspace(0.0, 4.0 * a_L, 401)[1:]
     vals = causal_objective(grid, L, dist_obj)
@@ -113,7 +117,7 @@ def optimal_alpha_causal(L, dist="normal", *, d=None) -> CausalOptimum:
     res = optimize.minimize_scalar(lambda x: -causal_objective(x, L, dist_obj), bounds=(lo, hi), method="bounded",
                                    options={"xatol": 1e-10})
     alpha, value = float(res.x), -float(res.fun)
-    a_h = float(optimal_alpha(L // 2, dist_obj))
+    a_h = _alpha_star(L // 2, dist_obj)
     v_h = causal_objective(a_h, L, dist_obj)
     v_L = causal_objective(a_L, L, dist_obj)
     return CausalOptimum(train_length=L, dist=dist_obj.label, alpha=alpha, value=value, alpha_heuristic=a_h,

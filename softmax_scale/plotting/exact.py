@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..distributions import get_distribution
-from ..exact import exact_stats, gap_density_at_zero, mean_field_error
+from ..exact import exact_stats, gap_density_at_zero
 from ..experiments.alpha_table import OBJECTIVE_TRIALS, QUICK_OBJECTIVE_NS, QUICK_OBJECTIVE_TRIALS, TABLE_ROWS, objective_tables
-from ..objectives import mean_field_objective
+from ..objectives import mean_field_error, mean_field_objective
 from ..optimize import optimal_alpha
 from ._style import new_figure
 

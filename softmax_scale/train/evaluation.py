@@ -19,12 +19,12 @@ from functools import partial
 
 import numpy as np
 
+from .._util.jax_backend import jax, jnp
 from .._util.progress import progress_bar
 from .._util.validation import check_choice, check_int
 from ..heads import head_stats
 from ..models.buckets import bucket_edges
 from ..schemes.rope import ROPES, rerope_window
-from .backend import jax, jnp
 from .config import TrainConfig
 from .data import EVAL_SEED, eval_batch, heldout_bytes, most_frequent_byte
 from .model import forward, rope_tables

@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._util.jax_backend import jax, jnp, optax
 from .._util.rng import seed_sequence
 from .._util.validation import check_choice, check_int, check_positive_float
 from ..schemes import ENTROPY_INVARIANT
-from .backend import jax, jnp, optax
 from .model import attention, ffn
 from .scales import FIRST_SCALES, learned_init, learned_parameter, model_factors
 from .tasks import FIRST_VOCAB, first_batch

@@ -31,9 +31,9 @@ from functools import partial
 import numpy as np
 
 from .._util.files import atomic_write
+from .._util.jax_backend import jax, optax
 from .._util.progress import progress_bar
 from .._util.rng import seed_sequence
-from .backend import jax, optax
 from .config import TrainConfig
 from .data import VOCAB
 from .model import init_params, loss_and_accuracy, rope_tables

@@ -27,9 +27,9 @@ import math
 
 import numpy as np
 
+from .._util.jax_backend import jax, jnp
 from .._util.rng import seed_sequence
 from .._util.validation import check_choice
-from .backend import jax, jnp
 from .config import TrainConfig
 from .data import VOCAB
 

@@ -96,7 +96,8 @@ def test_the_real_heads_experiment_reads_back_the_table(quick_heads):
 
 def test_the_main_job_draws_the_real_heads_from_their_file_as_run_does(quick_heads, monkeypatch):
     from softmax_scale import figures
-    from softmax_scale.experiments import real_heads, save_figures
+    from softmax_scale.experiments import real_heads
+    from softmax_scale.plotting import save_figures
 
     tmp_path, t = quick_heads
     csv = tmp_path / "real_heads_quick.csv"

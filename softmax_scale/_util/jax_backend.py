@@ -1,4 +1,4 @@
-"""JAX, imported in one place: a missing install is one clear error naming the ``train`` extra."""
+"""JAX, imported in one place (the training harness, the real decoder's JAX pass): one clear error without it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ try:
     import optax
 except ImportError as err:  # pragma: no cover - exercised in a subprocess by the tests
     raise ImportError(
-        f"softmax_scale.train needs JAX and optax ({err.name} is missing): pip install 'softmax_scale[train]'"
+        f"JAX and optax are needed ({err.name} is missing): pip install 'softmax_scale[train]'"
     ) from err
 
 __all__ = ["jax", "jnp", "optax"]

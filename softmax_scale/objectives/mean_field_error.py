@@ -9,8 +9,8 @@ import numpy as np
 from .._util.progress import progress_bar
 from .._util.validation import check_alpha_array, check_n_array
 from ..distributions import get_distribution
-from ..objectives.mean_field import mean_field_sum_p2
-from .softmax import exact_stats
+from ..exact import exact_stats
+from .mean_field import mean_field_sum_p2
 
 __all__ = ["MeanFieldError", "mean_field_error"]
 
