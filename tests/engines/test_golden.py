@@ -52,12 +52,14 @@ def test_deepseek_v3_is_the_mscale_squared_on_one_over_sqrt_192(engine):
     assert t.engines[engine].nope_scale is None  # mscale == mscale_all_dim: rope and nope dims alike
 
 
-def test_qwen_logn_in_the_reference_only():
+def test_qwen_logn_in_the_reference_and_tensorrt_llm_only():
     n = np.array([1, 2048, 2049, 4096, 32767])
     t = engine_scales(QWEN_V1, n)
     expected = np.where(n > 2048, np.log(n) / math.log(2048), 1.0)
     np.testing.assert_allclose(rel(t, "reference"), expected, rtol=1e-12)
     assert math.isclose(math.log(4096, 2048), 1.0909, abs_tol=5e-5)
+    np.testing.assert_allclose(rel(t, "tensorrt-llm"), expected, rtol=1e-12)  # its TensorRT backend's logn_scaling
+    assert "qwen_logn" in t.engines["tensorrt-llm"].rules
     for engine in ("vllm", "sglang", "llama.cpp"):
         np.testing.assert_allclose(rel(t, engine), 1.0, rtol=1e-12)
         assert "ignores `use_logn_attn`" in t.engines[engine].notes
