@@ -158,13 +158,11 @@ def test_ministral3_wrapped_config_is_read_from_its_text_config():
     assert t.model.architectures == ("Mistral3ForConditionalGeneration",)
     want = np.array([1.0, 1.0, 1 + 0.1 * math.log(2)])
     assert round(want[-1], 4) == 1.0693
-    for engine in ("transformers", "reference", "mlx-lm", "exllamav3"):
+    # SGLang after PR #31232 takes the mscale ratio (1.0) and its Ministral3Attention the beta (0.5.6.post1 on)
+    for engine in ("transformers", "reference", "mlx-lm", "exllamav3", "sglang"):
         np.testing.assert_allclose(rel(t, engine), want, rtol=1e-12)
     # llama.cpp: the converter's ministral3 path writes mscale_all_dim as yarn_log_multiplier: the ratio, 1.0
     np.testing.assert_allclose(rel(t, "llama.cpp")[:2], 1.0, rtol=1e-12)
-    # SGLang after PR #31232 takes the mscale ratio (1.0); its beta handling was not read (unknown past 16,384)
-    np.testing.assert_allclose(rel(t, "sglang")[:2], 1.0, rtol=1e-12)
-    assert np.isnan(rel(t, "sglang")[2])
     before = engine_scales(MINISTRAL3_WRAPPED, [1, 16384], versions={"sglang": "0.5.13"})
     np.testing.assert_allclose(rel(before, "sglang"), (1 + 0.1 * math.log(16)) ** 2, rtol=1e-12)
     assert round((1 + 0.1 * math.log(16)) ** 2, 4) == 1.6314

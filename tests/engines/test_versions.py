@@ -63,7 +63,7 @@ def test_ministral3_beta_temperature_at_16384_and_65536(engine):
     assert t.engines[engine].layers is None  # every layer
 
 
-@pytest.mark.parametrize("engine", ["llama.cpp", "sglang", "tensorrt-llm"])
+@pytest.mark.parametrize("engine", ["llama.cpp", "tensorrt-llm"])
 def test_ministral3_beta_is_unknown_where_its_handling_was_not_read(engine):
     t = engine_scales(MINISTRAL3, [16384, 16385])
     e = t.engines[engine]
@@ -352,6 +352,28 @@ def test_sglang_takes_the_mscale_ratio_from_0_5_16(version, want):
     """PR #31232, first in 0.5.16: Ministral 3's mscale = mscale_all_dim = 1 gives the ratio 1."""
     t = engine_scales(YARN_MSCALE_PAIR, [1], versions={} if version is None else {"sglang": version})
     np.testing.assert_allclose(rel(t, "sglang"), want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("version, yarn", [(None, 1.0), ("0.5.16", 1.0), ("0.5.15", get_mscale(16) ** 2)])
+def test_sglang_ministral3_scales_q_by_llama_4_beta(version, yarn):
+    """Ministral3Attention (0.5.6.post1 on): q x (1 + 0.1 ln(1 + floor(p / 16384))), p = n - 1, on every layer."""
+    from .configs import MINISTRAL3_WRAPPED
+
+    n = np.array([1, 16384, 16385, 32769, 131072])
+    want = yarn * (1 + 0.1 * np.log1p(np.floor((n - 1) / 16384)))
+    for cfg in (MINISTRAL3, MINISTRAL3_WRAPPED):
+        t = engine_scales(cfg, n, versions={} if version is None else {"sglang": version})
+        np.testing.assert_allclose(rel(t, "sglang"), want, rtol=1e-12)
+        assert "ministral3_llama_4_scaling" in t.engines["sglang"].rules
+    assert round(want[2] / yarn, 4) == 1.0693
+
+
+def test_sglang_ministral3_divides_by_16384_whatever_the_rope_dict_says():
+    cfg = {**MINISTRAL3, "rope_parameters": {**MINISTRAL3["rope_parameters"], "original_max_position_embeddings": 8192}}
+    e = engine_scales(cfg, [8193, 16385]).engines["sglang"]
+    np.testing.assert_allclose(e.scale * math.sqrt(128), [1.0, 1 + 0.1 * math.log(2)], rtol=1e-12)
+    assert any("takes L = 16384" in x for x in e.notes)
+    assert engine_scales(MINISTRAL3, [16385], versions={"sglang": "0.5.6"}).engines["sglang"].scale is None
 
 
 def test_sglang_before_0_5_13_is_unknown_for_yarn():
