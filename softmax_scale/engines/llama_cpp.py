@@ -7,7 +7,10 @@ when ``rope.scaling.yarn_log_multiplier`` (= ``mscale_all_dim``) is set, else ``
 divides it by ``1 + 0.1 ln s`` to cancel ggml's factor, and multiplies by
 ``rope.scaling.attn_factor``.  So a GGUF's ``rope.scaling.yarn_attn_factor`` (where the converter
 puts a HF ``attention_factor``) is overwritten for YaRN.  DeepSeek2's graph puts
-``(attn_factor_org * get_mscale(s, yarn_log_multiplier))^2`` into ``kq_scale``.
+``(attn_factor_org * get_mscale(s, yarn_log_multiplier))^2`` into ``kq_scale``.  That is PR #17945,
+first in build b7371; below it the context passes ``rope.scaling.attn_factor`` alone, so ggml's own
+factor stays on the rotated dimensions (DeepSeek2's ``kq_scale`` adds ``get_mscale(s, mscale_all_dim)^2``
+on all of them, and the mistral3 graph cancels ggml's factor itself).
 """
 
 from __future__ import annotations
