@@ -7,12 +7,17 @@ when ``rope.scaling.yarn_log_multiplier`` (= ``mscale_all_dim``) is set, else ``
 divides it by ``1 + 0.1 ln s`` to cancel ggml's factor, and multiplies by
 ``rope.scaling.attn_factor``.  So a GGUF's ``rope.scaling.yarn_attn_factor`` (where the converter
 puts a HF ``attention_factor``) is overwritten for YaRN.  DeepSeek2's graph puts
-``(attn_factor_org * get_mscale(s, yarn_log_multiplier))^2`` into ``kq_scale``.
+``(attn_factor_org * get_mscale(s, yarn_log_multiplier))^2`` into ``kq_scale``.  That is PR #17945,
+first in build b7371; below it the context passes ``rope.scaling.attn_factor`` alone, so ggml's own
+factor stays on the rotated dimensions (DeepSeek2's ``kq_scale`` adds ``get_mscale(s, mscale_all_dim)^2``
+on all of them, and the mistral3 graph cancels ggml's factor itself).
 """
 
 from __future__ import annotations
 
 import math
+
+from packaging.version import Version
 
 from ._rules import NEWEST, Rule, compose, every_fourth, longrope_sq, mscale_sq, unknown
 
@@ -20,6 +25,11 @@ __all__ = ["NAME", "RULES", "scale"]
 
 NAME = "llama.cpp"
 _REPO = "ggml-org/llama.cpp"
+#: The first build with PR #17945 ("models : fix the attn_factor for mistral3 graphs + improve consistency",
+#: opened 2025-12-11): b7371, tagged 2025-12-12, whose release notes list the PR's squashed commits ("models : fix the
+#: attn_factor for mistral3 graphs", "cont : make deepseek2 consistent", ...); b7370 lists none of them.
+PR17945_BUILD = 7371
+_PR17945 = "PR #17945, first in b7371 (its commits are in b7371's release notes, 2025-12-12)"
 
 RULES = {
     "yarn_attn_factor": Rule("yarn_attn_factor", "cos/sin x get_mscale(s, mscale)/get_mscale(s, "
@@ -27,20 +37,64 @@ RULES = {
                              "DEEPSEEK2 when != 1), else get_mscale(s); x `rope.scaling.attn_factor`; "
                              "`rope.scaling.yarn_attn_factor` is overwritten", _REPO, "src/llama-context.cpp",
                              "001d906a6d86e2490e394361e7cc6f478b100088", scheme="deepseek_yarn", squared=True,
-                             source="PR #17945 (\"fix the attn_factor for mistral3 graphs\", opened 2025-12-11, so "
-                             "after b7045, out by 2025-11-13) applied the adjustment to every model with "
-                             "yarn_ext_factor != 0"),
+                             versions=">=7371", source=_PR17945),
+    "yarn_attn_factor_pre17945": Rule("yarn_attn_factor_pre17945", "the context passes `rope.scaling.attn_factor` "
+                                      "(1 for an HF conversion) to the graph as attn_factor with no YaRN term "
+                                      "(`cparams.yarn_attn_factor *= hparams.rope_attn_factor;`, found by the "
+                                      "index's string search without a commit); ggml multiplies cos/sin by it and "
+                                      "by its own 1 + 0.1 ln s: `mscale`, `mscale_all_dim` and `attention_factor` "
+                                      "are not read by the context", _REPO, "src/llama-context.cpp", "",
+                                      scheme="deepseek_yarn", squared=True, versions="<7371", source=_PR17945,
+                                      family="yarn_attn_factor"),
+    "mistral3_attn_factor_pre17945": Rule("mistral3_attn_factor_pre17945", "llm_build_mistral3: `const float "
+                                          "attn_factor = 1.0f / (1.0f + 0.1f * logf(1.0f / freq_scale));` passed to "
+                                          "ggml_rope_ext, cancelling ggml's own factor: cos/sin x 1 whatever the "
+                                          "config's `mscale`, `mscale_all_dim` and `rope.scaling.attn_factor`",
+                                          _REPO, "src/models/mistral3.cpp",
+                                          "1df2e90860ff2627980e46f59d470bfb6e5b98d8", scheme="deepseek_yarn",
+                                          squared=True, versions="<7371", source=_PR17945),
     "yarn_adjust": Rule("yarn_adjust", "attn_factor / (1 + 0.1 ln(1/freq_scale)) when ext_factor != 0, cancelling "
                         "ggml's own YaRN factor", _REPO, "src/llama-hparams.cpp",
-                        "01b77b5793989e0a1508a2fe3757d4e743a7bbd1", squared=True),
-    "deepseek2_kq_scale": Rule("deepseek2_kq_scale", "kq_scale = (attn_factor_org x (1 + 0.1 yarn_log_multiplier "
-                               "ln s))^2 / sqrt(n_embd_head_k), attn_factor_org = the context's factor before the "
-                               "adjustment (text found by the index's string search at the file's listed commit, "
-                               "the form before PR #17945; after it deepseek2.cpp reads `attn_factor_org = "
-                               "attn_factor * (1.0f + 0.1f * logf(1.0f / freq_scale))`, the same product once the "
-                               "context's factor is adjusted, as found by the index's string search without a commit)",
-                               _REPO, "src/models/deepseek2.cpp", "59b9e36f872df37454c1a01a5dd4ea69ede65832",
-                               scheme="deepseek_yarn"),
+                        "01b77b5793989e0a1508a2fe3757d4e743a7bbd1", squared=True, versions=">=7371",
+                        source=_PR17945),
+    "deepseek2_kq_scale": Rule("deepseek2_kq_scale", "`const float attn_factor_org = attn_factor * (1.0f + 0.1f * "
+                               "logf(1.0f / freq_scale));` `const float mscale   = attn_factor_org * (1.0f + 0.1f * "
+                               "hparams.rope_yarn_log_mul * logf(1.0f / freq_scale));` `const float kq_scale = 1.0f * "
+                               "mscale * mscale / sqrtf(float(n_embd_head_k));`: kq_scale = (the context's factor "
+                               "before the adjustment x get_mscale(s, yarn_log_multiplier))^2 / sqrt(n_embd_head_k)",
+                               _REPO, "src/models/deepseek2.cpp", "07bede6a8f329362c72d46a0bc9756b6a12c22eb",
+                               scheme="deepseek_yarn", versions=">=7371", source=_PR17945),
+    "deepseek2_kq_scale_pre17945": Rule("deepseek2_kq_scale_pre17945", "`const float mscale   = attn_factor * (1.0f "
+                                        "+ hparams.rope_yarn_log_mul * logf(1.0f / freq_scale));` `const float "
+                                        "kq_scale = 1.0f * mscale * mscale / sqrtf(float(n_embd_head_k));` with the "
+                                        "same attn_factor passed to ggml_rope_ext (nothing cancels ggml's 1 + 0.1 ln "
+                                        "s) and yarn_log_multiplier = 0.1 x `mscale_all_dim` as the converter writes "
+                                        "it: every dimension x get_mscale(s, `mscale_all_dim`)^2, the rotated ones x "
+                                        "get_mscale(s)^2 more; `mscale` is not read (DeepSeek's mscale 1 / "
+                                        "mscale_all_dim 0: x1 on the nope, x get_mscale(s)^2 on the rope dimensions)",
+                                        _REPO, "src/models/deepseek2.cpp", "59b9e36f872df37454c1a01a5dd4ea69ede65832",
+                                        scheme="deepseek_yarn", versions="<7371", source=_PR17945,
+                                        family="deepseek2_kq_scale"),
+    "deepseek2_temperature": Rule("deepseek2_temperature", "`if (hparams.f_attn_temp_scale != 0.0f) { "
+                                  "inp_attn_scale = build_inp_attn_scale(); }` then `Qcur = ggml_mul(ctx0, Qcur, "
+                                  "inp_attn_scale);` on every layer: Llama 4's temperature in the DEEPSEEK2 graph, "
+                                  "for Mistral Large 3 converted from Mistral's format (`llama_4_scaling` of "
+                                  "params.json as attention.temperature_scale); whether the conversion of an HF "
+                                  "DeepSeek config writes `llama_4_scaling_beta` was not read, so such a config stays "
+                                  "unknown where the beta changes the scale", _REPO, "src/models/deepseek2.cpp",
+                                  "59b9e36f872df37454c1a01a5dd4ea69ede65832", scheme="llama4",
+                                  source="PR #17744 (\"model: add llama 4 scaling for mistral-large (deepseek "
+                                  "arch)\", opened 2025-12-03), in the graph at 59b9e36f, a commit before b7371; "
+                                  "its first build was not established"),
+    "mistral_format_yarn": Rule("mistral_format_yarn", "Mistral-format conversion (params.json, not an HF config): "
+                                "`mscale_all_dim = 1.0 if not yarn_params[\"apply_scale\"] else 0.0` written as "
+                                "rope.scaling.yarn_log_multiplier before PR #22612, which makes `apply_scale` true "
+                                "apply YaRN's magnitude (text found by the index's string search, commit not "
+                                "recorded); the HF configs read here do not take this path", _REPO,
+                                "convert_hf_to_gguf.py", "",
+                                source="PR #22612 (\"Mistral format yarn apply_scale support\", opened 2026-05-02, "
+                                "commit 048a490 per a third-party note that builds b9026 with it); its first build "
+                                "was not established"),
     "convert_yarn": Rule("convert_yarn", "convert_hf_to_gguf writes `factor`, `original_max_position_embeddings`, "
                          "and `attention_factor` (or `attn_factor`) as rope.scaling.yarn_attn_factor; Ministral 3 "
                          "writes `mscale_all_dim` as rope.scaling.yarn_log_multiplier, DeepSeek-V2/V3 writes 0.1 x "
@@ -87,22 +141,51 @@ def _base(ms, notes, rules):
     return ms.base_scale
 
 
+def _yarn_pre17945(ms, raf, notes, rules):
+    """``(rope_sq, softmax_sq)`` of a YaRN config at a build before PR #17945; ``None``: not read for it."""
+    r = ms.rope
+    if ms.model_type == "ministral3":
+        rules += ["convert_yarn", "mistral3_attn_factor_pre17945"]
+        ignored = [k for k in ("mscale", "mscale_all_dim", "attention_factor") if getattr(r, k) is not None]
+        if ignored:
+            notes.append("ignores " + " and ".join(f"`{k}`" for k in ignored))
+        return 1.0, 1.0
+    if r.attention_factor is not None or (ms.format == "hf" and r.attn_factor is not None) or ms.format == "gguf":
+        return None  # whether the context read rope.scaling.yarn_attn_factor (or a GGUF's keys) then was not read
+    rules += ["convert_yarn", "yarn_attn_factor_pre17945"]
+    rope_sq = mscale_sq(r.factor, 1.0) * raf ** 2
+    if ms.model_type in _DEEPSEEK2:
+        rules.append("deepseek2_kq_scale_pre17945")
+        if r.mscale is not None and r.mscale != 1.0:
+            notes.append("ignores `mscale`")
+        return rope_sq, mscale_sq(r.factor, r.mscale_all_dim or 0.0) * raf ** 2
+    ignored = [k for k in ("mscale", "mscale_all_dim") if getattr(r, k) is not None]
+    if ignored:
+        notes.append("ignores " + " and ".join(f"`{k}`" for k in ignored))
+    return rope_sq, 1.0
+
+
 def scale(ms, n, version=None):
     """The multiplier llama.cpp puts on ``q.k`` at ``n`` keys (a HF config as ``convert_hf_to_gguf`` converts it).
 
-    ``version`` is a build number (``b6000`` is build 6000).  The YaRN rules are those after PR
-    #17945, whose build was not established: at a pinned build a YaRN config gets no value.
-    ``llama_4_scaling_beta`` (PR #17744) was not read: the value is unknown where it changes the scale.
+    ``version`` is a build (:class:`packaging.version.Version` of its number; ``b6000`` is build 6000)
+    or None for the newest rules.  YaRN follows PR #17945's rules from build :data:`PR17945_BUILD`
+    and the rules before it below that build.  ``llama_4_scaling_beta`` was not read: the value is
+    unknown where it changes the scale.
     """
     label = NEWEST if version is None else f"b{version}"
-    if version is not None and ms.rope.rope_type == "yarn":
-        return unknown(NAME, n, label, "yarn_attn_factor", (RULES["yarn_attn_factor"].source + "; the build that "
-                                                             "took it was not established",))
+    pre = version is not None and version < Version(str(PR17945_BUILD))
     r, notes, rules = ms.rope, [], []
     base = _base(ms, notes, rules)
     raf = (r.attn_factor or 1.0) if ms.format == "gguf" else 1.0  # rope.scaling.attn_factor
     rope_sq, softmax_sq = 1.0, 1.0
-    if r.rope_type == "yarn":
+    if r.rope_type == "yarn" and pre:
+        got = _yarn_pre17945(ms, raf, notes, rules)
+        if got is None:
+            return unknown(NAME, n, label, "yarn_attn_factor", ("before PR #17945 (b7371) the context's reading of "
+                                                                "an attention factor was not read",))
+        rope_sq, softmax_sq = got
+    elif r.rope_type == "yarn":
         rules += ["convert_yarn", "yarn_attn_factor", "yarn_adjust"]
         log_mul = r.mscale_all_dim if ms.model_type in LOG_MUL_TYPES else None
         if log_mul:

@@ -21,7 +21,7 @@ from types import MappingProxyType
 import numpy as np
 from packaging.version import Version
 
-from ._rules import NEWEST, parse_version, position_factor
+from ._rules import BUILD_TAGGED, NEWEST, parse_version, position_factor
 
 __all__ = ["ROUTES", "Setting", "engine_setting", "layer_rows"]
 
@@ -280,8 +280,8 @@ def engine_setting(engine, model, wanted, *, version=None, n=None) -> Setting:
     if engine not in ENGINES or engine == "reference":
         raise ValueError(f"`engine` must be one of {', '.join(e for e in ENGINES if e != 'reference')}, got {engine!r}")
     ms = model if isinstance(model, ModelScaling) else read_config(model)
-    v = parse_version(version, "version")
-    label = NEWEST if v is None else str(v)
+    v = parse_version(version, "version", engine)
+    label = NEWEST if v is None else f"b{v}" if engine in BUILD_TAGGED else str(v)
     if hasattr(wanted, "scale") and hasattr(wanted, "layers"):
         if wanted.scale is None:
             return Setting(engine, label, "cannot say: the wanted multiplier is unknown for this config", "none", False)

@@ -6,12 +6,16 @@ Its ``get_rope`` forwards, for ``yarn``, ``extrapolation_factor``, ``attn_factor
 ``yarn_get_mscale_simple(factor) * attn_factor``, up to PR #31232 (first in 0.5.16), which takes the
 ``mscale``/``mscale_all_dim`` ratio when both are set (``RULES`` rows of family ``yarn``).  DeepSeek's
 models use ``deepseek_yarn`` as in vLLM, and keep the base softmax scale under ``apply_yarn_scaling:
-false`` (PR #26203).  An unknown ``rope_type`` is refused.
+false`` (PR #26203).  Ministral 3's ``llama_4_scaling_beta`` scales the query from 0.5.6.post1.  An
+unknown ``rope_type`` is refused.
 """
 
 from __future__ import annotations
 
-from ._rules import Rule, refuse_rope_type, refuses
+import dataclasses
+from types import MappingProxyType
+
+from ._rules import Rule, pick, position_factor, refuse_rope_type, refuses
 from .vllm import DEEPSEEK_TYPES, generic
 
 __all__ = ["NAME", "RULES", "scale"]
@@ -78,9 +82,26 @@ RULES = {
     "qwen_logn": Rule("qwen_logn", "`use_logn_attn` is not read: QWenAttention passes scaling = head_dim^-1/2 to "
                       "RadixAttention and never scales the query by position",
                       _REPO, "python/sglang/srt/models/qwen.py", "01925ca8c3ab348298b25a81a552dd08c448980a"),
+    "ministral3_llama_4_scaling": Rule("ministral3_llama_4_scaling", "Ministral3Attention: `self.llama_4_scaling_beta "
+                                       "= config.rope_parameters.get(\"llama_4_scaling_beta\")`, after the rotary "
+                                       "embedding `scaling = 1 + beta * torch.log(1 + torch.floor(positions_ids / "
+                                       "max_position_embeddings))` multiplies q on every layer, with "
+                                       "`max_position_embeddings=getattr(config, \"original_max_position_embeddings\", "
+                                       "16384)`: the top-level key, not the RoPE dict's (16384 where the config has "
+                                       "none at the top).  The same in the PyPI wheels 0.5.6.post1 to 0.5.23 (absent "
+                                       "from 0.5.6); Mistral3ForConditionalGeneration builds its language model from "
+                                       "`text_config`'s class (read in 0.5.23)", _REPO,
+                                       "python/sglang/srt/models/ministral3.py",
+                                       "0d9cd8212785c01af00d40c41ae25b49fd01533a",
+                                       positions="positions 0-based: floor(p / L) = floor((n - 1) / L)", scheme="llama4",
+                                       versions=">=0.5.6.post1", source="models/ministral3.py, first in 0.5.6.post1"),
     "rope_type": Rule("rope_type", "get_rope: `raise ValueError(f\"Unknown RoPE scaling type {scaling_type}\")` for a "
                       "type it does not build", _REPO, _ROPE + "factory.py", "eb047c169815914d16add570c2bf2c5f41a9702d"),
 }
+
+#: The length Ministral3Attention divides the position by when the config has no top-level
+#: ``original_max_position_embeddings`` (:data:`RULES` ``"ministral3_llama_4_scaling"``).
+_MINISTRAL3_L = 16384
 
 #: The ``rope_type`` values ``get_rope`` builds (:data:`RULES` ``"rope_type"``).
 ROPE_TYPES = frozenset({"llama3", "default", "linear", "dynamic", "yarn", "deepseek_yarn", "longrope"})
@@ -90,5 +111,22 @@ def scale(ms, n, version=None):
     """The multiplier SGLang puts on ``q.k`` at ``n`` keys (``version``: a :class:`packaging.version.Version` or None)."""
     if refuses(ms, ROPE_TYPES):
         return refuse_rope_type(NAME, ms, n, "newest" if version is None else version, RULES["rope_type"])
-    return generic(NAME, ms, n, deepseek_types=DEEPSEEK_TYPES, yarn_keys={"attn_factor"}, yarn_rule="yarn",
-                   apply_flag=False, fixed_nope=True, version=version, rules_table=RULES)
+    beta = [t for t in ms.temperatures if t.name == "llama_4_scaling_beta" and t.key.startswith("rope_")]
+    if not (beta and ms.model_type == "ministral3" and pick(RULES, "ministral3_llama_4_scaling", version)):
+        return generic(NAME, ms, n, deepseek_types=DEEPSEEK_TYPES, yarn_keys={"attn_factor"}, yarn_rule="yarn",
+                       apply_flag=False, fixed_nope=True, version=version, rules_table=RULES)
+    e = generic(NAME, dataclasses.replace(ms, temperatures=tuple(t for t in ms.temperatures if t not in beta)), n,
+                deepseek_types=DEEPSEEK_TYPES, yarn_keys={"attn_factor"}, yarn_rule="yarn", apply_flag=False,
+                fixed_nope=True, version=version, rules_table=RULES)
+    if e.scale is None:
+        return e
+    t = beta[0]
+    notes = list(e.notes)
+    if t.params["floor_scale"] != _MINISTRAL3_L:
+        notes.append(f"takes L = {_MINISTRAL3_L} in Llama 4's scaling (a top-level `original_max_position_embeddings`, "
+                     f"or its default), not `{t.keys[1]}` = {t.params['floor_scale']}")
+        t = dataclasses.replace(t, params=MappingProxyType({**t.params, "floor_scale": _MINISTRAL3_L}))
+    f = position_factor(t, e.n)
+    other, nope = (None if a is None else a * f for a in (e.other_scale, e.nope_scale))
+    return dataclasses.replace(e, scale=e.scale * f, other_scale=other, nope_scale=nope,
+                               notes=tuple(notes), rules=(*e.rules, "ministral3_llama_4_scaling"))

@@ -5,10 +5,15 @@
 get_mscale(factor, mscale_all_dim)``: ``attention_factor`` is not read.  LongRoPE's cos/sin are
 multiplied by ``sqrt(1 + ln s / ln L)``, ``s = max_position_embeddings / L``.  Llama 4's attention
 multiplies the query on its NoPE layers (``no_rope_layers[i] == 0``) by
-``log(floor((p + 1) / floor_scale) + 1) attn_scale + 1``.
+``log(floor((p + 1) / floor_scale) + 1) attn_scale + 1``.  Qwen (v1)'s ``use_logn_attn`` is read as the
+TensorRT backend reads it (``logn_scaling``, :data:`RULES` ``"qwen_logn"``).
 """
 
 from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
 
 from ._rules import NEWEST, Rule, compose, longrope_sq, mscale_sq
 
@@ -38,6 +43,17 @@ RULES = {
                                "3a5901cd0d77bed18baaf402d1d12fab468d44a9",
                                positions="p = position_ids (0-based): floor((p + 1)/floor_scale) = floor(n/floor_scale)",
                                scheme="llama4"),
+    "qwen_logn": Rule("qwen_logn", "TensorRT backend (trtllm-build engines): Attention registers "
+                      "`generate_logn_scaling(self.max_seqlen_for_logn_scaling, self.max_position_embeddings)` as "
+                      "gpt_attention's `logn_scaling` input (\"applied to q\"): `logn_list = [math.log(i, "
+                      "seq_length) if i > seq_length else 1 for i in range(1, max_position_embeddings + 1)]`; the "
+                      "Qwen model passes `use_logn_scaling=config.use_logn_attn` and "
+                      "`max_seqlen_for_logn_scaling=config.seq_length` and the generation kernel reads `logn_scale = "
+                      "params.logn_scaling_ptr[tlength];` (both found by the index's string search without a "
+                      "commit); past `max_position_embeddings` the table has no entry (not modelled: unknown). The "
+                      "PyTorch backend's handling of `use_logn_attn` was not read", *_FUNC,
+                      positions="tlength = the 0-based position p: logn_list[p] = log_L(p + 1) = log_L(n)",
+                      scheme="qwen_logn"),
 }
 
 
@@ -60,8 +76,15 @@ def scale(ms, n, version=None):
         if r.attention_factor is not None:
             notes.append("drops `attention_factor`")
         rules.append("longrope")
-    temps = [t for t in ms.temperatures if t.name == "llama4_temperature"]
-    rules += ["llama4_temperature"] * bool(temps)
-    unread = [t for t in ms.temperatures if t.name != "llama4_temperature"]
-    return compose(NAME, ms, n, base=ms.base_scale, rope_sq=rope_sq, temps=temps, notes=notes, rules=rules,
-                   version=label, reads_layer_types=False, unread_temps=unread)
+    temps = [t for t in ms.temperatures if t.name in ("llama4_temperature", "qwen_logn")]
+    rules += [t.name for t in temps]
+    unread = [t for t in ms.temperatures if t not in temps]
+    if any(t.name == "qwen_logn" for t in temps):
+        notes.append("`use_logn_attn` as the TensorRT backend applies it (the PyTorch backend's was not read)")
+    e = compose(NAME, ms, n, base=ms.base_scale, rope_sq=rope_sq, temps=temps, notes=notes, rules=rules,
+                version=label, reads_layer_types=False, unread_temps=unread)
+    cap = ms.max_position_embeddings
+    if e.scale is not None and cap and "qwen_logn" in rules and np.any(e.n > cap):
+        e = dataclasses.replace(e, scale=np.where(e.n > cap, np.nan, e.scale), notes=(
+            *e.notes, f"unknown past max_position_embeddings = {cap}: the logn table has no entry there"))
+    return e

@@ -178,3 +178,14 @@ def test_every_disagreement_row_says_how_to_set_it(tmp_path, capsys):
         for key, (row, below) in table_rows(out).items():
             if key.endswith("*"):
                 assert any(b.startswith(("set: ", "cannot be set: ", "cannot say: ")) for b in below), (name, key)
+
+
+def test_a_pinned_llama_cpp_build_that_disagrees_prints_its_setting(tmp_path, capsys):
+    """DeepSeek-V3 before b7371: x3.5113 on the rope dimensions; the setting is looked up at that build."""
+    from .configs import DEEPSEEK_V3
+
+    code, out, _ = run(capsys, "engines", write(tmp_path, DEEPSEEK_V3), "--engine", "llama.cpp==b7000", "--n", "1")
+    assert code == 0
+    rows = table_rows(out)
+    assert rows["llama.cpp*"][0].split()[1:3] == ["b7000", "(<7371)"] and "[3.5113]" in rows["llama.cpp*"][0]
+    assert any(line.startswith("cannot be set") for line in rows["llama.cpp*"][1])

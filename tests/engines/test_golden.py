@@ -52,12 +52,14 @@ def test_deepseek_v3_is_the_mscale_squared_on_one_over_sqrt_192(engine):
     assert t.engines[engine].nope_scale is None  # mscale == mscale_all_dim: rope and nope dims alike
 
 
-def test_qwen_logn_in_the_reference_only():
+def test_qwen_logn_in_the_reference_and_tensorrt_llm_only():
     n = np.array([1, 2048, 2049, 4096, 32767])
     t = engine_scales(QWEN_V1, n)
     expected = np.where(n > 2048, np.log(n) / math.log(2048), 1.0)
     np.testing.assert_allclose(rel(t, "reference"), expected, rtol=1e-12)
     assert math.isclose(math.log(4096, 2048), 1.0909, abs_tol=5e-5)
+    np.testing.assert_allclose(rel(t, "tensorrt-llm"), expected, rtol=1e-12)  # its TensorRT backend's logn_scaling
+    assert "qwen_logn" in t.engines["tensorrt-llm"].rules
     for engine in ("vllm", "sglang", "llama.cpp"):
         np.testing.assert_allclose(rel(t, engine), 1.0, rtol=1e-12)
         assert "ignores `use_logn_attn`" in t.engines[engine].notes
@@ -156,13 +158,11 @@ def test_ministral3_wrapped_config_is_read_from_its_text_config():
     assert t.model.architectures == ("Mistral3ForConditionalGeneration",)
     want = np.array([1.0, 1.0, 1 + 0.1 * math.log(2)])
     assert round(want[-1], 4) == 1.0693
-    for engine in ("transformers", "reference", "mlx-lm", "exllamav3"):
+    # SGLang after PR #31232 takes the mscale ratio (1.0) and its Ministral3Attention the beta (0.5.6.post1 on)
+    for engine in ("transformers", "reference", "mlx-lm", "exllamav3", "sglang"):
         np.testing.assert_allclose(rel(t, engine), want, rtol=1e-12)
     # llama.cpp: the converter's ministral3 path writes mscale_all_dim as yarn_log_multiplier: the ratio, 1.0
     np.testing.assert_allclose(rel(t, "llama.cpp")[:2], 1.0, rtol=1e-12)
-    # SGLang after PR #31232 takes the mscale ratio (1.0); its beta handling was not read (unknown past 16,384)
-    np.testing.assert_allclose(rel(t, "sglang")[:2], 1.0, rtol=1e-12)
-    assert np.isnan(rel(t, "sglang")[2])
     before = engine_scales(MINISTRAL3_WRAPPED, [1, 16384], versions={"sglang": "0.5.13"})
     np.testing.assert_allclose(rel(before, "sglang"), (1 + 0.1 * math.log(16)) ** 2, rtol=1e-12)
     assert round((1 + 0.1 * math.log(16)) ** 2, 4) == 1.6314

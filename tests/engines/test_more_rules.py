@@ -95,3 +95,14 @@ def test_the_top_level_llama_4_scaling_mapping_is_read_too():
     (t,) = ms.temperatures
     assert (t.name, dict(t.params), t.shift, ms.unknown_keys) == (
         "llama_4_scaling_beta", {"floor_scale": 16384, "attn_scale": 0.1}, 1, ())
+
+
+def test_tensorrt_llm_logn_table_ends_at_max_position_embeddings():
+    """generate_logn_scaling has one entry per position up to max_position_embeddings: log_L n past L, none after."""
+    from .configs import QWEN_V1
+
+    n = np.array([1, 2048, 2049, 8192, 8193])
+    e = engine_scales({**QWEN_V1, "max_position_embeddings": 8192}, n).engines["tensorrt-llm"]
+    got = e.scale * math.sqrt(128)
+    np.testing.assert_allclose(got[:4], [1.0, 1.0, math.log(2049) / math.log(2048), 13 / 11], rtol=1e-12)
+    assert np.isnan(got[4]) and any("max_position_embeddings = 8192" in x for x in e.notes)

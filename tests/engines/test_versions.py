@@ -63,7 +63,7 @@ def test_ministral3_beta_temperature_at_16384_and_65536(engine):
     assert t.engines[engine].layers is None  # every layer
 
 
-@pytest.mark.parametrize("engine", ["llama.cpp", "sglang", "tensorrt-llm"])
+@pytest.mark.parametrize("engine", ["llama.cpp", "tensorrt-llm"])
 def test_ministral3_beta_is_unknown_where_its_handling_was_not_read(engine):
     t = engine_scales(MINISTRAL3, [16384, 16385])
     e = t.engines[engine]
@@ -259,8 +259,60 @@ def test_llama_cpp_build_tags_are_read():
     t = engine_scales(GEMMA3, [1], versions={"llama.cpp": "b6000"})
     assert t.engines["llama.cpp"].version == "b6000"
     np.testing.assert_allclose(t.engines["llama.cpp"].scale, 1 / 16, rtol=1e-12)
-    y = engine_scales(QWEN3_STATIC_YARN, [1], versions={"llama.cpp": "b6000"}).engines["llama.cpp"]
-    assert y.scale is None and "#17945" in y.notes[1]  # the build that took PR #17945 was not established
+    y = engine_scales(QWEN3_STATIC_YARN, [1], versions={"llama.cpp": "b6000"})
+    np.testing.assert_allclose(rel(y, "llama.cpp"), get_mscale(4.0) ** 2, rtol=1e-12)  # ggml's own YaRN factor
+    assert "yarn_attn_factor_pre17945" in y.engines["llama.cpp"].rules
+
+
+#: DeepSeek-V3's attention with YaRN 40, mscale 1 and mscale_all_dim 0: the ratio on the rotated dimensions only.
+_DS_MSCALE_ONLY = {"model_type": "deepseek_v3", "hidden_size": 7168, "num_attention_heads": 128,
+                   "num_hidden_layers": 61, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+                   "kv_lora_rank": 512, "max_position_embeddings": 163840,
+                   "rope_scaling": {"type": "yarn", "factor": 40, "mscale": 1.0, "mscale_all_dim": 0.0,
+                                    "original_max_position_embeddings": 4096}}
+
+
+def _rope_nope(table):
+    e, d = table.engines["llama.cpp"], math.sqrt(192)
+    return float(e.scale[0] * d), float((e.scale if e.nope_scale is None else e.nope_scale)[0] * d)
+
+
+@pytest.mark.parametrize("build, mscale_all_dim, want_rope, want_nope", [
+    # before PR #17945 (b7371): kq_scale = (1 + 0.1 mscale_all_dim ln s)^2, ggml's 1 + 0.1 ln s on cos/sin uncancelled
+    ("b7370", 0.0, get_mscale(40) ** 2, 1.0),
+    ("b7370", 1.0, get_mscale(40) ** 4, get_mscale(40) ** 2),
+    # from b7371: the context's factor get_mscale(s) (yarn_log_multiplier 0 counts as unset), attn_factor_org in kq
+    ("b7371", 0.0, get_mscale(40) ** 4, get_mscale(40) ** 2),
+    ("b7371", 1.0, get_mscale(40) ** 2, get_mscale(40) ** 2),
+    (None, 1.0, get_mscale(40) ** 2, get_mscale(40) ** 2)])
+def test_llama_cpp_deepseek2_kq_scale_before_and_after_pr_17945(build, mscale_all_dim, want_rope, want_nope):
+    """Builds before b7371 give x1 on the nope and x1.8739 on the rope dimensions for mscale 1 / mscale_all_dim 0."""
+    cfg = {**_DS_MSCALE_ONLY, "rope_scaling": {**_DS_MSCALE_ONLY["rope_scaling"], "mscale_all_dim": mscale_all_dim}}
+    t = engine_scales(cfg, [1], versions=None if build is None else {"llama.cpp": build})
+    np.testing.assert_allclose(_rope_nope(t), [want_rope, want_nope], rtol=1e-12)
+    rule = "deepseek2_kq_scale_pre17945" if build == "b7370" else "deepseek2_kq_scale"
+    assert rule in t.engines["llama.cpp"].rules
+    if build == "b7370" and mscale_all_dim == 0.0:
+        assert round(want_rope, 4) == 1.8739 and want_nope == 1.0
+
+
+def test_llama_cpp_mistral3_graph_cancels_ggml_factor_before_pr_17945():
+    """llm_build_mistral3 passed attn_factor = 1/(1 + 0.1 ln s) to the rope: x1 on q.k, with or without the pair."""
+    t = engine_scales(YARN_MSCALE_PAIR | {"model_type": "ministral3"}, [1], versions={"llama.cpp": "b7000"})
+    np.testing.assert_allclose(rel(t, "llama.cpp"), 1.0, rtol=1e-12)
+    assert "mistral3_attn_factor_pre17945" in t.engines["llama.cpp"].rules
+    no_pair = {**YARN_MSCALE_PAIR, "model_type": "ministral3", "rope_parameters": {
+        k: v for k, v in YARN_MSCALE_PAIR["rope_parameters"].items() if k not in ("mscale", "mscale_all_dim")}}
+    np.testing.assert_allclose(rel(engine_scales(no_pair, [1], versions={"llama.cpp": "b7000"}), "llama.cpp"), 1.0,
+                               rtol=1e-12)
+    np.testing.assert_allclose(rel(engine_scales(no_pair, [1]), "llama.cpp"), get_mscale(16) ** 2, rtol=1e-12)
+
+
+def test_llama_cpp_attention_factor_before_pr_17945_is_unknown():
+    cfg = {**QWEN3_STATIC_YARN, "rope_scaling": {**QWEN3_STATIC_YARN["rope_scaling"], "attention_factor": 1.0}}
+    assert engine_scales(cfg, [1], versions={"llama.cpp": "b7370"}).engines["llama.cpp"].scale is None
+    np.testing.assert_allclose(rel(engine_scales(cfg, [1], versions={"llama.cpp": "b7371"}), "llama.cpp"),
+                               get_mscale(4.0) ** 2, rtol=1e-12)  # overwritten from b7371
 
 
 def test_vllm_deepseek_reads_a_top_level_llama_4_scaling():
@@ -300,6 +352,28 @@ def test_sglang_takes_the_mscale_ratio_from_0_5_16(version, want):
     """PR #31232, first in 0.5.16: Ministral 3's mscale = mscale_all_dim = 1 gives the ratio 1."""
     t = engine_scales(YARN_MSCALE_PAIR, [1], versions={} if version is None else {"sglang": version})
     np.testing.assert_allclose(rel(t, "sglang"), want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("version, yarn", [(None, 1.0), ("0.5.16", 1.0), ("0.5.15", get_mscale(16) ** 2)])
+def test_sglang_ministral3_scales_q_by_llama_4_beta(version, yarn):
+    """Ministral3Attention (0.5.6.post1 on): q x (1 + 0.1 ln(1 + floor(p / 16384))), p = n - 1, on every layer."""
+    from .configs import MINISTRAL3_WRAPPED
+
+    n = np.array([1, 16384, 16385, 32769, 131072])
+    want = yarn * (1 + 0.1 * np.log1p(np.floor((n - 1) / 16384)))
+    for cfg in (MINISTRAL3, MINISTRAL3_WRAPPED):
+        t = engine_scales(cfg, n, versions={} if version is None else {"sglang": version})
+        np.testing.assert_allclose(rel(t, "sglang"), want, rtol=1e-12)
+        assert "ministral3_llama_4_scaling" in t.engines["sglang"].rules
+    assert round(want[2] / yarn, 4) == 1.0693
+
+
+def test_sglang_ministral3_divides_by_16384_whatever_the_rope_dict_says():
+    cfg = {**MINISTRAL3, "rope_parameters": {**MINISTRAL3["rope_parameters"], "original_max_position_embeddings": 8192}}
+    e = engine_scales(cfg, [8193, 16385]).engines["sglang"]
+    np.testing.assert_allclose(e.scale * math.sqrt(128), [1.0, 1 + 0.1 * math.log(2)], rtol=1e-12)
+    assert any("takes L = 16384" in x for x in e.notes)
+    assert engine_scales(MINISTRAL3, [16385], versions={"sglang": "0.5.6"}).engines["sglang"].scale is None
 
 
 def test_sglang_before_0_5_13_is_unknown_for_yarn():
