@@ -37,11 +37,3 @@ def test_the_worked_example_is_the_commands_real_output(tmp_path, capsys, monkey
     monkeypatch.chdir(tmp_path)
     assert main(argv[1:]) == 0
     assert capsys.readouterr().out == printed
-
-
-def test_no_code_block_scrolls_sideways():
-    import re
-
-    text = PAGE.read_text(encoding="utf-8")
-    for block in re.findall(r"```[a-z]*\n(.*?)```", text, re.S):
-        assert max(len(line) for line in block.splitlines()) <= 100, block[:80]
