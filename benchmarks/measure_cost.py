@@ -18,7 +18,7 @@ from ._harness import run_py
 #: The notes of this topic in its results file (markdown).
 NOTES = """
 `measure` runs, per document or prompt, the positions where every cell's multiplier is 1 once (the cached
-prefix) and continues each cell from their keys and values (`softmax_scale/experiments/measure.py`). A
+prefix) and continues each cell from their keys and values (`softmax_scale/experiments/_measure_sweep.py`). A
 continued cell computes the positions past `L` only: its cost against one whole pass is the first row, and a
 sweep of the six constant multipliers (one of them 1) costs the prefix once plus six continuations (second
 row, against six whole passes). The peak is the interpreter's resident set after that sweep: the model's

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from softmax_scale.cli import main
+from softmax_scale.experiments import _measure_run
 from softmax_scale.experiments import measure as ms
 from softmax_scale.models._files import package_file
 from softmax_scale.models.llama import SMOLLM2_FILE, SMOLLM2_INSTALL, LlamaDecoder
@@ -248,7 +249,7 @@ def test_a_text_this_python_lacks_gives_no_windows_and_the_header_says_so(tiny, 
         return f"{name} " + TEXT
 
     monkeypatch.setattr(corpus_module, "corpus", corpus)
-    monkeypatch.setattr(ms, "_RUNS", {})  # this run's made-up texts stay out of the process's cache
+    monkeypatch.setattr(_measure_run, "_RUNS", {})  # this run's made-up texts stay out of the process's cache
     cfg = ms.MeasureConfig(str(tiny[0]), (N,), docs=4, prompts=0)
     run = ms._run_of(cfg)
     names = [name for name, _ in run.documents(N)]

@@ -14,6 +14,7 @@ import pytest
 
 from softmax_scale._util.store import Table
 from softmax_scale.cli import main
+from softmax_scale.experiments import _measure_run
 from softmax_scale.experiments import measure as ms
 from softmax_scale.models.llama import LlamaDecoder
 
@@ -39,7 +40,7 @@ def unread(monkeypatch):
     def refuse(path, *a, **k):
         raise AssertionError(f"the model was read ({path})")
 
-    monkeypatch.setattr(ms, "_RUNS", {})
+    monkeypatch.setattr(_measure_run, "_RUNS", {})
     monkeypatch.setattr(LlamaDecoder, "from_gguf", refuse)
 
 

@@ -1,0 +1,202 @@
+"""measure's units: one (task, length, document or prompt) read under every cell; the result file's header.
+
+The :class:`~.base.Experiment` behind :func:`softmax_scale.experiments.measure.measure`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .._util.store import source_revision
+from ._measure_run import (
+    BOOTSTRAP,
+    COLUMNS,
+    CONSTANT,
+    DEPTHS,
+    FILE_ROPE,
+    INTS,
+    KEY_SEED,
+    TEXT,
+    MeasureConfig,
+    _first_change,
+    _prefix_length,
+    _run_of,
+)
+from ._measure_stats import summarise
+from .base import Experiment
+
+
+@dataclass(frozen=True)
+class MeasureTask:
+    """One unit: a (task, length, document or prompt)."""
+
+    task: str
+    length: int
+    item: str
+    config: MeasureConfig = field(repr=False, compare=False)
+
+
+def _text_hashes(documents: str) -> dict:
+    """``{text: sha256 prefix}`` as a header's ``documents`` line names them."""
+    return dict(re.findall(r"(?:\(|; )([^;]+?) sha256 ([0-9a-f]{16})", documents))
+
+
+def _same_documents(store, header: dict, run, lengths) -> None:
+    """Refuse to extend a file whose rows were read from other text than this run would read.
+
+    A file may gain lengths (and so documents) it did not have; what it holds must stay what it
+    was: every text both runs read has the same hash, and every document row at a length this run
+    asks for is one of this run's windows at that length.
+    """
+    old, new = _text_hashes(store.header.get("documents", "")), _text_hashes(header["documents"])
+    changed = sorted(t for t in old.keys() & new.keys() if old[t] != new[t])
+    if changed:
+        raise ValueError(f"`out`: {store.path} was read from other text ({', '.join(changed)} changed); "
+                         "pass overwrite=True (or another file) to start again")
+    windows = {n: {name for name, _ in run.documents(n)} for n in lengths}
+    for task, n, item in store.done:
+        if task == "loss" and int(n) in windows and item not in windows[int(n)]:
+            raise ValueError(f"`out`: {store.path} holds document {item} at n = {n}, which this run does not "
+                             "read; pass overwrite=True (or another file) to start again")
+
+
+def _overflow(scheme, label, task) -> ValueError:
+    """The refusal of a cell whose loss is not finite (nothing of its unit is written)."""
+    where = f"on {task.item} at n = {task.length}"
+    if scheme == CONSTANT and label != 1.0:
+        return ValueError(f"`factors`: {label:g} times q.k overflows float32 (a non-finite loss {where}); "
+                          "use smaller factors")
+    return ValueError(f"`model`: the cell {scheme} {label:g} gives a non-finite loss {where} (float32 overflows)")
+
+
+def _prompt_name(k: int) -> str:
+    return f"d{DEPTHS[k % len(DEPTHS)]:g}-k{k}"
+
+
+class MeasureExperiment(Experiment):
+    """The sweep behind :func:`measure` (see the module docstring); not one of the project's experiments."""
+
+    name = "measure"
+    description = "a user's GGUF decoder: loss and pass keys against the multiplier on q.k past L"
+    file_stem = "measure"
+    columns, text, ints = COLUMNS, TEXT, INTS
+    key = task_columns = ("task", "length", "item")
+    match = ("model_sha256", "train_length", "rope", "cells", "prompts", "scoring")  # documents: _same_documents
+    float_format = ".9g"
+
+    def __init__(self, progress: bool = True):
+        self.progress = progress
+        self.started = time.perf_counter()
+        self._finished = 0
+        self.todo = 0
+
+    def config(self, quick: bool = False):
+        """Not used: :func:`measure` builds the configuration."""
+        raise NotImplementedError("measure's configuration comes from measure()")
+
+    def tasks(self, config, *, out=None, progress: bool = False) -> list:
+        """Per length: the documents, then the prompts."""
+        run = _run_of(config)
+        tasks = []
+        for n in config.lengths:
+            tasks += [MeasureTask("loss", n, name, config) for name, _ in run.documents(n)]
+            tasks += [MeasureTask("passkey", n, _prompt_name(k), config) for k in range(config.prompts)]
+        return tasks
+
+    def task_cells(self, task) -> tuple:
+        """``(task, length, item)``."""
+        return (task.task, task.length, task.item)
+
+    def expected_rows(self, task) -> int:
+        """A row per cell."""
+        c = task.config
+        return len(c.factors) + len(c.shapes) + bool(c.recipe)
+
+    def run_task(self, task) -> list:
+        """Read the unit's sequence under every cell, continuing the shared prefix."""
+        from ..models.readout import read_out
+
+        run = _run_of(task.config)
+        n, L = task.length, run.L
+        if task.task == "loss":
+            ids = dict(run.documents(n))[task.item]
+            scored, depth, all_of = np.arange(L, n - 1), float("nan"), False
+        else:
+            seq = run.prompt(n, int(task.item.split("-k")[1]))
+            ids, scored, depth, all_of = seq.ids, seq.scored, seq.depth, True
+        inv = run.frequencies(n)
+        cells = run.cells(n)
+        start = _prefix_length([f for _, _, f in cells], n, L, int(scored.min()))
+        kw = dict(inv_freq=inv, query_block=task.config.query_block, backend=task.config.backend)
+        prefix = read_out(run.model, ids, [], stop=start, **kw) if start > 0 else None
+        read, rows = {}, []
+        for scheme, label, f in cells:
+            t0 = time.perf_counter()
+            k = f.tobytes()
+            if k not in read:
+                whole = prefix is None or _first_change(f, n) < start
+                r = read_out(run.model, ids, scored, probe=[], start=0 if whole else start,
+                             cache=None if whole else prefix.cache, factors=f, **kw)
+                read[k] = (r.argmax, r.nll)
+            argmax, nll = read[k]
+            if not np.all(np.isfinite(nll)):
+                raise _overflow(scheme, label, task)
+            hit = argmax == ids[scored + 1]
+            applied = np.reshape(f, (-1, n))[:, scored].mean()
+            rows.append((task.task, n, task.item, scheme, label, task.config.rope, depth, float(np.mean(nll)),
+                         float(hit.all()) if all_of else float("nan"), float(applied), int(scored.size),
+                         round(time.perf_counter() - t0, 2)))
+        return rows
+
+    def task_finished(self, task) -> None:
+        """After the first unit: the estimate of the whole sweep, measured on it."""
+        self._finished += 1
+        if self._finished == 1 and self.progress:
+            took = time.perf_counter() - self.started
+            print(f"measure: the first unit took {took:.0f} s; about {took * (self.todo - 1) / 60:.1f} min for "
+                  f"the other {self.todo - 1}", file=sys.stderr)
+
+    def header(self, config, tasks, command) -> dict:
+        """The command, the model file and its hash, ``L``, the RoPE, the cells, the texts, the code."""
+        run = _run_of(config)
+        m, r = run.model, run.recipe
+        docs = sorted({t.item for t in tasks if t.task == "loss"})
+        hashes = "; ".join(f"{os.path.basename(s) if config.texts else s} " + (f"sha256 {h}" if h else "absent")
+                           for s, (_, h) in run.texts.items())
+        recipe = "none" if r is None else f"{r.rope_type} s = {r.factor:g} at L = {r.train_length}, {r.engine}'s multiplier"
+        return {
+            "command": command or " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
+            "experiment": f"measure{' (quick)' if config.quick else ''}",
+            "model": os.path.basename(m.path),
+            "model_sha256": m.sha256,
+            "architecture": m.config.arch,
+            "train_length": run.L,
+            "head_dim": m.config.head_dim,
+            "rope": config.rope if config.rope != FILE_ROPE else f"file ({recipe})",
+            "recipe": recipe,
+            "cells": f"constant {', '.join(f'{f:g}' for f in config.factors)} on the queries past L; shapes "
+                     f"{', '.join(config.shapes) or 'none'} (scheme registry, pinned at L)"
+                     + ("; the file's recipe" if config.recipe else ""),
+            "documents": f"{len(docs)} per length: {', '.join(docs)} ({hashes})",
+            "prompts": f"{config.prompts} per length: real_passkey.passkey_sequence at depths "
+                       f"{', '.join(f'{d:g}' for d in DEPTHS)} in turn, key k = numpy default_rng([{KEY_SEED}, k])",
+            "scoring": "loss: mean next-token nats at the positions past L; passkey: all five digits the greedy "
+                       "choice (teacher-forced); float32 activations, float64 statistics"
+                       + ("; a BOS first in every sequence (the file's add_bos_token)" if m.config.add_bos else ""),
+            "backend": config.backend,
+            "statistics": f"minimiser: vertex of the parabola through the lowest mean loss and its neighbours; "
+                          f"interval: percentile bootstrap over documents ({BOOTSTRAP} resamples, 95%)",
+            "code": f"softmax_scale at {source_revision()}",
+            "date": datetime.date.today().isoformat(),
+        }
+
+    def summaries(self, table) -> list:
+        """The curves, one table per length."""
+        return [curve.to_text() for curve in summarise(table)]
