@@ -413,8 +413,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="text files cut into documents of n tokens (default: texts that ship with Python)")
     sp.add_argument("--docs", type=_number, default=6, help="documents per length (default 6)")
     sp.add_argument("--prompts", type=_number, default=12, help="pass-key prompts per length (default 12; 0: none)")
-    sp.add_argument("--quick", action="store_true", help="the pipeline in a minute: a pretend L of 15/16 of n, "
-                    "3 constants and the yarn shape (unless --factors/--shapes), at most 2 documents and 1 prompt")
+    sp.add_argument("--quick", action="store_true", help="one document, at most 1 prompt, 3 constants and the yarn "
+                    "shape (unless --factors/--shapes), past the model's L; where n is not past it, a smoke test at a "
+                    "pretend L of 15/16 of n that prints no minimiser")
     sp.add_argument("--out", default="measure", help="folder of measure.csv and its figure, or a path ending in .csv "
                     "(default measure/)")
     sp.add_argument("--overwrite", action="store_true", help="start a new CSV instead of resuming")

