@@ -71,6 +71,10 @@ class MeasureConfig:
     quick : bool
     model_length : int or None
         The model's own ``L`` where ``train_length`` is a pretend one (the quick form's smoke test).
+    adaptive : int
+        Constants read on a unit by the adaptive search (:func:`~._measure_stats.adaptive_cells`,
+        from 1 and the recipe's multiplier, ``spacing`` apart); 0: ``factors``, a fixed grid.
+    spacing : float
     """
 
     model: str
@@ -87,6 +91,8 @@ class MeasureConfig:
     backend: str = "numpy"
     quick: bool = False
     model_length: int | None = None
+    adaptive: int = 0
+    spacing: float = 0.05
 
 
 
@@ -181,11 +187,13 @@ def _run_of(config: MeasureConfig) -> _Run:
         from ..models.recipe import file_recipe
 
         same = [r for r in _RUNS.values() if r.config.model == config.model]  # the file read once per process
-        _RUNS.clear()
+        if not same:
+            _RUNS.clear()
         model = same[0].model if same else LlamaDecoder.from_gguf(config.model)
         recipe = file_recipe(model) if config.rope == FILE_ROPE or config.recipe else None
         L = config.train_length or (recipe.train_length if recipe is not None else model.config.context_length)
-        _RUNS[config] = _Run(config, model, int(L), recipe)
+        texts = next((r.texts for r in same if r.config.texts == config.texts), {})  # tokenised once
+        _RUNS[config] = _Run(config, model, int(L), recipe, texts)
     return _RUNS[config]
 
 

@@ -109,6 +109,9 @@ def _curve(rows, n, L, smoke: str = "") -> LengthCurve:
     loss_rows = rows["task"] == "loss"
     docs = list(dict.fromkeys(rows["item"][loss_rows]))
     const = loss_rows & (rows["scheme"] == CONSTANT)
+    per_doc = [set(rows["factor"][const & (rows["item"] == d)].tolist()) for d in docs]
+    common = set.intersection(*per_doc) if per_doc else set()  # an adaptive sweep's first document reads more
+    const &= np.isin(rows["factor"], sorted(common))
     factors = np.unique(rows["factor"][const])
     D = np.full((len(docs), factors.size), np.nan)
     index = {d: i for i, d in enumerate(docs)}
@@ -205,3 +208,111 @@ def figure(curves, title: str = ""):
     ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# The adaptive sweep's next cell
+
+
+#: The golden section's smaller part, ``(3 - sqrt(5)) / 2``.
+GOLDEN = (3 - math.sqrt(5)) / 2
+
+
+def next_factor(xs, ys, spacing: float = 0.05) -> float:
+    """The next constant multiplier to read, given the multipliers ``xs`` read so far and their losses ``ys``.
+
+    Bracket, then refine: while the lowest loss is at an end of the cells read, step past that end
+    (by 1.618 times the last gap, at least ``spacing``; halving towards 0 below the smallest); once it
+    has a neighbour on each side, the vertex of the parabola through the three, or the golden-section
+    point of the wider side where the vertex is within ``spacing`` of a cell read; where both are,
+    the nearest free point ``spacing`` apart beside the lowest (the lower neighbour's side first).
+    Every cell returned is positive and at least ``spacing`` from every cell read (halving below
+    the smallest excepted: never at or below 0).
+
+    Parameters
+    ----------
+    xs, ys : sequence of float
+        At least one cell and its loss.
+    spacing : float
+        The least distance between two cells.
+
+    Returns
+    -------
+    float
+    """
+    x = np.asarray(xs, dtype=np.float64)
+    y = np.asarray(ys, dtype=np.float64)
+    if x.ndim != 1 or x.size < 1 or x.shape != y.shape:
+        raise ValueError(f"`xs` and `ys` must be equal-length 1-D sequences of at least one cell, got {x.shape}, {y.shape}")
+    if not (spacing > 0):
+        raise ValueError(f"`spacing` must be positive, got {spacing!r}")
+    order = np.argsort(x)
+    x, y = x[order], y[order]
+    if x.size == 1:
+        return float(x[0] + 2 * spacing)
+    j = int(np.argmin(y))
+    free = lambda v: v > 0 and bool(np.all(np.abs(x - v) >= spacing * (1 - 1e-9)))  # noqa: E731
+    if j == x.size - 1:
+        return float(x[j] + max(1.618 * (x[j] - x[j - 1]), spacing))
+    if j == 0:
+        v = x[0] - max(1.618 * (x[1] - x[0]), spacing)
+        return float(v if v > 0 else x[0] / 2)
+    a, m, b = x[j - 1:j + 2]
+    ya, ym, yb = y[j - 1:j + 2]
+    den = (m - a) * (ym - yb) - (m - b) * (ym - ya)
+    if den != 0:
+        v = m - 0.5 * ((m - a) ** 2 * (ym - yb) - (m - b) ** 2 * (ym - ya)) / den
+        if a < v < b and free(v):
+            return float(v)
+    g = m + GOLDEN * (b - m) if b - m > m - a else m - GOLDEN * (m - a)
+    if free(g):
+        return float(g)
+    first = -1 if ya < yb else 1
+    for k in range(1, 10 * x.size + 2):
+        for side in (first, -first):
+            v = m + side * k * spacing
+            if free(v):
+                return float(v)
+    raise AssertionError("unreachable: a free point exists beside the lowest")  # pragma: no cover
+
+
+def adaptive_cells(loss, start, cells: int, spacing: float = 0.05) -> tuple:
+    """``cells`` constant multipliers read one after another by :func:`next_factor`, from ``start``.
+
+    Parameters
+    ----------
+    loss : callable
+        A multiplier's loss.
+    start : sequence of float
+        The first cells (1 and the recipe's multiplier); one at least ``spacing`` from another is kept.
+    cells : int
+        How many to read in all (at least ``len(start)``).
+    spacing : float
+
+    Returns
+    -------
+    tuple of (ndarray, ndarray)
+        The multipliers, ascending, and their losses.
+    """
+    xs: list = []
+    for s in start:
+        if s > 0 and all(abs(s - v) >= spacing for v in xs):
+            xs.append(float(s))
+    ys = [float(loss(v)) for v in xs]
+    while len(xs) < cells:
+        v = next_factor(xs, ys, spacing)
+        xs.append(v)
+        ys.append(float(loss(v)))
+    order = np.argsort(xs)
+    return np.asarray(xs)[order], np.asarray(ys)[order]
+
+
+def follow_factors(xs, ys) -> tuple:
+    """The constants the other units read after an adaptive search: 1, and the lowest of ``ys`` with its two neighbours.
+
+    At an end of ``xs``, the three cells at that end.
+    """
+    order = np.argsort(xs)
+    x, y = np.asarray(xs, dtype=np.float64)[order], np.asarray(ys, dtype=np.float64)[order]
+    j = min(max(int(np.argmin(y)) - 1, 0), max(x.size - 3, 0))
+    return tuple(sorted({1.0, *(float(v) for v in x[j:j + 3])}))

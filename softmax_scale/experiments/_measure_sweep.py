@@ -5,6 +5,7 @@ The :class:`~.base.Experiment` behind :func:`softmax_scale.experiments.measure.m
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import os
 import re
@@ -23,6 +24,7 @@ from ._measure_run import (
     FILE_ROPE,
     INTS,
     KEY_SEED,
+    RECIPE,
     SMOKE,
     TEXT,
     MeasureConfig,
@@ -30,7 +32,7 @@ from ._measure_run import (
     _prefix_length,
     _run_of,
 )
-from ._measure_stats import summarise
+from ._measure_stats import adaptive_cells, follow_factors, summarise
 from .base import Experiment
 
 
@@ -103,12 +105,31 @@ class MeasureExperiment(Experiment):
         raise NotImplementedError("measure's configuration comes from measure()")
 
     def tasks(self, config, *, out=None, progress: bool = False) -> list:
-        """Per length: the documents, then the prompts."""
+        """Per length: the documents, then the prompts.
+
+        Under an adaptive sweep, the first document searches (``config``), and the others and the
+        prompts read the constants its rows in the file ``out`` choose (:func:`follow_factors`);
+        until the file holds them, the first document alone.
+        """
         run = _run_of(config)
+        rows = None
+        if config.adaptive and out is not None and os.path.exists(out):
+            rows = self.read(out).rows
         tasks = []
         for n in config.lengths:
-            tasks += [MeasureTask("loss", n, name, config) for name, _ in run.documents(n)]
-            tasks += [MeasureTask("passkey", n, _prompt_name(k), config) for k in range(config.prompts)]
+            docs = [name for name, _ in run.documents(n)]
+            cfg = config
+            if config.adaptive:
+                tasks.append(MeasureTask("loss", n, docs[0], config))
+                first = None if rows is None else ((rows["task"] == "loss") & (rows["length"] == n)
+                                                   & (rows["item"] == docs[0]) & (rows["scheme"] == CONSTANT))
+                if first is None or first.sum() != config.adaptive:
+                    continue
+                cfg = dataclasses.replace(config, adaptive=0, factors=follow_factors(rows["factor"][first],
+                                                                                      rows["loss"][first]))
+                docs = docs[1:]
+            tasks += [MeasureTask("loss", n, name, cfg) for name in docs]
+            tasks += [MeasureTask("passkey", n, _prompt_name(k), cfg) for k in range(config.prompts)]
         return tasks
 
     def task_cells(self, task) -> tuple:
@@ -118,10 +139,15 @@ class MeasureExperiment(Experiment):
     def expected_rows(self, task) -> int:
         """A row per cell."""
         c = task.config
-        return len(c.factors) + len(c.shapes) + bool(c.recipe)
+        return (c.adaptive or len(c.factors)) + len(c.shapes) + bool(c.recipe)
 
     def run_task(self, task) -> list:
-        """Read the unit's sequence under every cell, continuing the shared prefix."""
+        """Read the unit's sequence under every cell, continuing the shared prefix.
+
+        Under an adaptive sweep (``config.adaptive``), the constants are read one after another
+        (:func:`~._measure_stats.adaptive_cells` on this unit's loss, from 1 and the recipe's
+        multiplier) and written in ascending order.
+        """
         from ..models.readout import read_out
 
         run = _run_of(task.config)
@@ -134,11 +160,14 @@ class MeasureExperiment(Experiment):
             ids, scored, depth, all_of = seq.ids, seq.scored, seq.depth, True
         inv = run.frequencies(n)
         cells = run.cells(n)
-        start = _prefix_length([f for _, _, f in cells], n, L, int(scored.min()))
+        past = np.arange(n) >= L
+        adaptive = [np.where(past, 2.0, 1.0)] if task.config.adaptive else []  # the constants to come
+        start = _prefix_length([f for _, _, f in cells] + adaptive, n, L, int(scored.min()))
         kw = dict(inv_freq=inv, query_block=task.config.query_block, backend=task.config.backend)
         prefix = read_out(run.model, ids, [], stop=start, **kw) if start > 0 else None
-        read, rows = {}, []
-        for scheme, label, f in cells:
+        read = {}
+
+        def row(scheme, label, f):
             t0 = time.perf_counter()
             k = f.tobytes()
             if k not in read:
@@ -151,9 +180,21 @@ class MeasureExperiment(Experiment):
                 raise _overflow(scheme, label, task)
             hit = argmax == ids[scored + 1]
             applied = np.reshape(f, (-1, n))[:, scored].mean()
-            rows.append((task.task, n, task.item, scheme, label, task.config.rope, depth, float(np.mean(nll)),
-                         float(hit.all()) if all_of else float("nan"), float(applied), int(scored.size),
-                         round(time.perf_counter() - t0, 2)))
+            return (task.task, n, task.item, scheme, label, task.config.rope, depth, float(np.mean(nll)),
+                    float(hit.all()) if all_of else float("nan"), float(applied), int(scored.size),
+                    round(time.perf_counter() - t0, 2))
+
+        rows = [row(*c) for c in cells]
+        if task.config.adaptive:
+            const = {}
+
+            def loss(x):
+                const[x] = row(CONSTANT, x, np.where(past, x, 1.0))
+                return const[x][7]
+
+            recipe = [r[9] for r in rows if r[3] == RECIPE]
+            adaptive_cells(loss, (1.0, *recipe), task.config.adaptive, task.config.spacing)
+            rows = [const[x] for x in sorted(const)] + [r for r in rows if r[3] != CONSTANT]
         return rows
 
     def task_finished(self, task) -> None:
@@ -168,7 +209,7 @@ class MeasureExperiment(Experiment):
         """The command, the model file and its hash, ``L``, the RoPE, the cells, the texts, the code."""
         run = _run_of(config)
         m, r = run.model, run.recipe
-        docs = sorted({t.item for t in tasks if t.task == "loss"})
+        docs = sorted({name for n in config.lengths for name, _ in run.documents(n)})  # an adaptive sweep's too
         hashes = "; ".join(f"{os.path.basename(s) if config.texts else s} " + (f"sha256 {h}" if h else "absent")
                            for s, (_, h) in run.texts.items())
         recipe = "none" if r is None else f"{r.rope_type} s = {r.factor:g} at L = {r.train_length}, {r.engine}'s multiplier"
@@ -183,8 +224,13 @@ class MeasureExperiment(Experiment):
             "head_dim": m.config.head_dim,
             "rope": config.rope if config.rope != FILE_ROPE else f"file ({recipe})",
             "recipe": recipe,
-            "cells": f"constant {', '.join(f'{f:g}' for f in config.factors)} on the queries past L; shapes "
-                     f"{', '.join(config.shapes) or 'none'} (scheme registry, pinned at L)"
+            "cells": (f"adaptive, {config.adaptive} constants on the queries past L read on the first document one "
+                      f"after another from 1 and the recipe's multiplier, {config.spacing:g} apart (bracket, then "
+                      "parabola or golden section: _measure_stats.next_factor); on the other documents and the "
+                      "prompts, 1 and the first's lowest constant with its two neighbours; shapes "
+                      if config.adaptive else
+                      f"constant {', '.join(f'{f:g}' for f in config.factors)} on the queries past L; shapes ")
+                     + f"{', '.join(config.shapes) or 'none'} (scheme registry, pinned at L)"
                      + ("; the file's recipe" if config.recipe else ""),
             "documents": f"{len(docs)} per length: {', '.join(docs)} ({hashes})",
             "prompts": f"{config.prompts} per length: real_passkey.passkey_sequence at depths "

@@ -163,6 +163,14 @@ def _distinct(values, name: str, what: str = "a value") -> tuple:
     return values
 
 
+def _spacing(spacing) -> float:
+    """An adaptive sweep's least distance between two constants: 0.001 to 1."""
+    v = check_real(spacing, "spacing")
+    if not 1e-3 <= v <= 1.0:
+        raise ValueError(f"`spacing` must be between 0.001 and 1, got {v!r}")
+    return v
+
+
 def _past(lengths, L: int) -> None:
     """Every length must score a position past ``L`` (one whose next token is read)."""
     if lengths[0] < L + 2:
@@ -268,7 +276,8 @@ def _check(model, lengths, rope, train_length, factors, shapes, texts, docs, pro
 
 
 def measure(model, n, *, rope: str = FILE_ROPE, train_length: int | None = None, factors=None,
-            shapes=None, recipe: bool = True, text=None, docs: int = 6, prompts: int = 12, quick: bool = False,
+            shapes=None, recipe: bool = True, text=None, docs: int = 6, prompts: int = 12, adaptive: int = 0,
+            spacing: float = 0.05, quick: bool = False,
             out="measure", overwrite: bool = False, executor=None, workers: int = 0, scheduler: str | None = None,
             backend: str = "numpy", query_block: int = 256, figure_file: bool = True, progress: bool = True,
             command: str | None = None) -> MeasureResult:
@@ -294,6 +303,14 @@ def measure(model, n, *, rope: str = FILE_ROPE, train_length: int | None = None,
         Text files cut into windows of ``n`` tokens; the texts that ship with Python otherwise.
     docs, prompts : int
         Documents and pass-key prompts per length.
+    adaptive : int
+        Under 0, the constants ``factors`` (a fixed grid); otherwise that many constants read on the
+        first document one after another (:func:`~._measure_stats.next_factor`: from 1 and the
+        recipe's multiplier, bracket the lowest loss, then refine it, ``spacing`` apart), and on the
+        other documents and the prompts 1 and the first's lowest with its two neighbours (``factors``
+        must be omitted).
+    spacing : float
+        The least distance between two constants of an adaptive sweep.
     quick : bool
         :func:`quick_config`: one document and few cells past the model's ``L``, or a smoke test at a
         pretend ``L`` where ``n`` is not past it (``factors`` and ``shapes`` as given, where given).
@@ -335,6 +352,14 @@ def measure(model, n, *, rope: str = FILE_ROPE, train_length: int | None = None,
         SHAPES if shapes is None else shapes, text, docs, prompts, backend)
     cfg = MeasureConfig(path, lengths, rope, train_length, fs, shs, bool(recipe), texts, docs, prompts,
                         check_int(query_block, "query_block", minimum=1), backend)
+    if check_int(adaptive, "adaptive", minimum=0):
+        if factors is not None:
+            raise ValueError("`adaptive` chooses the constants: pass it or `factors`, not both")
+        if quick:
+            raise ValueError("`adaptive` and `quick` do not go together (the quick form reads a fixed grid)")
+        check_int(adaptive, "adaptive", minimum=3)
+        cfg = dataclasses.replace(cfg, factors=(1.0,), adaptive=int(adaptive),
+                                  spacing=_spacing(spacing))
     workers = check_int(workers, "workers", minimum=0, maximum=1024)
     target = _target(out, quick, figure_file)
     if quick:
@@ -355,18 +380,23 @@ def measure(model, n, *, rope: str = FILE_ROPE, train_length: int | None = None,
             raise ValueError(f"`n` must be at least {need} tokens for a pass-key prompt of this model, got {lengths[0]}; "
                              "pass a longer n or prompts=0")
     exp = MeasureExperiment(progress)
-    tasks = exp.tasks(cfg)
+    tasks = exp.tasks(cfg, out=None if overwrite else target)
     header = exp.header(cfg, tasks, command)
     store = ResultStore(target, header, COLUMNS, key=exp.key, match=exp.match, overwrite=overwrite,
                         float_format=exp.float_format)
     _same_documents(store, header, run, cfg.lengths)
     exp.todo = sum(not exp.is_done(store, t) for t in tasks)
     exp.started = time.perf_counter()
-    if scheduler is not None:
-        with dask_executor(scheduler) as ex:
-            run_sweep(exp, tasks, store, executor=ex, progress=progress)
-    else:
-        run_sweep(exp, tasks, store, executor=executor, workers=workers, progress=progress)
+    while True:  # an adaptive sweep: the first documents, then what their rows choose
+        if scheduler is not None:
+            with dask_executor(scheduler) as ex:
+                run_sweep(exp, tasks, store, executor=ex, progress=progress)
+        else:
+            run_sweep(exp, tasks, store, executor=executor, workers=workers, progress=progress)
+        more = exp.tasks(cfg, out=target)
+        if len(more) == len(tasks):
+            break
+        tasks = more
     table = exp.read(target)
     curves = tuple(summarise(table))
     png = None
