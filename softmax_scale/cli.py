@@ -187,8 +187,8 @@ def _cmd_measure(args):
         os.environ["TQDM_DISABLE"] = "1"
     r = measure(args.model, args.n, rope=args.rope, train_length=args.train_length,
                 factors=args.factors, shapes=args.shapes, recipe=not args.no_recipe, text=args.text,
-                docs=args.docs, prompts=args.prompts, adaptive=args.adaptive, spacing=args.spacing, quick=args.quick,
-                out=args.out, overwrite=args.overwrite,
+                docs=args.docs, prompts=args.prompts, adaptive=args.adaptive, spacing=args.spacing, budget=args.budget,
+                quick=args.quick, out=args.out, overwrite=args.overwrite,
                 workers=args.workers, scheduler=args.scheduler, backend=args.backend, figure_file=not args.no_figure,
                 progress=not args.no_progress and not args.json,
                 command=f"softmax-scale measure {' '.join(args.argv)}".strip())
@@ -418,6 +418,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="read CELLS constants on the first document one after another (bracket the lowest loss, "
                     "then refine it), and on the others 1 and the lowest with its two neighbours (default 0: --factors)")
     sp.add_argument("--spacing", type=_number, default=0.05, help="least distance between two adaptive constants (0.05)")
+    sp.add_argument("--budget", type=_number, default=None, metavar="MINUTES",
+                    help="fit a new run in MINUTES: time its first unit, then shrink documents and prompts to fit")
     sp.add_argument("--quick", action="store_true", help="one document, at most 1 prompt, 3 constants and the yarn "
                     "shape (unless --factors/--shapes), past the model's L; where n is not past it, a smoke test at a "
                     "pretend L of 15/16 of n that prints no minimiser")

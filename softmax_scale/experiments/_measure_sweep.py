@@ -99,6 +99,7 @@ class MeasureExperiment(Experiment):
         self.started = time.perf_counter()
         self._finished = 0
         self.todo = 0
+        self.plan: list = []
 
     def config(self, quick: bool = False):
         """Not used: :func:`measure` builds the configuration."""
@@ -198,12 +199,11 @@ class MeasureExperiment(Experiment):
         return rows
 
     def task_finished(self, task) -> None:
-        """After the first unit: the estimate of the whole sweep, measured on it."""
+        """After the first unit: the estimate of the whole sweep, measured on it (:func:`estimate_seconds`)."""
         self._finished += 1
         if self._finished == 1 and self.progress:
             took = time.perf_counter() - self.started
-            print(f"measure: the first unit took {took:.0f} s; about {took * (self.todo - 1) / 60:.1f} min for "
-                  f"the other {self.todo - 1}", file=sys.stderr)
+            print(estimate_line(took, self.plan), file=sys.stderr)
 
     def header(self, config, tasks, command) -> dict:
         """The command, the model file and its hash, ``L``, the RoPE, the cells, the texts, the code."""
@@ -248,3 +248,41 @@ class MeasureExperiment(Experiment):
     def summaries(self, table) -> list:
         """The curves, one table per length."""
         return [curve.to_text() for curve in summarise(table)]
+
+
+def unit_plan(config, done=()) -> list:
+    """``(length, reads)`` of every unit of ``config`` not in ``done`` (task keys), in the order they run.
+
+    ``reads``: the unit's cells (an adaptive sweep's later units at 1 and three constants, their most).
+    """
+    run = _run_of(config)
+    extra = len(config.shapes) + bool(config.recipe)
+    later = (4 if config.adaptive else len(config.factors)) + extra
+    out = []
+    for n in config.lengths:
+        names = [name for name, _ in run.documents(n)]
+        for i, name in enumerate(names):
+            if ("loss", n, name) not in done:
+                out.append((n, (config.adaptive + extra) if config.adaptive and i == 0 else later))
+        out += [(n, later) for k in range(config.prompts) if ("passkey", n, _prompt_name(k)) not in done]
+    return out
+
+
+def estimate_seconds(took: float, plan) -> float:
+    """The time of the units ``plan[1:]`` from ``took``, the first one's.
+
+    A unit's time is taken as its reads plus one (the prefix) times the square of its length (the
+    attention), in proportion to the first's.
+    """
+    if not plan:
+        return 0.0
+    w = [(reads + 1) * float(n) ** 2 for n, reads in plan]
+    return took * sum(w[1:]) / w[0]
+
+
+def estimate_line(took: float, plan, budget: float | None = None) -> str:
+    """The one line said after the first unit: its time and the whole run's estimate from it."""
+    rest = estimate_seconds(took, plan)
+    line = (f"measure: the first unit took {took:.2g} s; the whole run about {(took + rest) / 60:.2g} min "
+            f"({len(plan)} units, estimated from the first by reads and length squared)")
+    return line + (f"; budget {budget:g} min" if budget is not None else "")

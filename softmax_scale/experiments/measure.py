@@ -35,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,7 +63,15 @@ from ._measure_run import (  # noqa: F401  (_RUNS, _prefix_length, _curve, _text
     _run_of,
 )
 from ._measure_stats import LengthCurve, _curve, figure, summarise  # noqa: F401
-from ._measure_sweep import MeasureExperiment, MeasureTask, _same_documents, _text_hashes  # noqa: F401
+from ._measure_sweep import (  # noqa: F401
+    MeasureExperiment,
+    MeasureTask,
+    _same_documents,
+    _text_hashes,
+    estimate_line,
+    estimate_seconds,
+    unit_plan,
+)
 
 __all__ = ["BOOTSTRAP", "COLUMNS", "CONSTANT", "DEFAULT_FACTORS", "DEPTHS", "FILE_ROPE", "INTS", "KEY_SEED", "RECIPE",
            "SHAPES", "SMOKE", "TEXT", "LengthCurve", "MeasureConfig", "MeasureExperiment", "MeasureResult", "MeasureTask", "figure",
@@ -161,6 +170,29 @@ def _distinct(values, name: str, what: str = "a value") -> tuple:
     if twice is not None:
         raise ValueError(f"`{name}` must not repeat {what}, got {twice!r} twice")
     return values
+
+
+def _fit(exp, cfg, first, budget: float) -> tuple:
+    """Read ``first`` and size ``cfg``'s documents and prompts so the whole run fits ``budget`` minutes.
+
+    Both shrink in proportion (documents to no fewer than two) until the estimate from the first
+    unit's time (:func:`~._measure_sweep.estimate_seconds`) fits; the line saying it goes to stderr.
+    ``(config, the first unit's rows)``; a ValueError naming ``budget`` where even the least does not fit.
+    """
+    t0 = time.perf_counter()
+    rows = exp.run_task(first)
+    took = time.perf_counter() - t0
+    least = min(2, cfg.docs)
+    for frac in np.linspace(1.0, 0.0, 21):
+        c = dataclasses.replace(cfg, docs=max(least, int(cfg.docs * frac)), prompts=int(cfg.prompts * frac))
+        plan = unit_plan(c)
+        if took + estimate_seconds(took, plan) <= budget * 60:
+            print(f"{estimate_line(took, plan, budget)}: {c.docs} documents and {c.prompts} prompts per length",
+                  file=sys.stderr)
+            return c, rows
+    raise ValueError(f"`budget` of {budget:g} min is too short: the run needs about "
+                     f"{(took + estimate_seconds(took, plan)) / 60:.2g} min at {c.docs} documents and no prompts per "
+                     f"length, the least (its first unit took {took:.2g} s)")
 
 
 def _spacing(spacing) -> float:
@@ -277,7 +309,7 @@ def _check(model, lengths, rope, train_length, factors, shapes, texts, docs, pro
 
 def measure(model, n, *, rope: str = FILE_ROPE, train_length: int | None = None, factors=None,
             shapes=None, recipe: bool = True, text=None, docs: int = 6, prompts: int = 12, adaptive: int = 0,
-            spacing: float = 0.05, quick: bool = False,
+            spacing: float = 0.05, budget: float | None = None, quick: bool = False,
             out="measure", overwrite: bool = False, executor=None, workers: int = 0, scheduler: str | None = None,
             backend: str = "numpy", query_block: int = 256, figure_file: bool = True, progress: bool = True,
             command: str | None = None) -> MeasureResult:
@@ -311,6 +343,10 @@ def measure(model, n, *, rope: str = FILE_ROPE, train_length: int | None = None,
         must be omitted).
     spacing : float
         The least distance between two constants of an adaptive sweep.
+    budget : float, optional
+        Minutes for the whole run: a new file's first unit is read and timed, and the documents and
+        prompts shrink in proportion (documents to no fewer than two) until the estimate from it fits
+        (a ValueError where even that does not fit; a resumed file keeps its sizes).
     quick : bool
         :func:`quick_config`: one document and few cells past the model's ``L``, or a smoke test at a
         pretend ``L`` where ``n`` is not past it (``factors`` and ``shapes`` as given, where given).
@@ -361,6 +397,8 @@ def measure(model, n, *, rope: str = FILE_ROPE, train_length: int | None = None,
         cfg = dataclasses.replace(cfg, factors=(1.0,), adaptive=int(adaptive),
                                   spacing=_spacing(spacing))
     workers = check_int(workers, "workers", minimum=0, maximum=1024)
+    if budget is not None and not check_real(budget, "budget") > 0:
+        raise ValueError(f"`budget` must be positive minutes, got {budget!r}")
     target = _target(out, quick, figure_file)
     if quick:
         cfg = quick_config(cfg, _run_of(cfg).L)
@@ -381,12 +419,19 @@ def measure(model, n, *, rope: str = FILE_ROPE, train_length: int | None = None,
                              "pass a longer n or prompts=0")
     exp = MeasureExperiment(progress)
     tasks = exp.tasks(cfg, out=None if overwrite else target)
+    first = None
+    if budget is not None and (overwrite or not target.exists()):
+        cfg, first = _fit(exp, cfg, tasks[0], budget)
+        tasks = exp.tasks(cfg)
     header = exp.header(cfg, tasks, command)
     store = ResultStore(target, header, COLUMNS, key=exp.key, match=exp.match, overwrite=overwrite,
                         float_format=exp.float_format)
     _same_documents(store, header, run, cfg.lengths)
-    exp.todo = sum(not exp.is_done(store, t) for t in tasks)
     exp.started = time.perf_counter()
+    if first is not None:
+        store.append(first)
+        exp.task_finished(tasks[0])  # the estimate is said: none after the next unit
+    exp.plan = unit_plan(cfg, {(t, int(n), i) for t, n, i in store.done})
     while True:  # an adaptive sweep: the first documents, then what their rows choose
         if scheduler is not None:
             with dask_executor(scheduler) as ex:

@@ -120,3 +120,49 @@ def test_adaptive_refuses_factors_and_quick(tiny, tmp_path):
         ms.measure(tiny, 128, adaptive=2, out=tmp_path, progress=False)
     with pytest.raises(ValueError, match="`spacing` must be between"):
         ms.measure(tiny, 128, adaptive=5, spacing=0, out=tmp_path, progress=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# The time said before it is spent
+
+
+def test_the_estimate_weighs_each_unit_by_its_reads_and_length_squared():
+    from softmax_scale.experiments._measure_sweep import estimate_seconds
+
+    plan = [(100, 3), (100, 3), (200, 3), (100, 7)]
+    # (3 + 1) * 100**2 per unit like the first; the 200-token unit 4 times; 7 reads: twice
+    assert estimate_seconds(2.0, plan) == pytest.approx(2.0 * (1 + 4 + 2))
+    assert estimate_seconds(2.0, plan[:1]) == 0.0
+
+
+def _slow(monkeypatch, seconds):
+    import time
+
+    run = ms.MeasureExperiment.run_task
+    monkeypatch.setattr(ms.MeasureExperiment, "run_task", lambda self, t: (time.sleep(seconds), run(self, t))[1])
+
+
+def test_the_estimate_is_said_before_the_second_unit_runs(tiny, tmp_path, monkeypatch, capsys):
+    run = ms.MeasureExperiment.run_task
+    said = []
+
+    def unit(self, t):
+        said.append(capsys.readouterr().err)
+        return run(self, t)
+
+    monkeypatch.setattr(ms.MeasureExperiment, "run_task", unit)
+    ms.measure(tiny, 128, factors=(1.0, 1.2), shapes=(), docs=3, prompts=0, out=tmp_path, figure_file=False)
+    assert len(said) == 3 and "whole run" not in said[0]
+    assert said[1].count("the whole run about") == 1 and "(3 units" in said[1]
+
+
+def test_a_budget_sizes_the_documents_from_the_first_unit(tiny, tmp_path, monkeypatch, capsys):
+    """Equal units (one length, same cells) of about 0.3 s each: 4 do not fit 1.08 s, 3 do."""
+    _slow(monkeypatch, 0.3)
+    kw = dict(factors=(1.0, 1.2), shapes=(), recipe=False, prompts=0, figure_file=False, progress=False)
+    r = ms.measure(tiny, 128, docs=4, budget=0.3 * 3.6 / 60, out=tmp_path / "a.csv", **kw)
+    assert r.header["documents"].startswith("3 per length")
+    assert "3 documents and 0 prompts per length" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="`budget` of .* min is too short"):
+        ms.measure(tiny, 128, docs=4, budget=0.3 * 1.5 / 60, out=tmp_path / "b.csv", **kw)
+    assert not (tmp_path / "b.csv").exists()
