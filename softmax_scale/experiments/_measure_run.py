@@ -113,6 +113,7 @@ class _Run:
     L: int
     recipe: object
     texts: dict = field(default_factory=dict)
+    recipe_factors: dict = field(default_factory=dict)
 
     def frequencies(self, n: int) -> np.ndarray:
         from ..models.llama import model_frequencies
@@ -134,7 +135,9 @@ class _Run:
             m = scale_factors(s, np.arange(1, n + 1), c.head_dim, self.L)
             out.append((s, float(m[-1]), m))
         if self.config.recipe:
-            m = self.recipe.factors(self.model, n)
+            if n not in self.recipe_factors:  # the file's metadata read once per length
+                self.recipe_factors[n] = self.recipe.factors(self.model, n)
+            m = self.recipe_factors[n]
             out.append((RECIPE, float(np.mean(m[..., -1])), m))
         return out
 
@@ -190,10 +193,11 @@ def _run_of(config: MeasureConfig) -> _Run:
         if not same:
             _RUNS.clear()
         model = same[0].model if same else LlamaDecoder.from_gguf(config.model)
-        recipe = file_recipe(model) if config.rope == FILE_ROPE or config.recipe else None
+        known = next((r.recipe for r in same if r.recipe is not None), None)
+        recipe = (known or file_recipe(model)) if config.rope == FILE_ROPE or config.recipe else None
         L = config.train_length or (recipe.train_length if recipe is not None else model.config.context_length)
         texts = next((r.texts for r in same if r.config.texts == config.texts), {})  # tokenised once
-        _RUNS[config] = _Run(config, model, int(L), recipe, texts)
+        _RUNS[config] = _Run(config, model, int(L), recipe, texts, same[0].recipe_factors if same else {})
     return _RUNS[config]
 
 

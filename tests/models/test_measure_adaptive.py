@@ -135,11 +135,12 @@ def test_the_estimate_weighs_each_unit_by_its_reads_and_length_squared():
     assert estimate_seconds(2.0, plan[:1]) == 0.0
 
 
-def _slow(monkeypatch, seconds):
-    import time
+def _clock(monkeypatch, seconds):
+    """``measure``'s clock: every reading ``seconds`` after the last (the first unit takes exactly that)."""
+    import itertools
+    import types
 
-    run = ms.MeasureExperiment.run_task
-    monkeypatch.setattr(ms.MeasureExperiment, "run_task", lambda self, t: (time.sleep(seconds), run(self, t))[1])
+    monkeypatch.setattr(ms, "time", types.SimpleNamespace(perf_counter=itertools.count(0.0, seconds).__next__))
 
 
 def test_the_estimate_is_said_before_the_second_unit_runs(tiny, tmp_path, monkeypatch, capsys):
@@ -157,8 +158,8 @@ def test_the_estimate_is_said_before_the_second_unit_runs(tiny, tmp_path, monkey
 
 
 def test_a_budget_sizes_the_documents_from_the_first_unit(tiny, tmp_path, monkeypatch, capsys):
-    """Equal units (one length, same cells) of about 0.3 s each: 4 do not fit 1.08 s, 3 do."""
-    _slow(monkeypatch, 0.3)
+    """Equal units (one length, same cells), the first timed at 0.3 s: 4 do not fit 1.08 s, 3 do."""
+    _clock(monkeypatch, 0.3)
     kw = dict(factors=(1.0, 1.2), shapes=(), recipe=False, prompts=0, figure_file=False, progress=False)
     r = ms.measure(tiny, 128, docs=4, budget=0.3 * 3.6 / 60, out=tmp_path / "a.csv", **kw)
     assert r.header["documents"].startswith("3 per length")
