@@ -7,8 +7,8 @@ sweep of the six constant multipliers as :func:`softmax_scale.measure` runs one 
 interpreter's peak memory.  The peak a 0.5B model would need at 32k tokens is the read-out's own
 estimate (:func:`softmax_scale.experiments._real_one_key.memory_needed`) plus its float32 weights.
 Then ``softmax-scale measure <SmolLM2> --n 2048 --quick`` in a fresh interpreter (a smoke test: 2048 is
-inside SmolLM2's L, so it names no minimiser), against a minute, and (full runs only) one cell continued to 16,384 and to 32,768 tokens with that
-interpreter's peak memory.
+inside SmolLM2's L, so it names no minimiser), against a minute, and (full runs only) one cell
+continued to 16,384 and to 32,768 tokens with that interpreter's peak memory.
 """
 
 from __future__ import annotations
