@@ -6,9 +6,9 @@ the first ``L`` positions, and one cell continued from its keys and values, alte
 sweep of the six constant multipliers as :func:`softmax_scale.measure` runs one unit, with the
 interpreter's peak memory.  The peak a 0.5B model would need at 32k tokens is the read-out's own
 estimate (:func:`softmax_scale.experiments._real_one_key.memory_needed`) plus its float32 weights.
-Then ``softmax-scale measure <SmolLM2> --n 2048 --quick`` in a fresh interpreter, against the minute
-its ``--help`` promises, and (full runs only) one cell continued to 16,384 and to 32,768 tokens with that
-interpreter's peak memory.
+Then ``softmax-scale measure <SmolLM2> --n 2048 --quick`` in a fresh interpreter (a smoke test: 2048 is
+inside SmolLM2's L, so it names no minimiser), against a minute, and (full runs only) one cell
+continued to 16,384 and to 32,768 tokens with that interpreter's peak memory.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ._harness import run_py
 #: The notes of this topic in its results file (markdown).
 NOTES = """
 `measure` runs, per document or prompt, the positions where every cell's multiplier is 1 once (the cached
-prefix) and continues each cell from their keys and values (`softmax_scale/experiments/measure.py`). A
+prefix) and continues each cell from their keys and values (`softmax_scale/experiments/_measure_sweep.py`). A
 continued cell computes the positions past `L` only: its cost against one whole pass is the first row, and a
 sweep of the six constant multipliers (one of them 1) costs the prefix once plus six continuations (second
 row, against six whole passes). The peak is the interpreter's resident set after that sweep: the model's
@@ -26,7 +26,8 @@ float32 weights, two copies of every layer's keys and values (the prefix's and a
 continuation's activations. The 0.5B row is the read-out's own estimate for Qwen2.5-0.5B's sizes (24 layers,
 14 heads, 2 key/value heads, head dimension 64, 4864 feed-forward, 151,936 tokens) at 32,768 tokens plus its
 float32 weights: what a 24 GiB machine must hold. The wall-time row is the command a user would type for a first
-look, `softmax-scale measure <SmolLM2 GGUF> --n 2048 --quick --no-progress`, timed from the interpreter's
+look, `softmax-scale measure <SmolLM2 GGUF> --n 2048 --quick --no-progress` (one document and one prompt at
+a pretend L, a smoke test that prints no minimiser), timed from the interpreter's
 start (imports and the model's dequantisation included); the default tests run the same command and check its
 files, not its time. The length row (full runs only) continues one cell of a 32,768-token window of pydoc's
 topics from a prefix of L = 8192 to 16,384 and to 32,768 positions: three times the positions against keys

@@ -260,13 +260,7 @@ def test_the_width_check_can_fail():
     assert _too_wide(text) == [f"{n}: {CODE_WIDTH + 1} characters" for n in (5, 12, 19)]
 
 
-#: Pages with a line over the width still: own_model.md's measure command (109 characters).
-_WIDE_ELSEWHERE = {"own_model.md"}
-
-
-@pytest.mark.parametrize("page", [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="the measure command"))
-                                  if str(p.relative_to(DOCS)) in _WIDE_ELSEWHERE else p for p in PAGES],
-                         ids=[str(p.relative_to(DOCS)) for p in PAGES])
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(DOCS)) for p in PAGES])
 def test_no_code_block_scrolls_sideways(page):
     """Every line of a page's code blocks fits the page's width."""
     assert _too_wide(page.read_text(encoding="utf-8")) == []

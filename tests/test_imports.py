@@ -385,3 +385,25 @@ def test_dir_lists_the_lazy_names_without_importing_them(monkeypatch):
         assert name in names
     assert names == sorted(set(names))
     assert set(softmax_scale.__all__) <= set(names)
+
+
+#: The most lines a module of the package may have (a longer one is split along its parts).
+MAX_LINES = 560
+
+
+def long_modules(root: Path, limit: int = MAX_LINES) -> list[str]:
+    """``"path: N lines"`` for every ``.py`` file under ``root`` longer than ``limit`` lines."""
+    out = []
+    for p in sorted(root.rglob("*.py")):
+        n = len(p.read_text().splitlines())
+        if n > limit:
+            out.append(f"{p.relative_to(root)}: {n} lines")
+    return out
+
+
+def test_no_module_is_over_the_line_limit(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "long.py").write_text("x = 1\n" * (MAX_LINES + 1))
+    (tmp_path / "short.py").write_text("x = 1\n" * MAX_LINES)
+    assert long_modules(tmp_path) == [f"sub/long.py: {MAX_LINES + 1} lines"]
+    assert long_modules(ROOT) == []

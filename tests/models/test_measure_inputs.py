@@ -14,6 +14,7 @@ import pytest
 
 from softmax_scale._util.store import Table
 from softmax_scale.cli import main
+from softmax_scale.experiments import _measure_run
 from softmax_scale.experiments import measure as ms
 from softmax_scale.models.llama import LlamaDecoder
 
@@ -39,7 +40,7 @@ def unread(monkeypatch):
     def refuse(path, *a, **k):
         raise AssertionError(f"the model was read ({path})")
 
-    monkeypatch.setattr(ms, "_RUNS", {})
+    monkeypatch.setattr(_measure_run, "_RUNS", {})
     monkeypatch.setattr(LlamaDecoder, "from_gguf", refuse)
 
 
@@ -119,6 +120,28 @@ def test_too_short_for_a_pass_key_names_n_and_quick_takes_prompts_0(tiny, tmp_pa
     assert main(cli(tiny, tmp_path, "--n", "17", "--quick", "--prompts", "0")) == 0
     t = ms.MeasureExperiment().read(tmp_path / "measure_quick.csv")
     assert "passkey" not in set(t.rows["task"])
+
+
+def test_the_quick_form_inside_the_model_l_is_a_smoke_test_that_names_no_minimiser(tiny, tmp_path, capsys):
+    """``--n 24`` on a model of L = 32: a pretend L, and the summary and the file say so, with no minimiser."""
+    assert main(cli(tiny, tmp_path, "--n", "24", "--quick", "--prompts", "0")) == 0
+    text = capsys.readouterr().out
+    assert ms.SMOKE in text and "the model's is 32" in text
+    assert "minimising" not in text and "interval" not in text and "recipe applies" not in text
+    t = ms.MeasureExperiment().read(tmp_path / "measure_quick.csv")
+    assert ms.SMOKE in t.header["experiment"]
+    (curve,) = ms.summarise(t)
+    assert ms.SMOKE in curve.to_text() and "minimising" not in curve.to_text()
+    assert curve.to_json()["minimiser"] is None
+
+
+def test_the_quick_form_past_the_model_l_keeps_it_and_reads_one_document(tiny, tmp_path, capsys):
+    assert main(cli(tiny, tmp_path, "--n", "40", "--quick", "--prompts", "0", "--json")) == 0
+    (curve,) = json.loads(capsys.readouterr().out)["lengths"]
+    assert curve["train_length"] == 32 and curve["documents"] == 1
+    assert "smoke_test" not in curve and curve["minimiser"] is not None
+    header = ms.MeasureExperiment().read(tmp_path / "measure_quick.csv").header
+    assert ms.SMOKE not in header["experiment"]
 
 
 def test_the_quick_form_keeps_what_is_asked(tiny, tmp_path, capsys):
