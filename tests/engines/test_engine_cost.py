@@ -239,3 +239,27 @@ def test_lagunas_shape_is_looked_up_as_half_of_one_layer_in_four(quick, tmp_path
     assert line.startswith("x2.005 on 10 of 40 layers (measured on the layers i with (i + 1) % 4 == 0), on the "
                            "rotated half: loss "), line
     assert f"{float(row[5]):+.4f}" in line
+
+
+def test_the_laguna_shape_on_smollm2_is_committed_and_the_page_quotes_it():
+    import dataclasses
+    from pathlib import Path
+
+    from softmax_scale.experiments import RESULTS
+    from softmax_scale.experiments.engine_cost import LAGUNA_CONFIG, LAGUNA_SHAPE
+
+    exp = EXPERIMENTS["engine_cost"]
+    table = exp.read(RESULTS / "engine_cost_laguna.csv")
+    want = dataclasses.replace(LAGUNA_CONFIG, lengths=(1024, 4096, 8192))
+    import json
+
+    config = json.loads(table.header["config"])  # the configuration the page names
+    assert (config["lengths"], config["ratios"], config["shapes"]) == \
+        (list(want.lengths), [round(r, 8) for r in want.ratios], list(want.shapes))
+    rows = table.rows
+    assert set(rows["shape"]) == {LAGUNA_SHAPE} and sorted(rows["length"].tolist()) == [1024, 4096, 8192]
+    page = (Path(__file__).resolve().parents[2] / "docs" / "engines.md").read_text(encoding="utf-8")
+    prose = " ".join(page.split())
+    for kl, se in zip(rows["kl"], rows["kl_se"]):
+        assert f"{kl:.3f} ± {se:.3f}" in prose
+    assert (rows["kl"] > 0.030).all()  # far above prime-rl's published 0.030 per token
