@@ -25,21 +25,9 @@ from softmax_scale.models._files import package_file
 from softmax_scale.models.llama import SMOLLM2_FILE, SMOLLM2_INSTALL, LlamaDecoder
 from softmax_scale.models.recipe import file_recipe
 
-from .tiny_gguf import write
+from .tiny_gguf import STORY
 
 N = 128
-TEXT = ("The river rose through the night, and by morning the old stone bridge was gone. The villagers gathered on "
-        "the bank and argued about whether to rebuild it where it had stood or to move it upstream. ") * 12
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    d = tmp_path_factory.mktemp("measure")
-    path = d / "tiny.gguf"
-    write(path, "qwen2", rope_scaling={"type": "yarn", "factor": 4.0}, gain=0.5)
-    text = d / "story.txt"
-    text.write_text(TEXT, encoding="utf-8")
-    return path, text
 
 
 def run_tiny(tiny, out, **kw):
@@ -69,7 +57,7 @@ def test_a_loss_row_is_the_whole_pass_under_the_cells_multipliers(result, tiny):
     """Independent of the cached prefix and of the cell code: the decoder's whole pass, multipliers written out."""
     t = ms.MeasureExperiment().read(result.path)
     model = LlamaDecoder.from_gguf(tiny[0])
-    ids = model.tokenize(TEXT)[N:2 * N]  # the second window of the text
+    ids = model.tokenize(STORY)[N:2 * N]  # the second window of the text
     L, s = 32, 4.0
     inv = file_recipe(model).frequencies(model.config, N)
     yarn_mscale = (1 + 0.1 * math.log(s)) ** 2  # llama.cpp's YaRN multiplier, on every position
@@ -215,7 +203,7 @@ def test_a_file_gains_a_length_and_keeps_what_it_holds(tiny, tmp_path, monkeypat
     backend if asked; the rows already there stay the same bytes."""
     model = LlamaDecoder.from_gguf(tiny[0])
     short = tmp_path / "short.txt"  # one window at N, none at N + 16
-    short.write_text(next(TEXT[:c] for c in range(len(TEXT)) if len(model.tokenize(TEXT[:c])) == N + 8))
+    short.write_text(next(STORY[:c] for c in range(len(STORY)) if len(model.tokenize(STORY[:c])) == N + 8))
     texts = (tiny[1], short)
     out = tmp_path / "measure.csv"
     run_tiny(tiny, out, text=texts, prompts=1, figure_file=False)
@@ -246,7 +234,7 @@ def test_a_text_this_python_lacks_gives_no_windows_and_the_header_says_so(tiny, 
     def corpus(name):
         if name == "stdlib/typing":
             raise FileNotFoundError("not in this Python")
-        return f"{name} " + TEXT
+        return f"{name} " + STORY
 
     monkeypatch.setattr(corpus_module, "corpus", corpus)
     monkeypatch.setattr(_measure_run, "_RUNS", {})  # this run's made-up texts stay out of the process's cache
@@ -264,7 +252,7 @@ def test_a_changed_text_or_fewer_documents_is_refused(result, tiny, tmp_path):
     out.write_bytes(result.path.read_bytes())
     other = tmp_path / "other" / tiny[1].name
     other.parent.mkdir()
-    other.write_text(TEXT.replace("river", "canal"), encoding="utf-8")
+    other.write_text(STORY.replace("river", "canal"), encoding="utf-8")
     with pytest.raises(ValueError, match=f"other text \\({tiny[1].name} changed\\)"):
         run_tiny(tiny, out, text=other, figure_file=False)
     with pytest.raises(ValueError, match="holds document story.txt#2 at n = 128, which this run does not read"):

@@ -18,20 +18,7 @@ from softmax_scale.experiments import _measure_run
 from softmax_scale.experiments import measure as ms
 from softmax_scale.models.llama import LlamaDecoder
 
-from .tiny_gguf import ARCHS, write
-
-TEXT = ("The river rose through the night, and by morning the old stone bridge was gone. The villagers gathered on "
-        "the bank and argued about whether to rebuild it where it had stood or to move it upstream. ") * 12
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    d = tmp_path_factory.mktemp("inputs")
-    path = d / "tiny.gguf"
-    write(path, "qwen2", rope_scaling={"type": "yarn", "factor": 4.0}, gain=0.5)
-    text = d / "story.txt"
-    text.write_text(TEXT, encoding="utf-8")
-    return path, text
+from .tiny_gguf import ARCHS, STORY, write
 
 
 @pytest.fixture
@@ -83,7 +70,7 @@ def test_two_texts_of_one_name_are_refused(tiny, tmp_path, capsys, unread):
     """Documents are named by the file's name: two files named alike would share their rows' names."""
     other = tmp_path / "elsewhere" / tiny[1].name
     other.parent.mkdir()
-    other.write_text(TEXT.upper(), encoding="utf-8")
+    other.write_text(STORY.upper(), encoding="utf-8")
     refused([tiny[0], "--n", "64", "--text", tiny[1], other, "--out", tmp_path], capsys, "`text`", tiny[1].name, "twice")
 
 

@@ -310,3 +310,8 @@ def rewrite(src, dst, arch, rename, extra=None):
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+
+
+#: A short story to read (the measure tests' documents).
+STORY = ("The river rose through the night, and by morning the old stone bridge was gone. The villagers gathered on "
+         "the bank and argued about whether to rebuild it where it had stood or to move it upstream. ") * 12
