@@ -24,7 +24,8 @@ import numpy as np
 
 from .files import atomic_write_text
 
-__all__ = ["PACKAGE_DIR", "ResultStore", "Table", "as_written", "format_value", "read_table", "source_revision"]
+__all__ = ["PACKAGE_DIR", "ResultStore", "Table", "as_written", "format_value", "read_header", "read_table",
+           "source_revision"]
 
 
 #: The package's folder: :func:`source_revision` reports the git state of every file under it.
@@ -108,6 +109,24 @@ def _split(path) -> tuple[dict, list[str], list[int]]:
                 lines.append(line)
                 numbers.append(number)
     return header, lines, numbers
+
+
+def read_header(path) -> dict:
+    """The ``# key: value`` lines a result file starts with, read up to its first other line (empty if unreadable).
+
+    Cheap on a large file: a folder's result files can be told apart by their headers without reading them.
+    """
+    out = {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if not line.startswith("#"):
+                    break
+                k, _, v = line[1:].partition(":")
+                out.setdefault(k.strip(), v.strip())
+    except (OSError, UnicodeDecodeError):
+        return {}
+    return out
 
 
 def _cell(value: str, kind, path, number: int, column: str):

@@ -209,11 +209,13 @@ def measured_rope(header) -> str | None:
     ``rope: yarn`` names it; ``rope: file (...)`` is the file's own scaling, read from the ``recipe``
     line's first word (``default`` is the trained frequencies, ``none``).
     """
+    from ..engines import ROPE_VARIANTS
+
     named = str(header.get("rope", "")).split(" ")[0]
     if named in ROPES:
         return named
     word = str(header.get("recipe", "")).split(" ")[0]
-    return {"default": "none"}.get(word, word if word in ROPES else None)
+    return ROPE_VARIANTS.get(word, word if word in ROPES else None)
 
 
 def rope_setting(rope: str, L: int, n: int) -> str:

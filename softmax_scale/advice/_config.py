@@ -149,10 +149,13 @@ def _and(items) -> str:
 
 def rope_scaling_dict(rope: str, L: int, n: int) -> dict | None:
     """The Hugging Face ``rope_scaling`` that runs the toolkit's RoPE variant ``rope`` at ``n`` (None: no such key)."""
-    s = n / L
-    return {"pi": {"rope_type": "linear", "factor": s},
-            "dynamic_ntk": {"rope_type": "dynamic", "factor": s},
-            "yarn": {"rope_type": "yarn", "factor": s, "original_max_position_embeddings": L}}.get(rope)
+    from ..engines import ROPE_VARIANTS
+
+    rope_type = next((k for k, v in ROPE_VARIANTS.items() if v == rope and k != "default"), None)
+    if rope_type is None:
+        return None
+    out = {"rope_type": rope_type, "factor": n / L}
+    return {**out, "original_max_position_embeddings": L} if rope_type == "yarn" else out
 
 
 def under_rope(model, rope: str, L: int, n: int):

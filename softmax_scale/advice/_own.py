@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from .._util.files import file_sha256
+from .._util.store import read_header
 from ..experiments import Evidence, at_test_label
 
 __all__ = ["OWN_EXPERIMENT", "OWN_KIND", "OwnMeasurement", "constant_label", "is_measurement", "own_evidence", "own_result"]
@@ -38,26 +39,11 @@ def _cell_name(scheme: str, factor: float) -> str:
     return constant_label(factor) if scheme == _CONSTANT else scheme
 
 
-def _header(path: Path) -> dict:
-    """The ``key: value`` lines of a result file's header (its leading ``#`` lines); empty where unreadable."""
-    out = {}
-    try:
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                if not line.startswith("#"):
-                    break
-                key, _, value = line[1:].partition(":")
-                out.setdefault(key.strip(), value.strip())
-    except (OSError, UnicodeDecodeError):
-        return {}
-    return out
-
-
 def is_measurement(path, sha: str | None = None) -> bool:
     """Whether ``path`` is a result file of ``measure`` (its header's ``experiment``), of the model of hash ``sha`` if given."""
     from ..experiments.measure import MeasureExperiment
 
-    header = _header(Path(path))
+    header = read_header(path)
     return header.get("experiment") == MeasureExperiment.name and (sha is None or header.get("model_sha256") == sha)
 
 

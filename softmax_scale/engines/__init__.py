@@ -12,10 +12,11 @@ price of a factor on ``q.k`` and the measured one; :func:`engine_setting` how to
 """
 
 from ._rules import NEWEST, EngineScale, Rule
+from ._types import ROPE_VARIANTS
 from .config import ModelScaling, RopeScaling, TemperatureRule, read_config
 from .settings import Setting, engine_setting
 from .table import ENGINES, EngineTable, engine_rules, engine_scales, parse_engine_pins, rules_markdown
 
-__all__ = ["ENGINES", "NEWEST", "EngineScale", "EngineTable", "ModelScaling", "RopeScaling", "Rule", "Setting",
+__all__ = ["ENGINES", "NEWEST", "ROPE_VARIANTS", "EngineScale", "EngineTable", "ModelScaling", "RopeScaling", "Rule", "Setting",
            "TemperatureRule", "engine_rules", "engine_scales", "engine_setting", "parse_engine_pins", "read_config",
            "rules_markdown"]

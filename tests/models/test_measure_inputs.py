@@ -184,18 +184,23 @@ def test_a_factor_past_the_bound_is_refused_and_nothing_written(tiny, tmp_path, 
     assert not (tmp_path / "measure.csv").exists()
 
 
-def test_a_non_finite_loss_is_refused_and_its_unit_not_written(tiny, tmp_path, monkeypatch):
+def nan_read_out(monkeypatch, when):
+    """The read-out gives NaN losses on the passes whose ``factors`` satisfy ``when`` (None: the trained scale)."""
     import softmax_scale.models.readout as readout
 
     real = readout.read_out
 
-    def nan_past_one(*a, factors=None, **k):
+    def read_out(*a, factors=None, **k):
         r = real(*a, factors=factors, **k)
-        if factors is not None and np.max(factors) > 1.1:
+        if when(factors):
             r.nll[:] = np.nan
         return r
 
-    monkeypatch.setattr(readout, "read_out", nan_past_one)
+    monkeypatch.setattr(readout, "read_out", read_out)
+
+
+def test_a_non_finite_loss_is_refused_and_its_unit_not_written(tiny, tmp_path, monkeypatch):
+    nan_read_out(monkeypatch, lambda factors: factors is not None and np.max(factors) > 1.1)
     with pytest.raises(ValueError, match=r"`factors`: 1.2 times q.k overflows float32 \(a non-finite loss on story"):
         ms.measure(tiny[0], 64, text=tiny[1], docs=1, prompts=0, factors=(1.2,), shapes=(), recipe=False,
                    out=tmp_path, figure_file=False, progress=False)
@@ -226,16 +231,7 @@ def test_one_document_says_it_has_no_interval():
 
 
 def test_a_non_finite_loss_under_the_constant_1_names_the_model(tiny, tmp_path, monkeypatch):
-    import softmax_scale.models.readout as readout
-
-    real = readout.read_out
-
-    def nan(*a, **k):
-        r = real(*a, **k)
-        r.nll[:] = np.nan
-        return r
-
-    monkeypatch.setattr(readout, "read_out", nan)
+    nan_read_out(monkeypatch, lambda factors: True)
     with pytest.raises(ValueError, match=r"`model`: the cell constant 1 gives a non-finite loss on story.txt#0"):
         ms.measure(tiny[0], 64, text=tiny[1], docs=1, prompts=0, factors=(1.2,), shapes=(), recipe=False,
                    out=tmp_path, figure_file=False, progress=False)

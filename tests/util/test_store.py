@@ -266,3 +266,14 @@ def test_a_result_file_written_with_an_edited_module_says_changes(package_repo, 
     header = read_table(out / "alpha_star_quick.csv", text=("scores",)).header
     assert header["code"].startswith("softmax_scale at ")
     assert header["code"].endswith("+changes")
+
+
+def test_read_header_reads_the_leading_lines_only(tmp_path):
+    from softmax_scale._util.store import read_header
+
+    p = tmp_path / "r.csv"
+    p.write_text("# experiment: measure\n# model: a: b\na,b\n1,2\n# late: not header\n", encoding="utf-8")
+    assert read_header(p) == {"experiment": "measure", "model": "a: b"}
+    assert read_header(tmp_path / "missing.csv") == {}
+    (tmp_path / "bin.csv").write_bytes(b"# x: \xff\xfe\n")
+    assert read_header(tmp_path / "bin.csv") == {}
