@@ -74,7 +74,8 @@ ROUTES = {
 
 #: The first vLLM release with PR #56446 (``attention_factor`` forwarded, ``attn_factor`` no longer).
 _VLLM_ALIGNED = Version("0.29.1rc0")
-#: The last vLLM release whose ``--hf-overrides`` RoPE key is ``rope_scaling`` (issue 53's reviewer).
+#: The last vLLM release whose ``--hf-overrides`` RoPE key is ``rope_scaling`` (an outside review of vLLM's
+#: releases; not read here at a commit).
 _VLLM_ROPE_SCALING = Version("0.10.2")
 #: The first onnxruntime-genai release that reads ``mscale`` (PR #2076).
 _ORT_MSCALE = Version("0.14.0")
@@ -382,8 +383,8 @@ def _option(engine, version, ms, extra, drop) -> str:
     return f"in config.json's RoPE dict set {keys}{removed}"
 
 
-_BETA_NOTE = " (per position; read by vLLM's deepseek_v2.py as issue 53's reviewer found, not run here)"
-_BETA_SOURCE = "vllm-project/vllm vllm/model_executor/models/deepseek_v2.py (issue 53's reviewer; not read here)"
+_BETA_NOTE = " (per position; read by vLLM's deepseek_v2.py by an outside review, not read or run here)"
+_BETA_SOURCE = "vllm-project/vllm vllm/model_executor/models/deepseek_v2.py (an outside review; not read here)"
 
 
 def _per_position(engine, ms, nn, row):

@@ -47,7 +47,7 @@ LAGUNA = {"architectures": ["LagunaForCausalLM"], "model_type": "laguna", "head_
                                                  "original_max_position_embeddings": 4096, "rope_theta": 5e5},
                               "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}}
 
-# Real config shapes (issue 53): each as its public config.json spells the keys the reader reads; keys that bear on
+# Real config shapes: each as its public config.json spells the keys the reader reads; keys that bear on
 # nothing here (vocabulary, MoE sizes, quantization) are left out.
 #: Ministral-3-14B-Instruct-2512: a Mistral3ForConditionalGeneration wrapper, the language model in text_config
 #: (model_type ministral3), YaRN 16 with mscale = mscale_all_dim = 1 and llama_4_scaling_beta 0.1 at 16,384.

@@ -146,7 +146,7 @@ def test_exllamav3_takes_s_from_the_lengths_not_from_factor():
     assert "not `factor`" in t.engines["exllamav3"].notes[0]
 
 
-# Real config shapes (issue 53): the golden values from the formulas here, the configs as their public files spell them.
+# Real config shapes: the golden values from the formulas here, the configs as their public files spell them.
 
 def test_ministral3_wrapped_config_is_read_from_its_text_config():
     """Ministral-3-14B: mistral3 at the top, ministral3 in text_config; YaRN 16 with mscale = mscale_all_dim = 1 (a
