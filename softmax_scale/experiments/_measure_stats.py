@@ -118,6 +118,11 @@ def _minimiser(factors: np.ndarray, mean: np.ndarray) -> tuple:
     return float(x[0]), bool(edge[0])
 
 
+#: The interval's widening past a mean's small-sample one: with it the stopping rule's final interval
+#: held the minimiser in 94.4% of 2000 simulated runs at SmolLM2's spread of documents and 95.4% of
+#: 1000 at three times it (tests/models/test_measure_stopping.py); without it 91.5% in both.
+INFLATION = 1.2
+
 #: The fewest documents the stopping rule (:func:`documents_wanted`) reads at a length.
 MIN_DOCUMENTS = 4
 
@@ -146,8 +151,8 @@ def minimiser_interval(factors, D, seed) -> tuple:
 
     The 2.5 and 97.5 percentiles of :func:`_minimiser` over :data:`BOOTSTRAP` resamples of the
     documents (seeded by ``seed``), each end's distance from the minimiser widened by
-    ``t(D - 1) / z * sqrt(D / (D - 1))`` (the small-sample widening of a mean's interval; 1.44 at
-    six documents); NaN with fewer than two documents.
+    ``INFLATION * t(D - 1) / z * sqrt(D / (D - 1))`` (a mean's small-sample widening, times
+    :data:`INFLATION`; 1.72 at six documents); NaN with fewer than two documents.
     """
     D = np.asarray(D, dtype=np.float64)
     k = D.shape[0]
@@ -159,7 +164,7 @@ def minimiser_interval(factors, D, seed) -> tuple:
     picks = np.random.default_rng(seed).integers(0, k, size=(BOOTSTRAP, k))
     boots = _vertices(factors, D[picks].mean(axis=1))[0]
     lo, hi = np.percentile(boots, [2.5, 97.5])
-    widen = float(t.ppf(0.975, k - 1) / norm.ppf(0.975)) * math.sqrt(k / (k - 1))
+    widen = INFLATION * float(t.ppf(0.975, k - 1) / norm.ppf(0.975)) * math.sqrt(k / (k - 1))
     return float(x - widen * (x - lo)), float(x + widen * (hi - x))
 
 

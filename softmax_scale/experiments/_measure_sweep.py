@@ -285,7 +285,7 @@ class MeasureExperiment(Experiment):
             "backend": config.backend,
             "statistics": f"minimiser: vertex of the parabola through the lowest mean loss and its neighbours; "
                           f"interval: percentile bootstrap over documents ({BOOTSTRAP} resamples, 95%), each end's "
-                          "distance from the minimiser times t(D - 1) / z sqrt(D / (D - 1)) "
+                          "distance from the minimiser times 1.2 t(D - 1) / z sqrt(D / (D - 1)) "
                           "(_measure_stats.minimiser_interval)",
             **({"stopping": stopping_line(config.width)} if config.width else {}),
             "code": f"softmax_scale at {source_revision()}",

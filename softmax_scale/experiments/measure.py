@@ -26,7 +26,7 @@ and names the model's SHA-256, the command and the code revision.
 parabola through the grid's lowest mean loss and its two neighbours (the grid's end where the
 lowest is there); its interval is the 2.5 and 97.5 percentiles of the same minimiser over
 :data:`BOOTSTRAP` resamples of the documents (a percentile bootstrap, seeded), each end's distance
-from the minimiser widened by ``t(D - 1) / z * sqrt(D / (D - 1))`` for ``D`` documents
+from the minimiser widened by ``1.2 t(D - 1) / z * sqrt(D / (D - 1))`` for ``D`` documents
 (:func:`~._measure_stats.minimiser_interval`).  Under the stopping rule (``width``), documents are
 read one at a time until that interval is at most ``±width`` wide
 (:func:`~._measure_stats.documents_wanted`).  Each other cell
