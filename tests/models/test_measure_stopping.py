@@ -109,10 +109,10 @@ def test_the_rule_covers_the_minimiser_at_smollm2s_spread():
 
 
 @pytest.mark.slow
-def test_the_rule_covers_the_minimiser_at_three_times_the_spread():
-    """1000 replicates at three times SmolLM2's vertex spread, where the rule reads more documents and stops at varied counts."""
-    cover, counts = check_coverage(1000, 3.0)
-    assert counts.mean() > 8
+def test_the_rule_covers_the_minimiser_at_twice_the_spread():
+    """1000 replicates at twice SmolLM2's vertex spread, where the rule reads more documents and stops at varied counts."""
+    cover, counts = check_coverage(1000, 2.0)
+    assert counts.mean() > 8 and np.mean(counts == 30) < 0.5
 
 
 def table(vertices, curvature=1.5):
