@@ -187,8 +187,8 @@ def _cmd_measure(args):
         os.environ["TQDM_DISABLE"] = "1"
     r = measure(args.model, args.n, rope=args.rope, train_length=args.train_length,
                 factors=args.factors, shapes=args.shapes, recipe=not args.no_recipe, text=args.text,
-                docs=args.docs, prompts=args.prompts, adaptive=args.adaptive, spacing=args.spacing, budget=args.budget,
-                quick=args.quick, out=args.out, overwrite=args.overwrite,
+                docs=args.docs, prompts=args.prompts, adaptive=args.adaptive, spacing=args.spacing, width=args.width,
+                budget=args.budget, quick=args.quick, out=args.out, overwrite=args.overwrite,
                 workers=args.workers, scheduler=args.scheduler, backend=args.backend, figure_file=not args.no_figure,
                 progress=not args.no_progress and not args.json,
                 command=f"softmax-scale measure {' '.join(args.argv)}".strip())
@@ -412,12 +412,15 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--no-recipe", action="store_true", help="do not read the multiplier the file's recipe applies")
     sp.add_argument("--text", nargs="+", default=None, metavar="FILE",
                     help="text files cut into documents of n tokens (default: texts that ship with Python)")
-    sp.add_argument("--docs", type=_number, default=6, help="documents per length (default 6)")
+    sp.add_argument("--docs", type=_number, default=6, help="documents per length, the most under --width (default 6)")
     sp.add_argument("--prompts", type=_number, default=12, help="pass-key prompts per length (default 12; 0: none)")
     sp.add_argument("--adaptive", type=_number, default=0, metavar="CELLS",
                     help="read CELLS constants on the first document one after another (bracket the lowest loss, "
                     "then refine it), and on the others 1 and the lowest with its two neighbours (default 0: --factors)")
     sp.add_argument("--spacing", type=_number, default=0.05, help="least distance between two adaptive constants (0.05)")
+    sp.add_argument("--width", type=_number, default=None, metavar="HALF",
+                    help="read documents one at a time (at least 4, at most --docs) until the minimiser's 95%% interval "
+                    "is at most ±HALF wide, then the prompts (default 0.02 with --adaptive, else 0: every document)")
     sp.add_argument("--budget", type=_number, default=None, metavar="MINUTES",
                     help="fit a new run in MINUTES: time its first unit, then shrink documents and prompts to fit")
     sp.add_argument("--quick", action="store_true", help="one document, at most 1 prompt, 3 constants and the yarn "

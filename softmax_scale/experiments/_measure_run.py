@@ -75,6 +75,9 @@ class MeasureConfig:
         Constants read on a unit by the adaptive search (:func:`~._measure_stats.adaptive_cells`,
         from 1 and the recipe's multiplier, ``spacing`` apart); 0: ``factors``, a fixed grid.
     spacing : float
+    width : float
+        The stopping rule's half-width (:func:`~._measure_stats.documents_wanted`): documents are read
+        one at a time until the minimiser's interval is at most ``±width``, ``docs`` at most; 0: all ``docs``.
     """
 
     model: str
@@ -93,6 +96,7 @@ class MeasureConfig:
     model_length: int | None = None
     adaptive: int = 0
     spacing: float = 0.05
+    width: float = 0.0
 
 
 

@@ -32,7 +32,7 @@ from ._measure_run import (
     _prefix_length,
     _run_of,
 )
-from ._measure_stats import adaptive_cells, follow_factors, summarise
+from ._measure_stats import MIN_DOCUMENTS, adaptive_cells, documents_table, documents_wanted, follow_factors, summarise
 from .base import Experiment
 
 
@@ -100,6 +100,9 @@ class MeasureExperiment(Experiment):
         self._finished = 0
         self.todo = 0
         self.plan: list = []
+        self.clock = time.perf_counter()  # the run's start: the stopping rule's estimate of a unit's time
+        self.deadline: float | None = None  # where the stopping rule must stop (time.perf_counter), under a budget
+        self._weight = 0.0
 
     def config(self, quick: bool = False):
         """Not used: :func:`measure` builds the configuration."""
@@ -110,15 +113,20 @@ class MeasureExperiment(Experiment):
 
         Under an adaptive sweep, the first document searches (``config``), and the others and the
         prompts read the constants its rows in the file ``out`` choose (:func:`follow_factors`);
-        until the file holds them, the first document alone.
+        until the file holds them, the first document alone.  Under the stopping rule
+        (``config.width``), the documents its rows in ``out`` ask for (:meth:`documents`), and the
+        prompts once the rule has stopped.
         """
         run = _run_of(config)
         rows = None
-        if config.adaptive and out is not None and os.path.exists(out):
+        if (config.adaptive or config.width) and out is not None and os.path.exists(out):
             rows = self.read(out).rows
         tasks = []
         for n in config.lengths:
             docs = [name for name, _ in run.documents(n)]
+            stopped = True
+            if config.width:
+                docs, stopped = self.documents(config, n, docs, rows)
             cfg = config
             if config.adaptive:
                 tasks.append(MeasureTask("loss", n, docs[0], config))
@@ -130,8 +138,43 @@ class MeasureExperiment(Experiment):
                                                                                       rows["loss"][first]))
                 docs = docs[1:]
             tasks += [MeasureTask("loss", n, name, cfg) for name in docs]
-            tasks += [MeasureTask("passkey", n, _prompt_name(k), cfg) for k in range(config.prompts)]
+            if stopped:
+                tasks += [MeasureTask("passkey", n, _prompt_name(k), cfg) for k in range(config.prompts)]
         return tasks
+
+    def documents(self, config, n: int, names: list, rows) -> tuple:
+        """The stopping rule at length ``n``: ``(the documents to read, whether the rule has stopped)``.
+
+        ``names`` in window order; the leading ones the file's ``rows`` hold are read, and
+        :func:`~._measure_stats.documents_wanted` says how many to read.  Under a budget
+        (:attr:`deadline`), the rule also stops where the next document and the prompts still to read
+        would pass it, at the time per unit of reads and length squared measured so far.
+        """
+        have = set()
+        if rows is not None:
+            sel = (rows["task"] == "loss") & (rows["length"] == n)
+            have = set(rows["item"][sel].tolist())
+        k = next((i for i, name in enumerate(names) if name not in have), len(names))
+        factors, D = np.zeros(0), np.zeros((0, 0))
+        if k:
+            mine = (rows["length"] == n) & np.isin(rows["item"], names[:k])
+            factors, D = documents_table({c: v[mine] for c, v in rows.items()})
+        want = documents_wanted(factors, D, config.width, [KEY_SEED, n], len(names))
+        if want == k + 1 and k >= min(MIN_DOCUMENTS, len(names)) and not self._fits(config, n, rows):
+            print(f"measure: the budget stops the documents at {k} at n = {n}", file=sys.stderr)
+            want = k
+        return names[:want], want == k
+
+    def _fits(self, config, n: int, rows) -> bool:
+        """Whether one more document at ``n`` and every prompt not read yet fit before :attr:`deadline`."""
+        if self.deadline is None or not self._weight:
+            return True
+        later = (4 if config.adaptive else len(config.factors)) + len(config.shapes) + bool(config.recipe)
+        read = set() if rows is None else set(zip(rows["task"], rows["length"].tolist(), rows["item"]))
+        prompts = [m for m in config.lengths for k in range(config.prompts) if ("passkey", m, _prompt_name(k)) not in read]
+        weight = (later + 1) * (float(n) ** 2 + sum(float(m) ** 2 for m in prompts))
+        rate = (time.perf_counter() - self.clock) / self._weight
+        return time.perf_counter() + rate * weight <= self.deadline
 
     def task_cells(self, task) -> tuple:
         """``(task, length, item)``."""
@@ -201,6 +244,7 @@ class MeasureExperiment(Experiment):
     def task_finished(self, task) -> None:
         """After the first unit: the estimate of the whole sweep, measured on it (:func:`estimate_seconds`)."""
         self._finished += 1
+        self._weight += (self.expected_rows(task) + 1) * float(task.length) ** 2
         if self._finished == 1 and self.progress:
             took = time.perf_counter() - self.started
             print(estimate_line(took, self.plan), file=sys.stderr)
@@ -232,7 +276,7 @@ class MeasureExperiment(Experiment):
                       f"constant {', '.join(f'{f:g}' for f in config.factors)} on the queries past L; shapes ")
                      + f"{', '.join(config.shapes) or 'none'} (scheme registry, pinned at L)"
                      + ("; the file's recipe" if config.recipe else ""),
-            "documents": f"{len(docs)} per length: {', '.join(docs)} ({hashes})",
+            "documents": f"{'at most ' if config.width else ''}{len(docs)} per length: {', '.join(docs)} ({hashes})",
             "prompts": f"{config.prompts} per length: real_passkey.passkey_sequence at depths "
                        f"{', '.join(f'{d:g}' for d in DEPTHS)} in turn, key k = numpy default_rng([{KEY_SEED}, k])",
             "scoring": "loss: mean next-token nats at the positions past L; passkey: all five digits the greedy "
@@ -240,7 +284,10 @@ class MeasureExperiment(Experiment):
                        + ("; a BOS first in every sequence (the file's add_bos_token)" if m.config.add_bos else ""),
             "backend": config.backend,
             "statistics": f"minimiser: vertex of the parabola through the lowest mean loss and its neighbours; "
-                          f"interval: percentile bootstrap over documents ({BOOTSTRAP} resamples, 95%)",
+                          f"interval: percentile bootstrap over documents ({BOOTSTRAP} resamples, 95%), each end's "
+                          "distance from the minimiser times 1.2 t(D - 1) / z sqrt(D / (D - 1)) "
+                          "(_measure_stats.minimiser_interval)",
+            **({"stopping": stopping_line(config.width)} if config.width else {}),
             "code": f"softmax_scale at {source_revision()}",
             "date": datetime.date.today().isoformat(),
         }
@@ -250,10 +297,17 @@ class MeasureExperiment(Experiment):
         return [curve.to_text() for curve in summarise(table)]
 
 
+def stopping_line(width: float) -> str:
+    """The header's ``stopping`` line: the rule a resumed file continues (a file without it reads every document)."""
+    return (f"documents one at a time in window order, at least {MIN_DOCUMENTS}, until the minimiser's 95% interval "
+            f"is at most ±{width:g} wide or the budget ends (_measure_stats.documents_wanted); then the prompts")
+
+
 def unit_plan(config, done=()) -> list:
     """``(length, reads)`` of every unit of ``config`` not in ``done`` (task keys), in the order they run.
 
     ``reads``: the unit's cells (an adaptive sweep's later units at 1 and three constants, their most).
+    Under the stopping rule (``config.width``), the documents it reads at the least.
     """
     run = _run_of(config)
     extra = len(config.shapes) + bool(config.recipe)
@@ -261,7 +315,7 @@ def unit_plan(config, done=()) -> list:
     out = []
     for n in config.lengths:
         names = [name for name, _ in run.documents(n)]
-        for i, name in enumerate(names):
+        for i, name in enumerate(names[:MIN_DOCUMENTS] if config.width else names):
             if ("loss", n, name) not in done:
                 out.append((n, (config.adaptive + extra) if config.adaptive and i == 0 else later))
         out += [(n, later) for k in range(config.prompts) if ("passkey", n, _prompt_name(k)) not in done]

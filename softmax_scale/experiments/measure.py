@@ -25,7 +25,11 @@ and names the model's SHA-256, the command and the code revision.
 **Statistics** (float64, over documents).  The minimising constant multiplier is the vertex of the
 parabola through the grid's lowest mean loss and its two neighbours (the grid's end where the
 lowest is there); its interval is the 2.5 and 97.5 percentiles of the same minimiser over
-:data:`BOOTSTRAP` resamples of the documents (a percentile bootstrap, seeded).  Each other cell
+:data:`BOOTSTRAP` resamples of the documents (a percentile bootstrap, seeded), each end's distance
+from the minimiser widened by ``1.2 t(D - 1) / z * sqrt(D / (D - 1))`` for ``D`` documents
+(:func:`~._measure_stats.minimiser_interval`).  Under the stopping rule (``width``), documents are
+read one at a time until that interval is at most ``±width`` wide
+(:func:`~._measure_stats.documents_wanted`).  Each other cell
 is compared with the constant 1 document by document (mean paired difference and its standard
 error).
 """
@@ -62,7 +66,7 @@ from ._measure_run import (  # noqa: F401  (_RUNS, _prefix_length, _curve, _text
     _prefix_length,
     _run_of,
 )
-from ._measure_stats import LengthCurve, _curve, figure, summarise  # noqa: F401
+from ._measure_stats import MIN_DOCUMENTS, LengthCurve, _curve, figure, summarise  # noqa: F401
 from ._measure_sweep import (  # noqa: F401
     MeasureExperiment,
     MeasureTask,
@@ -73,7 +77,8 @@ from ._measure_sweep import (  # noqa: F401
     unit_plan,
 )
 
-__all__ = ["BOOTSTRAP", "COLUMNS", "CONSTANT", "DEFAULT_FACTORS", "DEPTHS", "FILE_ROPE", "INTS", "KEY_SEED", "RECIPE",
+__all__ = ["BOOTSTRAP", "COLUMNS", "CONSTANT", "DEFAULT_FACTORS", "DEPTHS", "FILE_ROPE", "INTS", "KEY_SEED",
+           "MIN_DOCUMENTS", "RECIPE",
            "SHAPES", "SMOKE", "TEXT", "LengthCurve", "MeasureConfig", "MeasureExperiment", "MeasureResult", "MeasureTask", "figure",
            "measure", "quick_config", "score_bound", "summarise"]
 
@@ -176,7 +181,8 @@ def _fit(exp, cfg, first, budget: float) -> tuple:
     """Read ``first`` and size ``cfg``'s documents and prompts so the whole run fits ``budget`` minutes.
 
     Both shrink in proportion (documents to no fewer than two) until the estimate from the first
-    unit's time (:func:`~._measure_sweep.estimate_seconds`) fits; the line saying it goes to stderr.
+    unit's time (:func:`~._measure_sweep.estimate_seconds`) fits; under the stopping rule the prompts
+    alone, the documents' plan being the rule's least; the line saying it goes to stderr.
     ``(config, the first unit's rows)``; a ValueError naming ``budget`` where even the least does not fit.
     """
     t0 = time.perf_counter()
@@ -184,14 +190,16 @@ def _fit(exp, cfg, first, budget: float) -> tuple:
     took = time.perf_counter() - t0
     least = min(2, cfg.docs)
     for frac in np.linspace(1.0, 0.0, 21):
-        c = dataclasses.replace(cfg, docs=max(least, int(cfg.docs * frac)), prompts=int(cfg.prompts * frac))
+        c = dataclasses.replace(cfg, docs=cfg.docs if cfg.width else max(least, int(cfg.docs * frac)),
+                                prompts=int(cfg.prompts * frac))
         plan = unit_plan(c)
         if took + estimate_seconds(took, plan) <= budget * 60:
             print(f"{estimate_line(took, plan, budget)}: {c.docs} documents and {c.prompts} prompts per length",
                   file=sys.stderr)
             return c, rows
+    docs = min(MIN_DOCUMENTS, c.docs) if cfg.width else c.docs
     raise ValueError(f"`budget` of {budget:g} min is too short: the run needs about "
-                     f"{(took + estimate_seconds(took, plan)) / 60:.2g} min at {c.docs} documents and no prompts per "
+                     f"{(took + estimate_seconds(took, plan)) / 60:.2g} min at {docs} documents and no prompts per "
                      f"length, the least (its first unit took {took:.2g} s)")
 
 
@@ -201,6 +209,26 @@ def _spacing(spacing) -> float:
     if not 1e-3 <= v <= 1.0:
         raise ValueError(f"`spacing` must be between 0.001 and 1, got {v!r}")
     return v
+
+
+def _width(width, adaptive: int, quick: bool) -> float:
+    """The stopping rule's half-width: ``width``, or 0.02 under an adaptive sweep and 0 (off) otherwise where None."""
+    if width is None:
+        return 0.02 if adaptive else 0.0
+    v = check_real(width, "width")
+    if not 0 <= v < 1:
+        raise ValueError(f"`width` must be a half-width from 0 (off: read every document) to under 1, got {width!r}")
+    if v and quick:
+        raise ValueError("`width` and `quick` do not go together (the quick form reads one document)")
+    return v
+
+
+def _same_rule(store, header: dict) -> None:
+    """Refuse to resume a file under another stopping rule (its ``stopping`` line, absent where it read every document)."""
+    old, new = store.header.get("stopping"), header.get("stopping")
+    if old != new:
+        raise ValueError(f"`width`: {store.path} was read under the stopping rule {old or 'none (every document)'!r}, "
+                         f"not {new or 'none (every document)'!r}; pass the same width, or overwrite=True")
 
 
 def _past(lengths, L: int) -> None:
@@ -309,7 +337,7 @@ def _check(model, lengths, rope, train_length, factors, shapes, texts, docs, pro
 
 def measure(model, n, *, rope: str = FILE_ROPE, train_length: int | None = None, factors=None,
             shapes=None, recipe: bool = True, text=None, docs: int = 6, prompts: int = 12, adaptive: int = 0,
-            spacing: float = 0.05, budget: float | None = None, quick: bool = False,
+            spacing: float = 0.05, width: float | None = None, budget: float | None = None, quick: bool = False,
             out="measure", overwrite: bool = False, executor=None, workers: int = 0, scheduler: str | None = None,
             backend: str = "numpy", query_block: int = 256, figure_file: bool = True, progress: bool = True,
             command: str | None = None) -> MeasureResult:
@@ -334,7 +362,7 @@ def measure(model, n, *, rope: str = FILE_ROPE, train_length: int | None = None,
     text : str, os.PathLike or sequence of them, optional
         Text files cut into windows of ``n`` tokens; the texts that ship with Python otherwise.
     docs, prompts : int
-        Documents and pass-key prompts per length.
+        Documents (under the stopping rule, the most) and pass-key prompts per length.
     adaptive : int
         Under 0, the constants ``factors`` (a fixed grid); otherwise that many constants read on the
         first document one after another (:func:`~._measure_stats.next_factor`: from 1 and the
@@ -343,10 +371,18 @@ def measure(model, n, *, rope: str = FILE_ROPE, train_length: int | None = None,
         must be omitted).
     spacing : float
         The least distance between two constants of an adaptive sweep.
+    width : float, optional
+        The stopping rule: documents are read one at a time in window order, at least
+        :data:`MIN_DOCUMENTS` (``docs`` where fewer), until the minimiser's 95% interval is at most
+        ``±width`` wide (:func:`~._measure_stats.documents_wanted`; never where the lowest mean loss
+        is at the grid's end), ``docs`` at most, then the prompts; under ``budget`` it stops too where
+        the next document and the prompts would not fit.  0: every document of ``docs``.  Where
+        omitted, 0.02 under ``adaptive`` and 0 otherwise.  A resumed file keeps its rule.
     budget : float, optional
         Minutes for the whole run: a new file's first unit is read and timed, and the documents and
-        prompts shrink in proportion (documents to no fewer than two) until the estimate from it fits
-        (a ValueError where even that does not fit; a resumed file keeps its sizes).
+        prompts shrink in proportion (documents to no fewer than two; under the stopping rule, the
+        prompts alone) until the estimate from it fits (a ValueError where even that does not fit; a
+        resumed file keeps its sizes).
     quick : bool
         :func:`quick_config`: one document and few cells past the model's ``L``, or a smoke test at a
         pretend ``L`` where ``n`` is not past it (``factors`` and ``shapes`` as given, where given).
@@ -383,6 +419,7 @@ def measure(model, n, *, rope: str = FILE_ROPE, train_length: int | None = None,
     """
     from .sweep import dask_executor, run_sweep
 
+    clock = time.perf_counter()
     path, lengths, train_length, fs, shs, texts, docs, prompts = _check(
         model, n, rope, train_length, DEFAULT_FACTORS if factors is None else factors,
         SHAPES if shapes is None else shapes, text, docs, prompts, backend)
@@ -396,6 +433,7 @@ def measure(model, n, *, rope: str = FILE_ROPE, train_length: int | None = None,
         check_int(adaptive, "adaptive", minimum=3)
         cfg = dataclasses.replace(cfg, factors=(1.0,), adaptive=int(adaptive),
                                   spacing=_spacing(spacing))
+    cfg = dataclasses.replace(cfg, width=_width(width, cfg.adaptive, quick))
     workers = check_int(workers, "workers", minimum=0, maximum=1024)
     if budget is not None and not check_real(budget, "budget") > 0:
         raise ValueError(f"`budget` must be positive minutes, got {budget!r}")
@@ -418,6 +456,9 @@ def measure(model, n, *, rope: str = FILE_ROPE, train_length: int | None = None,
             raise ValueError(f"`n` must be at least {need} tokens for a pass-key prompt of this model, got {lengths[0]}; "
                              "pass a longer n or prompts=0")
     exp = MeasureExperiment(progress)
+    exp.clock = clock
+    if budget is not None and cfg.width:
+        exp.deadline = clock + budget * 60
     tasks = exp.tasks(cfg, out=None if overwrite else target)
     first = None
     if budget is not None and (overwrite or not target.exists()):
@@ -427,6 +468,7 @@ def measure(model, n, *, rope: str = FILE_ROPE, train_length: int | None = None,
     store = ResultStore(target, header, COLUMNS, key=exp.key, match=exp.match, overwrite=overwrite,
                         float_format=exp.float_format)
     _same_documents(store, header, run, cfg.lengths)
+    _same_rule(store, header)
     exp.started = time.perf_counter()
     if first is not None:
         store.append(first)
