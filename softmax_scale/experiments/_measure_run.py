@@ -75,6 +75,9 @@ class MeasureConfig:
         Constants read on a unit by the adaptive search (:func:`~._measure_stats.adaptive_cells`,
         from 1 and the recipe's multiplier, ``spacing`` apart); 0: ``factors``, a fixed grid.
     spacing : float
+    keys : int
+        Keys per prompt: 1, a prompt per key (:func:`~.real_passkey.passkey_sequence`); more, the
+        multi-key variant, each prompt a haystack of that many keys (:meth:`_Run.haystack`).
     """
 
     model: str
@@ -93,6 +96,7 @@ class MeasureConfig:
     model_length: int | None = None
     adaptive: int = 0
     spacing: float = 0.05
+    keys: int = 1
 
 
 
@@ -181,6 +185,27 @@ class _Run:
 
         key = "".join(str(int(x)) for x in np.random.default_rng([KEY_SEED, k]).integers(0, 10, size=5))
         return passkey_sequence(self.model, n, DEPTHS[k % len(DEPTHS)], key)
+
+    def haystack(self, n: int, h: int):
+        """Haystack ``h`` of ``n`` tokens with ``config.keys`` keys (:func:`haystack_keys`)."""
+        from .real_passkey import passkey_haystack
+
+        return passkey_haystack(self.model, n, haystack_keys(h, self.config.keys))
+
+
+def haystack_keys(h: int, keys: int) -> tuple:
+    """The keys of haystack ``h``: key ``j`` five digits of ``numpy.random.default_rng([KEY_SEED, h, j])``.
+
+    The generator draws again while the key repeats an earlier one of the haystack.
+    """
+    out = []
+    for j in range(keys):
+        rng = np.random.default_rng([KEY_SEED, h, j])
+        key = None
+        while key is None or key in out:
+            key = "".join(str(int(x)) for x in rng.integers(0, 10, size=5))
+        out.append(key)
+    return tuple(out)
 
 
 def _run_of(config: MeasureConfig) -> _Run:
