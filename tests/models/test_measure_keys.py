@@ -176,3 +176,16 @@ def test_a_length_too_short_for_the_haystack_names_n(tiny, tmp_path, capsys):
     assert main(["measure", str(tiny[0]), "--n", "64", "--out", str(tmp_path), "--keys", "2"]) == 2
     err = capsys.readouterr().err.strip()
     assert "`n` must be at least" in err and "\n" not in err
+
+
+def test_the_jax_backend_continues_the_questions_alike(result, tiny, tmp_path):
+    """The haystack and its questions read by the JAX pass: losses to float32 rounding, the same keys retrieved."""
+    pytest.importorskip("jax")
+    other = ms.MeasureExperiment().read(ms.measure(tiny[0], N, text=tiny[1], docs=1, prompts=2, keys=K,
+                                                   factors=(1.0, 1.2), progress=False, out=tmp_path, backend="jax",
+                                                   figure_file=False).path)
+    mine = ms.MeasureExperiment().read(result.path)
+    for col in ("task", "item", "scheme", "depth"):
+        assert list(map(str, other.rows[col])) == list(map(str, mine.rows[col]))
+    np.testing.assert_allclose(other.rows["loss"], mine.rows["loss"], rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(other.rows["retrieved"], mine.rows["retrieved"])
