@@ -25,7 +25,7 @@ from . import _real_one_key as rk
 from . import _real_one_key_summary as rk_summary
 from ._real_one_key_experiment import RealOneKeyExperiment
 
-__all__ = ["CELLS", "EXPERIMENT", "HAYSTACK_LINE", "HAYSTACK_QUESTION", "QUICK_CONFIG", "Haystack", "RealPasskeyConfig",
+__all__ = ["CELLS", "EXPERIMENT", "HAYSTACK_LINE", "HAYSTACK_QUESTION", "HAYSTACK_WORDS", "QUICK_CONFIG", "Haystack", "RealPasskeyConfig",
            "RealPasskeyExperiment", "haystack_depths", "haystack_min_tokens", "passkey_haystack", "passkey_min_tokens",
            "passkey_sequence"]
 
@@ -35,9 +35,14 @@ CELLS = (("yarn", "standard"), ("yarn", "qwen_logn"), ("yarn", "yarn"), ("yarn",
 DIGITS = 5
 #: Seeds the keys: key ``k`` of the grid is the same five digits at every length and depth.
 SEED = 32
-#: The multi-key haystack's line and question (:func:`passkey_haystack`): the single key's, the key named by its number.
-HAYSTACK_LINE = "The pass key number {label} is {key}. Remember it. {key} is the pass key number {label}. "
-HAYSTACK_QUESTION = "What is the pass key number {label}? The pass key number {label} is "
+#: The multi-key haystack's line and question (:func:`passkey_haystack`): key ``j``'s digits glued to its word
+#: ``HAYSTACK_WORDS[j]``, which occurs nowhere else in the haystack and ends the question, so the token before
+#: each key's digits is that key's own (SmolLM2-135M copies the digits after the question's last token; under a
+#: line that names the key by a number it copies the first digits of the latest key).
+HAYSTACK_LINE = "The pass key is {word}{key}. Remember it. {word}{key} is the pass key. "
+HAYSTACK_QUESTION = "What is the pass key? The pass key is {word}"
+HAYSTACK_WORDS = ("apple", "river", "tiger", "piano", "cloud", "candle", "horse", "lemon", "window", "garden",
+                  "rocket", "silver")
 
 
 @dataclass(frozen=True)
@@ -149,7 +154,7 @@ class Haystack:
     ids : ndarray of int64
         The haystack: a BOS where the file asks for one, the filler with key ``j``'s line at ``depths[j]``.
     questions : tuple of ndarray of int64
-        Question ``j`` (naming key ``j`` by its number ``j + 1``), its five digits last.
+        Question ``j`` (ending in key ``j``'s word), its five digits last.
     keys : tuple of str
     depths : tuple of float
     """
@@ -170,10 +175,12 @@ class Haystack:
 
 
 def _haystack_pieces(model, keys):
+    if len(keys) > len(HAYSTACK_WORDS):
+        raise ValueError(f"`keys` must be at most {len(HAYSTACK_WORDS)} (a word each), got {len(keys)}")
     out = []
-    for j, key in enumerate(keys):
-        line = model.tokenize(HAYSTACK_LINE.format(label=j + 1, key=key))
-        question = model.tokenize(HAYSTACK_QUESTION.format(label=j + 1) + key)
+    for key, word in zip(keys, HAYSTACK_WORDS):
+        line = model.tokenize(HAYSTACK_LINE.format(word=word, key=key))
+        question = model.tokenize(HAYSTACK_QUESTION.format(word=word) + key)
         digits = question[-DIGITS:]
         if digits.size != DIGITS or model.detokenize(digits) != key:
             raise ValueError(f"the tokenizer does not give the key {key!r} as {DIGITS} tokens ending the question")
@@ -192,8 +199,8 @@ def haystack_min_tokens(model, keys: int) -> int:
 def passkey_haystack(model, length: int, keys) -> Haystack:
     """``len(keys)`` (two or more, distinct) keys at :func:`haystack_depths` of one filler; a question for each.
 
-    The filler is :func:`passkey_sequence`'s, key ``j``'s line :data:`HAYSTACK_LINE` with the number
-    ``j + 1``; the haystack fills ``length`` tokens less the longest question, so every question
+    The filler is :func:`passkey_sequence`'s, key ``j``'s line :data:`HAYSTACK_LINE` with the word
+    ``HAYSTACK_WORDS[j]``; the haystack fills ``length`` tokens less the longest question, so every question
     continued from it ends at or before ``length``.
     """
     keys = tuple(str(k) for k in keys)

@@ -1,7 +1,8 @@
 """``measure --keys K``: the multi-key variant, several pass keys in one haystack (tiny random GGUF).
 
-- The builder: each key's numbered line at its depth, its question naming the same number, the
-  haystack and its longest question ``n`` tokens; the keys re-derived from their seeds here.
+- The builder: each key's line at its depth, its digits after its own word, which occurs nowhere
+  else in the haystack and ends its question; the haystack and its longest question ``n`` tokens;
+  the keys re-derived from their seeds here.
 - A question continued from the haystack's keys and values against the decoder's whole pass over
   haystack and question (no cache), and a row of the file against the same whole pass under the
   cell's multipliers written out here.
@@ -19,6 +20,7 @@ from softmax_scale.experiments import measure as ms
 from softmax_scale.experiments.real_passkey import (
     HAYSTACK_LINE,
     HAYSTACK_QUESTION,
+    HAYSTACK_WORDS,
     haystack_depths,
     passkey_haystack,
 )
@@ -49,27 +51,31 @@ def whole(model, ids, f, inv):
     return np.argmax(lg, axis=1), lse[:-1] - lg[np.arange(ids.size - 1), ids[1:]]
 
 
-def test_each_numbered_key_sits_at_its_depth_and_its_question_names_it(model):
+def test_each_key_sits_at_its_depth_after_its_own_word_and_its_question_ends_in_it(model):
     keys = ("31415", "27182", "16180")
     h = passkey_haystack(model, N, keys)
     assert h.ids.size + max(q.size for q in h.questions) == N
     text = model.detokenize(h.ids)
-    at = [text.index(HAYSTACK_LINE.format(label=j + 1, key=k)) for j, k in enumerate(keys)]
+    at = [text.index(HAYSTACK_LINE.format(word=HAYSTACK_WORDS[j], key=k)) for j, k in enumerate(keys)]
     assert at == sorted(at)
-    filler = len(text) - sum(len(HAYSTACK_LINE.format(label=j + 1, key=k)) for j, k in enumerate(keys))
+    filler = len(text) - sum(len(HAYSTACK_LINE.format(word=HAYSTACK_WORDS[j], key=k)) for j, k in enumerate(keys))
     for a, d, j in zip(at, haystack_depths(K), range(K)):  # the filler before the line, a fraction of the filler
-        before = a - sum(len(HAYSTACK_LINE.format(label=i + 1, key=keys[i])) for i in range(j))
+        before = a - sum(len(HAYSTACK_LINE.format(word=HAYSTACK_WORDS[i], key=keys[i])) for i in range(j))
         assert before / filler == pytest.approx(d, abs=0.05)
     for j, k in enumerate(keys):
         seq = h.question(j)
-        assert model.detokenize(h.questions[j]) == HAYSTACK_QUESTION.format(label=j + 1) + k
+        assert model.detokenize(h.questions[j]) == HAYSTACK_QUESTION.format(word=HAYSTACK_WORDS[j]) + k
+        w = HAYSTACK_WORDS[j]  # the key's own word: in the haystack only right before its digits
+        assert text.count(w) == 2 and text.count(w + k) == 2
         assert model.detokenize(seq.ids[seq.scored + 1]) == k
         assert model.detokenize(seq.ids[seq.source]) == k and seq.source.max() < h.ids.size
     assert haystack_depths(6) == pytest.approx([0.1, 0.26, 0.42, 0.58, 0.74, 0.9])
 
 
 @pytest.mark.parametrize("keys, length, match", [(("12345", "12345"), N, "distinct"), (("12345",), N, "two or more"),
-                                                 (("12345", "67890"), 40, "`length` must be at least")])
+                                                 (("12345", "67890"), 40, "`length` must be at least"),
+                                                 (tuple(f"{k:05d}" for k in range(len(HAYSTACK_WORDS) + 1)), N,
+                                                  "at most")])
 def test_bad_haystacks_are_refused(model, keys, length, match):
     with pytest.raises(ValueError, match=match):
         passkey_haystack(model, length, keys)
