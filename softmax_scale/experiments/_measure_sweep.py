@@ -268,13 +268,14 @@ class MeasureExperiment(Experiment):
 
 def _prompts_line(config) -> str:
     """The header's ``prompts`` line: the single-key prompts, or the multi-key haystacks."""
-    from .real_passkey import haystack_depths
+    from .real_passkey import HAYSTACK_LINE, HAYSTACK_WORDS, haystack_depths
 
     if config.keys == 1:
         return (f"{config.prompts} per length: real_passkey.passkey_sequence at depths "
                 f"{', '.join(f'{d:g}' for d in DEPTHS)} in turn, key k = numpy default_rng([{KEY_SEED}, k])")
     return (f"{config.prompts} per length, the multi-key variant: real_passkey.passkey_haystack, {config.keys} keys "
-            f"in one haystack at depths {', '.join(f'{d:.3g}' for d in haystack_depths(config.keys))}, each asked "
+            f"in one haystack at depths {', '.join(f'{d:.3g}' for d in haystack_depths(config.keys))}, key j in "
+            f"line {HAYSTACK_LINE.strip()!r} after word j of {', '.join(HAYSTACK_WORDS[:config.keys])}, each asked "
             f"by its own question continued from the haystack's keys and values under the cell; key j of haystack "
             f"h = numpy default_rng([{KEY_SEED}, h, j]) (drawn again while it repeats one of the haystack)")
 

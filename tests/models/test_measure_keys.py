@@ -130,6 +130,7 @@ def test_a_row_per_haystack_key_and_cell_and_every_key_counted(result):
     for item in ("h0-keys3", "h1-keys3"):
         assert sorted(t.rows["depth"][p & (t.rows["item"] == item)]) == sorted(list(haystack_depths(K)) * cells)
     assert "the multi-key variant" in t.header["prompts"] and "3 keys" in t.header["prompts"]
+    assert f"after word j of {', '.join(HAYSTACK_WORDS[:K])}," in t.header["prompts"]
     assert all(f"/{2 * K}" in line for line in result.curves[0].to_text().splitlines() if line.startswith("| constant"))
     cfg = ms.MeasureConfig(result.path, (N,), docs=1, prompts=2, keys=K)
     task = ms.MeasureTask("passkey", N, "h0-keys3", cfg)
