@@ -188,7 +188,7 @@ def _cmd_measure(args):
     r = measure(args.model, args.n, rope=args.rope, train_length=args.train_length,
                 factors=args.factors, shapes=args.shapes, recipe=not args.no_recipe, text=args.text,
                 docs=args.docs, prompts=args.prompts, adaptive=args.adaptive, spacing=args.spacing, width=args.width,
-                budget=args.budget, quick=args.quick, out=args.out, overwrite=args.overwrite,
+                budget=args.budget, keys=args.keys, quick=args.quick, out=args.out, overwrite=args.overwrite,
                 workers=args.workers, scheduler=args.scheduler, backend=args.backend, figure_file=not args.no_figure,
                 progress=not args.no_progress and not args.json,
                 command=f"softmax-scale measure {' '.join(args.argv)}".strip())
@@ -414,6 +414,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="text files cut into documents of n tokens (default: texts that ship with Python)")
     sp.add_argument("--docs", type=_number, default=6, help="documents per length, the most under --width (default 6)")
     sp.add_argument("--prompts", type=_number, default=12, help="pass-key prompts per length (default 12; 0: none)")
+    sp.add_argument("--keys", type=_number, default=1, help="keys per prompt (default 1; K > 1: the multi-key variant, "
+                    "each prompt one haystack of K keys, each asked by its own question continued from it)")
     sp.add_argument("--adaptive", type=_number, default=0, metavar="CELLS",
                     help="read CELLS constants on the first document one after another (bracket the lowest loss, "
                     "then refine it), and on the others 1 and the lowest with its two neighbours (default 0: --factors)")

@@ -78,6 +78,9 @@ class MeasureConfig:
     width : float
         The stopping rule's half-width (:func:`~._measure_stats.documents_wanted`): documents are read
         one at a time until the minimiser's interval is at most ``±width``, ``docs`` at most; 0: all ``docs``.
+    keys : int
+        Keys per prompt: 1, a prompt per key (:func:`~.real_passkey.passkey_sequence`); more, the
+        multi-key variant, each prompt a haystack of that many keys (:meth:`_Run.haystack`).
     """
 
     model: str
@@ -97,6 +100,7 @@ class MeasureConfig:
     adaptive: int = 0
     spacing: float = 0.05
     width: float = 0.0
+    keys: int = 1
 
 
 
@@ -185,6 +189,27 @@ class _Run:
 
         key = "".join(str(int(x)) for x in np.random.default_rng([KEY_SEED, k]).integers(0, 10, size=5))
         return passkey_sequence(self.model, n, DEPTHS[k % len(DEPTHS)], key)
+
+    def haystack(self, n: int, h: int):
+        """Haystack ``h`` of ``n`` tokens with ``config.keys`` keys (:func:`haystack_keys`)."""
+        from .real_passkey import passkey_haystack
+
+        return passkey_haystack(self.model, n, haystack_keys(h, self.config.keys))
+
+
+def haystack_keys(h: int, keys: int) -> tuple:
+    """The keys of haystack ``h``: key ``j`` five digits of ``numpy.random.default_rng([KEY_SEED, h, j])``.
+
+    The generator draws again while the key repeats an earlier one of the haystack.
+    """
+    out = []
+    for j in range(keys):
+        rng = np.random.default_rng([KEY_SEED, h, j])
+        key = None
+        while key is None or key in out:
+            key = "".join(str(int(x)) for x in rng.integers(0, 10, size=5))
+        out.append(key)
+    return tuple(out)
 
 
 def _run_of(config: MeasureConfig) -> _Run:

@@ -79,8 +79,9 @@ def _overflow(scheme, label, task) -> ValueError:
     return ValueError(f"`model`: the cell {scheme} {label:g} gives a non-finite loss {where} (float32 overflows)")
 
 
-def _prompt_name(k: int) -> str:
-    return f"d{DEPTHS[k % len(DEPTHS)]:g}-k{k}"
+def _prompt_name(k: int, keys: int = 1) -> str:
+    """Prompt ``k``'s item: ``d<depth>-k<k>`` (one key), ``h<k>-keys<keys>`` (a haystack of ``keys`` keys)."""
+    return f"d{DEPTHS[k % len(DEPTHS)]:g}-k{k}" if keys == 1 else f"h{k}-keys{keys}"
 
 
 class MeasureExperiment(Experiment):
@@ -139,7 +140,7 @@ class MeasureExperiment(Experiment):
                 docs = docs[1:]
             tasks += [MeasureTask("loss", n, name, cfg) for name in docs]
             if stopped:
-                tasks += [MeasureTask("passkey", n, _prompt_name(k), cfg) for k in range(config.prompts)]
+                tasks += [MeasureTask("passkey", n, _prompt_name(k, config.keys), cfg) for k in range(config.prompts)]
         return tasks
 
     def documents(self, config, n: int, names: list, rows) -> tuple:
@@ -171,7 +172,7 @@ class MeasureExperiment(Experiment):
             return True
         later = (4 if config.adaptive else len(config.factors)) + len(config.shapes) + bool(config.recipe)
         read = set() if rows is None else set(zip(rows["task"], rows["length"].tolist(), rows["item"]))
-        prompts = [m for m in config.lengths for k in range(config.prompts) if ("passkey", m, _prompt_name(k)) not in read]
+        prompts = [m for m in config.lengths for k in range(config.prompts) if ("passkey", m, _prompt_name(k, config.keys)) not in read]
         weight = (later + 1) * (float(n) ** 2 + sum(float(m) ** 2 for m in prompts))
         rate = (time.perf_counter() - self.clock) / self._weight
         return time.perf_counter() + rate * weight <= self.deadline
@@ -181,27 +182,35 @@ class MeasureExperiment(Experiment):
         return (task.task, task.length, task.item)
 
     def expected_rows(self, task) -> int:
-        """A row per cell."""
+        """A row per cell (a haystack's: one per key and cell)."""
         c = task.config
-        return (c.adaptive or len(c.factors)) + len(c.shapes) + bool(c.recipe)
+        return ((c.adaptive or len(c.factors)) + len(c.shapes) + bool(c.recipe)) * (c.keys if task.task == "passkey" else 1)
 
     def run_task(self, task) -> list:
         """Read the unit's sequence under every cell, continuing the shared prefix.
 
         Under an adaptive sweep (``config.adaptive``), the constants are read one after another
         (:func:`~._measure_stats.adaptive_cells` on this unit's loss, from 1 and the recipe's
-        multiplier) and written in ascending order.
+        multiplier) and written in ascending order.  A haystack (``config.keys`` above 1) is read
+        once per cell up to its end, and each key's question continues from its keys and values
+        under the cell's multipliers at the question's positions: a row per key and cell.
         """
         from ..models.readout import read_out
 
         run = _run_of(task.config)
         n, L = task.length, run.L
+        questions = None
         if task.task == "loss":
             ids = dict(run.documents(n))[task.item]
             scored, depth, all_of = np.arange(L, n - 1), float("nan"), False
+        elif task.config.keys > 1:
+            hay = run.haystack(n, int(task.item[1:].split("-")[0]))
+            questions = [hay.question(j) for j in range(len(hay.keys))]
+            ids, scored, all_of = hay.ids, np.array([hay.ids.size - 1]), True
         else:
             seq = run.prompt(n, int(task.item.split("-k")[1]))
             ids, scored, depth, all_of = seq.ids, seq.scored, seq.depth, True
+        items = [(ids, scored, depth)] if questions is None else [(q.ids, q.scored, q.depth) for q in questions]
         inv = run.frequencies(n)
         cells = run.cells(n)
         past = np.arange(n) >= L
@@ -211,29 +220,37 @@ class MeasureExperiment(Experiment):
         prefix = read_out(run.model, ids, [], stop=start, **kw) if start > 0 else None
         read = {}
 
-        def row(scheme, label, f):
+        def row(scheme, label, f):  # the cell's rows: one, or a haystack's one per key
             t0 = time.perf_counter()
             k = f.tobytes()
             if k not in read:
                 whole = prefix is None or _first_change(f, n) < start
-                r = read_out(run.model, ids, scored, probe=[], start=0 if whole else start,
-                             cache=None if whole else prefix.cache, factors=f, **kw)
-                read[k] = (r.argmax, r.nll)
-            argmax, nll = read[k]
-            if not np.all(np.isfinite(nll)):
-                raise _overflow(scheme, label, task)
-            hit = argmax == ids[scored + 1]
-            applied = np.reshape(f, (-1, n))[:, scored].mean()
-            return (task.task, n, task.item, scheme, label, task.config.rope, depth, float(np.mean(nll)),
-                    float(hit.all()) if all_of else float("nan"), float(applied), int(scored.size),
-                    round(time.perf_counter() - t0, 2))
+                go = dict(start=0 if whole else start, cache=None if whole else prefix.cache)
+                if questions is None:
+                    r = read_out(run.model, ids, scored, probe=[], factors=f, **go, **kw)
+                    read[k] = [(r.argmax, r.nll)]
+                else:  # the haystack's keys and values, then each question after them (one cell's at a time)
+                    cache = read_out(run.model, ids, [], stop=ids.size, factors=f[..., :ids.size], **go, **kw).cache
+                    read[k] = [(r.argmax, r.nll) for r in (
+                        read_out(run.model, q.ids, q.scored, probe=[], start=ids.size, cache=cache,
+                                 factors=f[..., :q.ids.size], **kw) for q in questions)]
+            out = []
+            seconds = round((time.perf_counter() - t0) / len(items), 2)  # a haystack's read shared by its keys
+            for (argmax, nll), (xs, at, where) in zip(read[k], items):
+                if not np.all(np.isfinite(nll)):
+                    raise _overflow(scheme, label, task)
+                hit = argmax == xs[at + 1]
+                applied = np.reshape(f, (-1, n))[:, at].mean()
+                out.append((task.task, n, task.item, scheme, label, task.config.rope, where, float(np.mean(nll)),
+                            float(hit.all()) if all_of else float("nan"), float(applied), int(at.size), seconds))
+            return out
 
-        rows = [row(*c) for c in cells]
+        rows = [r for c in cells for r in row(*c)]
         if task.config.adaptive:
             const = {}
 
             def loss(x):
-                const[x] = row(CONSTANT, x, np.where(past, x, 1.0))
+                const[x] = row(CONSTANT, x, np.where(past, x, 1.0))[0]
                 return const[x][7]
 
             recipe = [r[9] for r in rows if r[3] == RECIPE]
@@ -277,8 +294,7 @@ class MeasureExperiment(Experiment):
                      + f"{', '.join(config.shapes) or 'none'} (scheme registry, pinned at L)"
                      + ("; the file's recipe" if config.recipe else ""),
             "documents": f"{'at most ' if config.width else ''}{len(docs)} per length: {', '.join(docs)} ({hashes})",
-            "prompts": f"{config.prompts} per length: real_passkey.passkey_sequence at depths "
-                       f"{', '.join(f'{d:g}' for d in DEPTHS)} in turn, key k = numpy default_rng([{KEY_SEED}, k])",
+            "prompts": _prompts_line(config),
             "scoring": "loss: mean next-token nats at the positions past L; passkey: all five digits the greedy "
                        "choice (teacher-forced); float32 activations, float64 statistics"
                        + ("; a BOS first in every sequence (the file's add_bos_token)" if m.config.add_bos else ""),
@@ -301,13 +317,26 @@ def stopping_line(width: float) -> str:
     """The header's ``stopping`` line: the rule a resumed file continues (a file without it reads every document)."""
     return (f"documents one at a time in window order, at least {MIN_DOCUMENTS}, until the minimiser's 95% interval "
             f"is at most ±{width:g} wide or the budget ends (_measure_stats.documents_wanted); then the prompts")
+def _prompts_line(config) -> str:
+    """The header's ``prompts`` line: the single-key prompts, or the multi-key haystacks."""
+    from .real_passkey import HAYSTACK_LINE, HAYSTACK_WORDS, haystack_depths
+
+    if config.keys == 1:
+        return (f"{config.prompts} per length: real_passkey.passkey_sequence at depths "
+                f"{', '.join(f'{d:g}' for d in DEPTHS)} in turn, key k = numpy default_rng([{KEY_SEED}, k])")
+    return (f"{config.prompts} per length, the multi-key variant: real_passkey.passkey_haystack, {config.keys} keys "
+            f"in one haystack at depths {', '.join(f'{d:.3g}' for d in haystack_depths(config.keys))}, key j in "
+            f"line {HAYSTACK_LINE.strip()!r} after word j of {', '.join(HAYSTACK_WORDS[:config.keys])}, each asked "
+            f"by its own question continued from the haystack's keys and values under the cell; key j of haystack "
+            f"h = numpy default_rng([{KEY_SEED}, h, j]) (drawn again while it repeats one of the haystack)")
 
 
 def unit_plan(config, done=()) -> list:
     """``(length, reads)`` of every unit of ``config`` not in ``done`` (task keys), in the order they run.
 
-    ``reads``: the unit's cells (an adaptive sweep's later units at 1 and three constants, their most).
-    Under the stopping rule (``config.width``), the documents it reads at the least.
+    ``reads``: the unit's cells (an adaptive sweep's later units at 1 and three constants, their most);
+    a haystack is one unit, its questions' short reads not counted.  Under the stopping rule
+    (``config.width``), the documents it reads at the least.
     """
     run = _run_of(config)
     extra = len(config.shapes) + bool(config.recipe)
@@ -318,7 +347,7 @@ def unit_plan(config, done=()) -> list:
         for i, name in enumerate(names[:MIN_DOCUMENTS] if config.width else names):
             if ("loss", n, name) not in done:
                 out.append((n, (config.adaptive + extra) if config.adaptive and i == 0 else later))
-        out += [(n, later) for k in range(config.prompts) if ("passkey", n, _prompt_name(k)) not in done]
+        out += [(n, later) for k in range(config.prompts) if ("passkey", n, _prompt_name(k, config.keys)) not in done]
     return out
 
 

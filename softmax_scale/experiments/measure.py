@@ -338,6 +338,7 @@ def _check(model, lengths, rope, train_length, factors, shapes, texts, docs, pro
 def measure(model, n, *, rope: str = FILE_ROPE, train_length: int | None = None, factors=None,
             shapes=None, recipe: bool = True, text=None, docs: int = 6, prompts: int = 12, adaptive: int = 0,
             spacing: float = 0.05, width: float | None = None, budget: float | None = None, quick: bool = False,
+            keys: int = 1,
             out="measure", overwrite: bool = False, executor=None, workers: int = 0, scheduler: str | None = None,
             backend: str = "numpy", query_block: int = 256, figure_file: bool = True, progress: bool = True,
             command: str | None = None) -> MeasureResult:
@@ -378,6 +379,10 @@ def measure(model, n, *, rope: str = FILE_ROPE, train_length: int | None = None,
         is at the grid's end), ``docs`` at most, then the prompts; under ``budget`` it stops too where
         the next document and the prompts would not fit.  0: every document of ``docs``.  Where
         omitted, 0.02 under ``adaptive`` and 0 otherwise.  A resumed file keeps its rule.
+    keys : int
+        Keys per prompt: 1, each prompt one key; more, the multi-key variant: each of the ``prompts``
+        is a haystack of ``keys`` keys, each key asked by its own question continued from it
+        (:func:`~.real_passkey.passkey_haystack`), a row per key and cell.
     budget : float, optional
         Minutes for the whole run: a new file's first unit is read and timed, and the documents and
         prompts shrink in proportion (documents to no fewer than two; under the stopping rule, the
@@ -425,6 +430,7 @@ def measure(model, n, *, rope: str = FILE_ROPE, train_length: int | None = None,
         SHAPES if shapes is None else shapes, text, docs, prompts, backend)
     cfg = MeasureConfig(path, lengths, rope, train_length, fs, shs, bool(recipe), texts, docs, prompts,
                         check_int(query_block, "query_block", minimum=1), backend)
+    cfg = dataclasses.replace(cfg, keys=check_int(keys, "keys", minimum=1))
     if check_int(adaptive, "adaptive", minimum=0):
         if factors is not None:
             raise ValueError("`adaptive` chooses the constants: pass it or `factors`, not both")
@@ -446,10 +452,10 @@ def measure(model, n, *, rope: str = FILE_ROPE, train_length: int | None = None,
     _past(lengths, run.L)
     _check_factors(cfg.factors, run.model)
     if cfg.prompts:
-        from .real_passkey import passkey_min_tokens
+        from .real_passkey import haystack_min_tokens, passkey_min_tokens
 
         try:
-            need = passkey_min_tokens(run.model)
+            need = passkey_min_tokens(run.model) if cfg.keys == 1 else haystack_min_tokens(run.model, cfg.keys)
         except ValueError as exc:
             raise ValueError(f"`prompts`: no pass-key prompt can be built for this model ({exc}); pass prompts=0") from None
         if lengths[0] < need:

@@ -25,7 +25,8 @@ from . import _real_one_key as rk
 from . import _real_one_key_summary as rk_summary
 from ._real_one_key_experiment import RealOneKeyExperiment
 
-__all__ = ["CELLS", "EXPERIMENT", "QUICK_CONFIG", "RealPasskeyConfig", "RealPasskeyExperiment", "passkey_min_tokens",
+__all__ = ["CELLS", "EXPERIMENT", "HAYSTACK_LINE", "HAYSTACK_QUESTION", "HAYSTACK_WORDS", "QUICK_CONFIG", "Haystack", "RealPasskeyConfig",
+           "RealPasskeyExperiment", "haystack_depths", "haystack_min_tokens", "passkey_haystack", "passkey_min_tokens",
            "passkey_sequence"]
 
 #: ``(RoPE, scale)`` past ``L``, in the order they run (YaRN's frequencies first).
@@ -34,6 +35,14 @@ CELLS = (("yarn", "standard"), ("yarn", "qwen_logn"), ("yarn", "yarn"), ("yarn",
 DIGITS = 5
 #: Seeds the keys: key ``k`` of the grid is the same five digits at every length and depth.
 SEED = 32
+#: The multi-key haystack's line and question (:func:`passkey_haystack`): key ``j``'s digits glued to its word
+#: ``HAYSTACK_WORDS[j]``, which occurs nowhere else in the haystack and ends the question, so the token before
+#: each key's digits is that key's own (SmolLM2-135M copies the digits after the question's last token; under a
+#: line that names the key by a number it copies the first digits of the latest key).
+HAYSTACK_LINE = "The pass key is {word}{key}. Remember it. {word}{key} is the pass key. "
+HAYSTACK_QUESTION = "What is the pass key? The pass key is {word}"
+HAYSTACK_WORDS = ("apple", "river", "tiger", "piano", "cloud", "candle", "horse", "lemon", "window", "garden",
+                  "rocket", "silver")
 
 
 @dataclass(frozen=True)
@@ -128,6 +137,90 @@ def passkey_sequence(model, length: int, depth: float, key: str) -> rk.OneKeySeq
     scored = np.arange(length - DIGITS - 1, length - 1)
     return rk.OneKeySequence(ids, scored, scored, bos.size + at + first + np.arange(DIGITS), float(depth),
                              all_of=True)
+
+
+def haystack_depths(keys: int) -> tuple:
+    """Where the ``keys`` lines of a haystack sit, as fractions of its filler: evenly from 0.1 to 0.9."""
+    keys = check_int(keys, "keys", minimum=2)
+    return tuple(float(d) for d in np.linspace(0.1, 0.9, keys))
+
+
+@dataclass(frozen=True)
+class Haystack:
+    """Several pass keys in one haystack, each asked by its own question continued from the haystack.
+
+    Attributes
+    ----------
+    ids : ndarray of int64
+        The haystack: a BOS where the file asks for one, the filler with key ``j``'s line at ``depths[j]``.
+    questions : tuple of ndarray of int64
+        Question ``j`` (ending in key ``j``'s word), its five digits last.
+    keys : tuple of str
+    depths : tuple of float
+    """
+
+    ids: np.ndarray
+    questions: tuple
+    keys: tuple
+    depths: tuple
+
+    def question(self, j: int) -> rk.OneKeySequence:
+        """The haystack and question ``j`` as one sequence, its five digits scored (the key's digits its source)."""
+        j = check_int(j, "j", minimum=0, maximum=len(self.keys) - 1)
+        ids = np.concatenate([self.ids, self.questions[j]])
+        scored = np.arange(ids.size - DIGITS - 1, ids.size - 1)
+        digits = ids[-DIGITS:]
+        lines = [i for i in range(self.ids.size - DIGITS + 1) if np.array_equal(self.ids[i:i + DIGITS], digits)]
+        return rk.OneKeySequence(ids, scored, scored, lines[0] + np.arange(DIGITS), self.depths[j], all_of=True)
+
+
+def _haystack_pieces(model, keys):
+    if len(keys) > len(HAYSTACK_WORDS):
+        raise ValueError(f"`keys` must be at most {len(HAYSTACK_WORDS)} (a word each), got {len(keys)}")
+    out = []
+    for key, word in zip(keys, HAYSTACK_WORDS):
+        line = model.tokenize(HAYSTACK_LINE.format(word=word, key=key))
+        question = model.tokenize(HAYSTACK_QUESTION.format(word=word) + key)
+        digits = question[-DIGITS:]
+        if digits.size != DIGITS or model.detokenize(digits) != key:
+            raise ValueError(f"the tokenizer does not give the key {key!r} as {DIGITS} tokens ending the question")
+        if not any(np.array_equal(line[i:i + DIGITS], digits) for i in range(line.size - DIGITS + 1)):
+            raise ValueError(f"the tokenizer splits the key {key!r} otherwise in its line")
+        out.append((line, question))
+    return out
+
+
+def haystack_min_tokens(model, keys: int) -> int:
+    """The shortest haystack with ``keys`` keys and its longest question, in tokens (no filler)."""
+    pieces = _haystack_pieces(model, ["0" * DIGITS] * check_int(keys, "keys", minimum=2))
+    return model.bos_first().size + sum(line.size for line, _ in pieces) + max(q.size for _, q in pieces)
+
+
+def passkey_haystack(model, length: int, keys) -> Haystack:
+    """``len(keys)`` (two or more, distinct) keys at :func:`haystack_depths` of one filler; a question for each.
+
+    The filler is :func:`passkey_sequence`'s, key ``j``'s line :data:`HAYSTACK_LINE` with the word
+    ``HAYSTACK_WORDS[j]``; the haystack fills ``length`` tokens less the longest question, so every question
+    continued from it ends at or before ``length``.
+    """
+    keys = tuple(str(k) for k in keys)
+    if len(set(keys)) != len(keys) or len(keys) < 2:
+        raise ValueError(f"`keys` must be two or more distinct keys, got {keys!r}")
+    depths = haystack_depths(len(keys))
+    pieces = _haystack_pieces(model, keys)
+    bos = model.bos_first()
+    longest = max(q.size for _, q in pieces)
+    room = length - bos.size - sum(line.size for line, _ in pieces) - longest
+    if room < 0:
+        raise ValueError(f"`length` must be at least {length - room} tokens (the keys' lines and the longest "
+                         f"question), got {length}")
+    unit = model.tokenize(FILLER).size
+    filler = model.tokenize(FILLER * (room // max(1, unit - 2) + 2))[:room]
+    cuts = [int(round(d * room)) for d in depths] + [room]
+    parts = [bos, filler[:cuts[0]]]
+    for j, (line, _) in enumerate(pieces):
+        parts += [line, filler[cuts[j]:cuts[j + 1]]]
+    return Haystack(np.concatenate(parts), tuple(q for _, q in pieces), keys, depths)
 
 
 class RealPasskeyExperiment(RealOneKeyExperiment):
