@@ -2,7 +2,7 @@
 
 One module per topic (:mod:`mc_kernel`, :mod:`memory`, :mod:`exact_evaluator`,
 :mod:`optimiser`, :mod:`startup`, :mod:`decoder`, :mod:`bench_train`, :mod:`main_job`, :mod:`exact_cost`,
-:mod:`measure_cost`), each with
+:mod:`measure_cost`, :mod:`measure_answer`), each with
 ``run(quick) -> rows`` and its ``NOTES``, over the shared harness in :mod:`_harness`.
 :data:`RESULTS` says which results file holds which topics; a file is written by
 :func:`_harness.render` from its topics' rows and notes only, and only when every topic
@@ -29,7 +29,19 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` and `softmax
 import numba
 import numpy as np
 
-from benchmarks import bench_train, decoder, exact_cost, exact_evaluator, main_job, mc_kernel, measure_cost, memory, optimiser, startup
+from benchmarks import (
+    bench_train,
+    decoder,
+    exact_cost,
+    exact_evaluator,
+    main_job,
+    mc_kernel,
+    measure_answer,
+    measure_cost,
+    memory,
+    optimiser,
+    startup,
+)
 from benchmarks._harness import HERE, fmt, parse, render, run_paragraph, settings
 
 #: Each results file: its title and the topics whose rows and notes it holds, in this order.
@@ -40,7 +52,8 @@ RESULTS = {
     "results_train.md": ("Benchmarks: the training harness", (bench_train,)),
     "results_main_job.md": ("Benchmarks: the main job (`make figures`)", (main_job,)),
     "results_exact.md": ("Benchmarks: the exact evaluator's default cost and its error estimate", (exact_cost,)),
-    "results_measure.md": ("Benchmarks: measure's sweep (SmolLM2-135M)", (measure_cost,)),
+    "results_measure.md": ("Benchmarks: measure's sweep and its answer within the hour (SmolLM2-135M)",
+                           (measure_cost, measure_answer)),
 }
 
 #: Every topic, in the order of :data:`RESULTS`.
