@@ -16,14 +16,23 @@ meanwhile; per key tile of 1,024 the query-key product through BLAS, one pass of
 the mask, the maximum (a vector reduction), a float32 exponential (Cephes' `expf`, within 1 ulp, which LLVM
 vectorises in 8 lanes) and the sums, the moments for `sigma` and the entropy only when statistics are asked
 for, then the probability-value product through BLAS) and the numpy passes over whole rows (the default,
-`kernel="numpy"`, what the committed results were computed with and the reference of the tests). Every forward
+`kernel="numpy"`, what the committed results were computed with and the reference of the tests). Every forward but the first row's
 here asks for the statistics, as the experiments do. The attention rows time each layer's call to `attention`
 inside the forward of the rows below them.
 
-In this run the fused kernel's attention reached 0.64 of the float32 matrix-product rate (the numpy passes
-0.32), and the whole forward 0.58 (0.43): 1.32 times as fast. Its peak memory is 51 MB above the numpy
-kernel's: the numba runtime and compiled kernels, and each thread's tile buffers; most of either peak is the
-model and every layer's queries, keys and values that a pass keeps.
+The first row is the forward as `softmax-scale measure` runs it (`softmax_scale/models/readout.py` `read_out`,
+statistics off, the fused kernel that measure passes): one 8,192-token pass scored at its last half, the
+vocabulary projection of those positions counted. Its elementwise steps are numba passes (RoPE with the query
+scale and the head layout, RMSNorm) or numpy passes a few rows at a time (the SwiGLU gate, the log-softmax of the
+scored rows), in the attention threads.
+
+In this run (others' jobs shared the two cores: load average 4 to 5 during it, sgemm at 181 to 206 GFLOP/s
+against 247 in a quiet run) the read-out reached 0.615 of sgemm, short of 0.7; a second run under more load
+gave 0.60. The fused kernel's attention, at 0.55 of sgemm here, is about half the FLOPs and over half the
+time: 0.7 for the whole pass needs the attention at about 0.6 and the matrix products outside it near sgemm.
+The fused kernel's forward with statistics reached 0.61 (the numpy passes 0.29, slowed most by the load).
+Its peak memory is 17 MB above the numpy kernel's: the numba runtime and compiled kernels, and each thread's
+tile buffers; most of either peak is the model and every layer's queries, keys and values that a pass keeps.
 """
 
 DECODER_CODE = """
