@@ -154,22 +154,29 @@ class _Run:
 
         Windows of ``n`` tokens: the first of every text, then the second...; a window is named
         ``<text>#<w>`` (the ``w``-th ``n`` tokens of the text).  When the file asks for a BOS first
-        (``config.add_bos``), a window is the BOS and the first ``n - 1`` of its tokens.
+        (``config.add_bos``), a window is the BOS and the first ``n - 1`` of its tokens.  The texts
+        are read and tokenised in order and only as far as needed (``texts`` holds those read):
+        once the texts read hold ``docs`` first windows, a later text adds no document before them.
         """
         from ..models.corpus import corpus, corpus_names
 
         cfg = self.config
         sources = cfg.texts or tuple(corpus_names())
-        for src in sources:
-            if src not in self.texts:
-                try:
-                    text = Path(src).read_text(encoding="utf-8") if cfg.texts else corpus(src)
-                except FileNotFoundError:
-                    if cfg.texts:
-                        raise
-                    self.texts[src] = (np.zeros(0, dtype=np.int64), None)  # not in this Python: no windows
-                    continue
-                self.texts[src] = (self.model.tokenize(text), hashlib.sha256(text.encode()).hexdigest()[:16])
+        read = 0
+        while read < len(sources) and sum(len(self.texts[s][0]) >= n for s in sources[:read]) < cfg.docs:
+            src = sources[read]
+            read += 1
+            if src in self.texts:
+                continue
+            try:
+                text = Path(src).read_text(encoding="utf-8") if cfg.texts else corpus(src)
+            except FileNotFoundError:
+                if cfg.texts:
+                    raise
+                self.texts[src] = (np.zeros(0, dtype=np.int64), None)  # not in this Python: no windows
+                continue
+            self.texts[src] = (self.model.tokenize(text), hashlib.sha256(text.encode()).hexdigest()[:16])
+        sources = sources[:read]
         windows = {src: len(self.texts[src][0]) // n for src in sources}
         out = []
         for w in range(max(windows.values(), default=0)):

@@ -216,7 +216,7 @@ class MeasureExperiment(Experiment):
         past = np.arange(n) >= L
         adaptive = [np.where(past, 2.0, 1.0)] if task.config.adaptive else []  # the constants to come
         start = _prefix_length([f for _, _, f in cells] + adaptive, n, L, int(scored.min()))
-        kw = dict(inv_freq=inv, query_block=task.config.query_block, backend=task.config.backend)
+        kw = dict(inv_freq=inv, query_block=task.config.query_block, backend=task.config.backend, kernel="numba")
         prefix = read_out(run.model, ids, [], stop=start, **kw) if start > 0 else None
         read = {}
 

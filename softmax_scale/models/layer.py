@@ -11,16 +11,43 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .attention import attention
+from .._util.jit import jit
+from .attention import attention, split_rows
 
 __all__ = ["LAYER_EXTRAS", "LAYER_TENSORS", "LayerOut", "apply_rope", "block", "feed_forward", "layer_weights",
-           "rms_norm", "rope_tables", "silu"]
+           "rms_norm", "rope_scaled", "rope_tables", "silu"]
 
 
-def rms_norm(x, w, eps):  # [n, d], [d] -> [n, d]
-    """RMSNorm in float32 (no centring)."""
-    ms = np.mean(np.square(x, dtype=np.float32), axis=-1, keepdims=True, dtype=np.float32)
-    return (x / np.sqrt(ms + np.float32(eps))) * w
+def rms_norm(x, w, eps):  # [..., d], [d] -> [..., d]
+    """RMSNorm in float32 (no centring): ``x / sqrt(mean(x^2) + eps) * w``, the mean accumulated in float64.
+
+    One numba pass per row (:func:`_rms_rows`), the rows split over the attention threads.
+    """
+    x2 = np.ascontiguousarray(x, dtype=np.float32).reshape(-1, np.shape(x)[-1])
+    w = np.ascontiguousarray(w, dtype=np.float32)
+    out = np.empty_like(x2)
+    split_rows(lambda r0, r1: _rms_rows(x2, w, np.float32(eps), out, r0, r1), x2.shape[0])
+    return out.reshape(np.shape(x))
+
+
+@jit(reassociate=True)
+def _sum_squares(row):
+    """``sum row^2`` in float64 (reassociated: vectorised)."""
+    s = 0.0
+    for j in range(row.size):
+        v = np.float64(row[j])
+        s += v * v
+    return s
+
+
+@jit()
+def _rms_rows(x, w, eps, out, r0, r1):
+    """Rows ``r0 .. r1-1`` of :func:`rms_norm` (float32 ``x [m, D]``, ``w [D]``, ``eps``) into ``out``."""
+    D = x.shape[1]
+    for i in range(r0, r1):
+        den = np.sqrt(np.float32(_sum_squares(x[i]) / D) + eps)
+        for j in range(D):
+            out[i, j] = x[i, j] / den * w[j]
 
 
 def apply_rope(x, cos, sin):  # [h, n, d], [n, d/2], [n, d/2] -> [h, n, d]
@@ -28,6 +55,36 @@ def apply_rope(x, cos, sin):  # [h, n, d], [n, d/2], [n, d/2] -> [h, n, d]
     half = x.shape[-1] // 2
     x1, x2 = x[..., :half], x[..., half:]
     return np.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)
+
+
+@jit()
+def _rope_rows(src, cos, sin, scale, out, r0, r1):
+    """Positions ``r0 .. r1-1`` of :func:`apply_rope` times ``scale``, from ``src [m, heads, d]`` into ``out [heads, m, d]``.
+
+    ``scale`` ``[1 or heads, m, 1 or d]`` (float32); the arithmetic of :func:`apply_rope` then ``* scale``, in float32.
+    """
+    heads, half = src.shape[1], cos.shape[1]
+    per_head, per_dim = scale.shape[0] > 1, scale.shape[2] > 1
+    for i in range(r0, r1):
+        for h in range(heads):
+            sc = scale[h if per_head else 0, i]
+            for j in range(half):
+                a, b, c, s = src[i, h, j], src[i, h, j + half], cos[i, j], sin[i, j]
+                out[h, i, j] = (a * c - b * s) * sc[j if per_dim else 0]
+                out[h, i, j + half] = (a * s + b * c) * sc[j + half if per_dim else 0]
+
+
+def rope_scaled(x, cos, sin, scale):  # [m, h, d], [m, d/2] x 2, [1 or h, m, 1 or d] -> [h, m, d]
+    """:func:`apply_rope` of ``x`` read as ``[m, heads, d]`` (a projection's rows), times ``scale``, as ``[heads, m, d]``.
+
+    The same float32 operations in the same order (the bits of ``apply_rope(x.transpose(1, 0, 2), cos, sin) * scale``),
+    one numba pass (:func:`_rope_rows`) over rows split among the attention threads.
+    """
+    m, heads, d = x.shape
+    out = np.empty((heads, m, d), dtype=np.float32)
+    scale = np.asarray(scale, dtype=np.float32)
+    split_rows(lambda r0, r1: _rope_rows(x, cos, sin, scale, out, r0, r1), m)
+    return out
 
 
 def rope_tables(inv_freq, positions):  # [d/2], [n] -> [n, d/2] x 2
@@ -63,9 +120,22 @@ def feed_forward(h, gate, up, down, work=None):  # [m, D], [F, D], [F, D], [D, F
     g, u, t = work["ffn"]
     np.matmul(h, gate.T, out=g)
     np.matmul(h, up.T, out=u)
-    silu(g, out=g, scratch=t)
-    np.multiply(g, u, out=g)
+
+    def gated(r0, r1):  # a few rows at a time, so that the five passes stay in cache
+        for a in range(r0, r1, _FFN_ROWS):
+            b = min(r1, a + _FFN_ROWS)
+            silu(g[a:b], out=g[a:b], scratch=t[a:b])
+            np.multiply(g[a:b], u[a:b], out=g[a:b])
+
+    split_rows(gated, m)
     return g @ down.T
+
+
+#: Rows of the feed-forward's elementwise step at a time (``3 x 16 x F`` floats, in a core's cache).
+_FFN_ROWS = 16
+
+
+_ONE = np.ones((1, 1, 1), dtype=np.float32)
 
 
 class LayerOut(NamedTuple):
@@ -117,9 +187,8 @@ def block(x, attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate,
     for a, bias in ((q, q_bias), (k, k_bias), (v, v_bias)):
         if bias is not None:
             a += bias
-    q = q.reshape(m, H, d).transpose(1, 0, 2)  # [H, m, d]
-    k = k.reshape(m, G, d).transpose(1, 0, 2)  # [G, m, d]
-    v = v.reshape(m, G, d).transpose(1, 0, 2)
+    q, k = q.reshape(m, H, d), k.reshape(m, G, d)  # [m, H, d], [m, G, d]
+    v = v.reshape(m, G, d).transpose(1, 0, 2)  # [G, m, d]
     if q_norm is not None:
         q = rms_norm(q, q_norm, c.rms_eps)
     if k_norm is not None:
@@ -128,9 +197,10 @@ def block(x, attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate,
         cos, sin = np.ones_like(cos), np.zeros_like(sin)
     far = None
     if rerope is not None:
-        far = (apply_rope(q, rerope[1], rerope[2]) * qscale, np.ascontiguousarray(k), rerope[0])
-    q = apply_rope(q, cos, sin) * qscale
-    k = apply_rope(k, cos, sin)
+        cw, sw = (np.broadcast_to(t, cos.shape) for t in rerope[1:])
+        far = (rope_scaled(q, cw, sw, qscale), np.ascontiguousarray(k.transpose(1, 0, 2)), rerope[0])
+    q = rope_scaled(q, cos, sin, qscale)  # [H, m, d]
+    k = rope_scaled(k, cos, sin, np.broadcast_to(_ONE, (1, m, 1)))  # [G, m, d]
     start = 0 if past is None else past[0].shape[1]
     if start:
         k = np.concatenate([past[0], k], axis=1)  # [G, n, d]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._util.validation import check_choice, check_int
+from .attention import split_rows
 from .llama import KVCache
 
 __all__ = ["BACKENDS", "Readout", "read_out"]
@@ -118,15 +119,34 @@ def read_out(model, ids, positions, *, probe=None, start=0, stop=None, cache=Non
         return Readout(pos, keep, argmax, nll, queries, cache_out)
     p = model._forward(ids, start=start, stop=stop, cache=cache, factors=factors, inv_freq=inv_freq,
                        query_block=query_block, stats=False, kernel=kernel, keep=keep)
-    out_w = model.weights["output.weight"]
-    argmax = np.empty(pos.size, dtype=np.int64)
-    nll = np.empty(pos.size)
-    for r0 in range(0, pos.size, 512):
-        rows = pos[r0:r0 + 512]
-        lg = p.x[rows - start] @ out_w.T  # [rows, V]
-        top = lg.max(axis=1, keepdims=True)
-        lse = np.log(np.exp(lg - top).sum(axis=1, dtype=np.float64)) + top[:, 0]
-        argmax[r0:r0 + rows.size] = np.argmax(lg, axis=1)
-        nll[r0:r0 + rows.size] = lse - lg[np.arange(rows.size), ids[rows + 1]]
+    argmax, nll = _score(p.x[pos - start], model.weights["output.weight"], ids[pos + 1])
     cache_out = KVCache(tuple(o.k for o in p.layers), tuple(o.v for o in p.layers))
     return Readout(pos, keep, argmax, nll, tuple(o.q for o in p.layers), cache_out)
+
+
+#: Rows of logits per product with the output matrix, and per elementwise step within it (one core's cache).
+_SCORE_ROWS, _SCORE_STEP = 512, 4
+
+
+def _score(x, out_w, targets):
+    """``(argmax, nll)`` of the rows of the final hidden states ``x [r, D]``: the greedy token and ``-log p(target)``.
+
+    The logits ``x @ out_w.T`` a block of rows at a time; the log-normaliser ``max + log sum exp(l - max)``, the
+    sum in float64, a few rows at a time in the attention threads (:func:`~.attention.split_rows`).
+    """
+    argmax = np.empty(x.shape[0], dtype=np.int64)
+    nll = np.empty(x.shape[0])
+    for r0 in range(0, x.shape[0], _SCORE_ROWS):
+        lg = x[r0:r0 + _SCORE_ROWS] @ out_w.T  # [rows, V]
+
+        def rows(a, b, lg=lg, r0=r0):
+            for i in range(a, b, _SCORE_STEP):
+                j = min(b, i + _SCORE_STEP)
+                blk = lg[i:j]
+                top = blk.max(axis=1, keepdims=True)
+                lse = np.log(np.exp(blk - top).sum(axis=1, dtype=np.float64)) + top[:, 0]
+                argmax[r0 + i:r0 + j] = np.argmax(blk, axis=1)
+                nll[r0 + i:r0 + j] = lse - blk[np.arange(j - i), targets[r0 + i:r0 + j]]
+
+        split_rows(rows, lg.shape[0])
+    return argmax, nll

@@ -684,3 +684,62 @@ def test_feed_forward_with_scratch_is_the_same_bits_and_reshapes_it():
     kept = work["ffn"][0]
     layer_fns.feed_forward(h, gate, up, down, work)
     assert work["ffn"][0] is kept
+
+
+def test_rope_scaled_is_apply_rope_times_the_scale_bit_for_bit():
+    """The fused rotation reads a projection's rows ``[m, heads, d]`` and gives the bits of the numpy steps, for every
+    shape of scale a pass uses (per position, per head, per dimension) and a table broadcast from one angle."""
+    rng = np.random.default_rng(7)
+    m, heads, d = 37, 3, 8
+    x = rng.standard_normal((m, heads * d), dtype=np.float32).reshape(m, heads, d)
+    cos, sin = layer_fns.rope_tables(rng.uniform(0.01, 1.0, d // 2), np.arange(100, 100 + m))
+    for shape in ((1, m, 1), (heads, m, 1), (1, m, d), (heads, m, d)):
+        scale = rng.uniform(0.5, 2.0, shape).astype(np.float32)
+        ref = layer_fns.apply_rope(x.transpose(1, 0, 2), cos, sin) * scale
+        assert np.array_equal(layer_fns.rope_scaled(x, cos, sin, scale), ref), shape
+    one = [np.broadcast_to(t[:1], t.shape) for t in (cos, sin)]
+    ref = layer_fns.apply_rope(x.transpose(1, 0, 2), cos[:1], sin[:1])
+    assert np.array_equal(layer_fns.rope_scaled(x, *one, np.ones((1, m, 1), np.float32)), ref)
+
+
+def test_rms_norm_against_float64():
+    """RMSNorm against its definition in float64, on rows and on the heads of a transposed view."""
+    rng = np.random.default_rng(8)
+    w = rng.uniform(0.5, 1.5, 24).astype(np.float32)
+    x = (rng.standard_normal((50, 24)) * 10.0 ** rng.uniform(-3, 2, (50, 1))).astype(np.float32)  # eps matters below 1e-2
+    for a in (x, x.reshape(10, 5, 24).transpose(1, 0, 2)):
+        a64 = a.astype(np.float64)
+        ref = a64 / np.sqrt(np.mean(a64 ** 2, axis=-1, keepdims=True) + 1e-5) * w
+        got = layer_fns.rms_norm(a, w, 1e-5)
+        assert got.dtype == np.float32 and got.shape == a.shape
+        np.testing.assert_allclose(got, ref, rtol=1e-6, atol=0)
+
+
+def test_read_out_is_the_same_under_both_attention_kernels(tmp_path):
+    """``read_out`` (what measure runs) under the fused kernel and the numpy passes: a prefix and continued cells over
+    several key tiles, on a tiny Qwen 2 file (biases), the same losses and greedy tokens to float32 rounding."""
+    from softmax_scale.models.readout import read_out
+
+    from .tiny_gguf import sizes_of, write
+
+    path = tmp_path / "tiny.gguf"
+    write(path, "qwen2", gain=0.5)
+    model = models.load("smollm2", path=path)
+    L = sizes_of("qwen2")["L"] * 40
+    ids = np.random.default_rng(9).integers(1, model.config.vocab_size, size=2 * attention.KEY_BLOCK + 300)
+    n = len(ids)
+    pos = np.arange(L, n - 1)
+    got = {}
+    for kernel in attention.KERNELS:
+        pre = read_out(model, ids, [], stop=L, kernel=kernel)
+        got[kernel] = [read_out(model, ids, pos, probe=pos[::97], start=L, cache=pre.cache, kernel=kernel,
+                                factors=np.where(np.arange(n) >= L, c, 1.0)) for c in (1.0, 1.3)]
+        got[kernel].append(read_out(model, ids, pos, probe=[], kernel=kernel))
+    for a, b in zip(got["numba"], got["numpy"]):
+        np.testing.assert_allclose(a.nll, b.nll, rtol=2e-5, atol=KERNEL_ATOL["nll"])
+        assert abs(a.nll.mean() - b.nll.mean()) < 1e-5
+        assert np.mean(a.argmax == b.argmax) > 0.99  # near ties may flip
+        for qa, qb in zip(a.queries, b.queries):
+            np.testing.assert_allclose(qa, qb, rtol=1e-4, atol=1e-5)
+    assert not np.array_equal(got["numba"][1].nll, got["numpy"][1].nll)  # two implementations, not one
+    assert not np.allclose(got["numba"][1].nll, got["numba"][0].nll, atol=1e-3)  # the factor reads differently
