@@ -247,10 +247,11 @@ class MeasureExperiment(Experiment):
 
         rows = [r for c in cells for r in row(*c)]
         if task.config.adaptive:
-            const = {}
+            const = {r[4]: r for r in rows if r[3] == CONSTANT}  # 1, read with the cells: its row keeps its time
 
             def loss(x):
-                const[x] = row(CONSTANT, x, np.where(past, x, 1.0))[0]
+                if x not in const:
+                    const[x] = row(CONSTANT, x, np.where(past, x, 1.0))[0]
                 return const[x][7]
 
             recipe = [r[9] for r in rows if r[3] == RECIPE]

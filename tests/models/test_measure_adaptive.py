@@ -167,3 +167,27 @@ def test_a_budget_sizes_the_documents_from_the_first_unit(tiny, tmp_path, monkey
     with pytest.raises(ValueError, match="`budget` of .* min is too short"):
         ms.measure(tiny, 128, docs=4, budget=0.3 * 1.5 / 60, out=tmp_path / "b.csv", **kw)
     assert not (tmp_path / "b.csv").exists()
+
+
+def test_each_read_s_time_is_in_the_row_of_the_cell_that_read_it(tiny, tmp_path, monkeypatch):
+    # a clock that moves only while the model reads: a read's row says 10 s per read, a reused read 0
+    import time as _time
+
+    from softmax_scale.models import readout
+
+    clock = [0.0]
+    real = readout.read_out
+
+    def counted(*a, **kw):
+        clock[0] += 10.0
+        return real(*a, **kw)
+
+    monkeypatch.setattr(readout, "read_out", counted)
+    monkeypatch.setattr(_time, "perf_counter", lambda: clock[0])
+    r = ms.measure(tiny, 128, adaptive=4, shapes=(), docs=2, width=0, prompts=0, out=tmp_path / "a.csv",
+                   progress=False, figure_file=False)
+    rows = _rows(r.path)
+    first = rows["item"] == rows["item"][0]
+    const = first & (rows["scheme"] == "constant")
+    assert const.sum() == 4
+    assert np.all(rows["seconds"][const] >= 10.0)  # every constant read once, 1 included
