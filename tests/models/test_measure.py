@@ -25,7 +25,7 @@ from softmax_scale.models._files import package_file
 from softmax_scale.models.llama import SMOLLM2_FILE, SMOLLM2_INSTALL, LlamaDecoder
 from softmax_scale.models.recipe import file_recipe
 
-from .tiny_gguf import STORY
+from .tiny_gguf import STORY, refuse_reads
 
 N = 128
 
@@ -89,12 +89,8 @@ def test_a_passkey_row_is_its_own_greedy_check(result, tiny):
 
 def test_a_rerun_computes_nothing_and_a_changed_setting_is_refused(result, tiny, monkeypatch):
     before = result.path.read_bytes()
-
-    def refuse(self, task):
-        raise AssertionError(f"a rerun read {task.item} again")
-
     with monkeypatch.context() as m:
-        m.setattr(ms.MeasureExperiment, "run_task", refuse)
+        refuse_reads(m)
         again = run_tiny(tiny, result.path.parent, figure_file=False)
     assert again.path.read_bytes() == before
     with pytest.raises(ValueError, match="`out`: .* was written with cells"):

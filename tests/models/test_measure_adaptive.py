@@ -15,7 +15,7 @@ import pytest
 from softmax_scale.experiments import _measure_run
 from softmax_scale.experiments import measure as ms
 from softmax_scale.experiments._measure_stats import adaptive_cells, follow_factors, next_factor
-from tests.models.tiny_gguf import write
+from tests.models.tiny_gguf import refuse_reads, write
 
 CURVES = [(0.7, lambda x: 1.5 + 3 * (x - 0.7) ** 2),
           (0.93, lambda x: 1.48 + 3 * (x - 0.93) ** 2 + 0.5 * (x - 0.93) ** 3),
@@ -107,7 +107,7 @@ def test_the_adaptive_sweep_on_a_tiny_gguf(tiny, tmp_path, monkeypatch):
         assert v == pytest.approx(w, rel=1e-6)
     # resumed: nothing is read again, the file is unchanged
     before = r.path.read_bytes()
-    monkeypatch.setattr(ms.MeasureExperiment, "run_task", lambda *a: pytest.fail("a unit was read again"))
+    refuse_reads(monkeypatch)
     monkeypatch.setattr(_measure_run, "_RUNS", dict(_measure_run._RUNS))
     ms.measure(tiny, 128, adaptive=5, out=tmp_path / "a.csv", **kw)
     assert r.path.read_bytes() == before

@@ -27,6 +27,7 @@ from softmax_scale.experiments.real_passkey import (
 from softmax_scale.models.llama import LlamaDecoder
 from softmax_scale.models.readout import read_out
 from softmax_scale.models.recipe import file_recipe
+from tests.models.tiny_gguf import refuse_reads
 
 N, K, L = 320, 3, 32
 
@@ -140,12 +141,8 @@ def test_a_row_per_haystack_key_and_cell_and_every_key_counted(result):
 
 def test_a_rerun_reads_nothing_and_another_k_is_refused(result, tiny, monkeypatch):
     before = result.path.read_bytes()
-
-    def refuse(self, task):
-        raise AssertionError(f"a rerun read {task.item} again")
-
     with monkeypatch.context() as m:
-        m.setattr(ms.MeasureExperiment, "run_task", refuse)
+        refuse_reads(m)
         ms.measure(tiny[0], N, text=tiny[1], docs=1, prompts=2, keys=K, factors=(1.0, 1.2), progress=False,
                    out=result.path, figure_file=False)
     assert result.path.read_bytes() == before

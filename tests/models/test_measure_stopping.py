@@ -19,6 +19,7 @@ from scipy.stats import norm, t
 from softmax_scale.cli import main
 from softmax_scale.experiments import measure as ms
 from softmax_scale.experiments._measure_stats import _minimiser, documents_wanted, known, minimiser_interval
+from tests.models.tiny_gguf import refuse_reads
 
 ROOT = Path(__file__).resolve().parents[2]
 GRID = np.array(ms.DEFAULT_FACTORS)
@@ -210,7 +211,7 @@ def test_the_command_reads_fewer_documents_where_the_curve_is_sharp(tiny, tmp_pa
     with pytest.raises(ValueError, match="`width`"):
         ms.measure(tiny[0], 128, text=tiny[1], width=0.01, out=every.path, **KW)
     before = r.path.read_bytes()
-    monkeypatch.setattr(ms.MeasureExperiment, "run_task", lambda *a: pytest.fail("a unit was read again"))
+    refuse_reads(monkeypatch)
     ms.measure(tiny[0], 128, text=tiny[1], width=0.02, out=r.path, **KW)
     assert r.path.read_bytes() == before
 

@@ -315,3 +315,13 @@ def rewrite(src, dst, arch, rename, extra=None):
 #: A short story to read (the measure tests' documents).
 STORY = ("The river rose through the night, and by morning the old stone bridge was gone. The villagers gathered on "
          "the bank and argued about whether to rebuild it where it had stood or to move it upstream. ") * 12
+
+
+def refuse_reads(m) -> None:
+    """On the monkeypatch ``m``, make reading any unit of ``measure`` fail the test (a rerun must read nothing)."""
+    from softmax_scale.experiments.measure import MeasureExperiment
+
+    def refuse(self, task):
+        raise AssertionError(f"a rerun read {task.item} again")
+
+    m.setattr(MeasureExperiment, "run_task", refuse)
