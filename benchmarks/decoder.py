@@ -6,6 +6,8 @@ sgemm's rate and its own peak memory; and the forward as ``measure`` runs it (:d
 
 from __future__ import annotations
 
+from softmax_scale.models.attention import KEY_BLOCK
+
 from ._harness import GEMM_RATE, run_py
 
 #: The notes of this topic in its results file (markdown).
@@ -87,6 +89,31 @@ attention = 2 * 2 * c.n_layers * H * d * n * (n + 1) / 2
 print(json.dumps(dict(n=n, seconds=dt, flops=linear + attention, gemm=max(r0, r1))))
 """
 
+TILES_CODE = """
+import json, time
+import numpy as np
+from softmax_scale.models import attention as A
+{gemm}rng = np.random.default_rng(0)
+n, H, G, d = {n}, 9, 3, 64  # SmolLM2's heads
+q = rng.standard_normal((H, n, d), dtype=np.float32) / 8
+k, v = (rng.standard_normal((G, n, d), dtype=np.float32) for _ in range(2))
+tiles = {tiles}
+A.attention(q[:, :512], k[:, :512], v[:, :512], 0, query_block=256, stats=False, kernel="numba")  # compile
+best = dict.fromkeys(tiles, np.inf)
+g = gemm_rate()
+for _ in range(3):
+    for t in tiles:
+        t0 = time.perf_counter()
+        A.attention(q, k, v, 0, query_block=256, stats=False, kernel="numba", key_block=t)
+        best[t] = min(best[t], time.perf_counter() - t0)
+g = max(g, gemm_rate())
+flops = 2 * 2 * H * d * n * (n + 1) / 2
+print(json.dumps(dict(n=n, gemm=g, flops=flops, seconds={{str(t): s for t, s in best.items()}})))
+"""
+
+#: Keys per tile timed by the tile rows (:data:`softmax_scale.models.attention.KEY_BLOCK` among them).
+TILES = (256, 512, 1024)
+
 #: The attention kernel ``measure`` reads its cells with (``softmax_scale/experiments/_measure_sweep.py``).
 MEASURE_KERNEL = "numba"
 
@@ -146,6 +173,18 @@ def run(quick: bool) -> list[dict]:
             "value": out["fraction"], "unit": "", "target": "(whole pass)", "ok": None,
             "detail": f"{out['rate'] / 1e9:.0f} GFLOP/s of {out['flops'] / 1e12:.2f} TFLOP in {out['seconds']:.1f} s; "
                       f"2048^3 sgemm {out['gemm'] / 1e9:.0f} GFLOP/s (best of 3, same interpreter); statistics on",
+        })
+    tiles = run_py(TILES_CODE.format(n=n, gemm=GEMM_RATE, tiles=TILES), timeout=1800)
+    fastest = min(tiles["seconds"], key=tiles["seconds"].get)
+    for t in TILES:
+        sec = tiles["seconds"][str(t)]
+        rows.append({
+            "name": f"fused attention alone / float32 matmul rate, {tiles['n']} tokens, key tile {t}"
+                    + (" (KEY_BLOCK)" if t == KEY_BLOCK else ""),
+            "value": tiles["flops"] / sec / tiles["gemm"], "unit": "", "target": "(tile)", "ok": None,
+            "detail": f"random queries, keys and values in SmolLM2's heads (9 / 3 of 64), query block 256, statistics "
+                      f"off: {sec:.2f} s, best of 3 with the other tiles interleaved"
+                      + ("; the fastest here" if str(t) == fastest else ""),
         })
     fused, ref = runs["numba"], runs["numpy"]
     rows.append({

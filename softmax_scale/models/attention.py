@@ -5,15 +5,13 @@ Two implementations of one function, :func:`attention`:
 
 - ``kernel="numba"`` (:func:`_attention_fused`): units of one query block and key/value group,
   each with the keys in tiles of :data:`KEY_BLOCK`; per tile the query-key product (BLAS), then one
-  numba kernel (:func:`_tile`) that passes over each score row -- the masked row's maximum
-  (:func:`_row_max`, a vector reduction), then shift and exponential in one loop
-  (:func:`_shift_exp32`, a float32 exponential that LLVM vectorises in 8 lanes, within 1 ulp), the
-  normaliser in float64 and, with statistics, the moments for ``sigma`` and the entropy sums,
-  rescaling what the earlier tiles left when the maximum moves -- then the probability-value
-  product (BLAS) into the running output.  A tile stays in cache between the three steps.  The
-  units run on threads (:func:`_pool`), each unit on one thread, with BLAS set to one thread
-  meanwhile (where the BLAS is OpenBLAS 0.3.27 or later, :func:`_blas_on_one_thread`), so the
-  numbers do not depend on the thread count.
+  numba kernel (:func:`~.tiles.tile`) that passes over each score row -- the exponentials against
+  the row's reference (a maximum) in float32, the normaliser in float64 and, with statistics, the
+  moments for ``sigma`` and the entropy sums, rescaling what the earlier tiles left when the
+  reference moves (:mod:`.tiles` says when) -- then the probability-value product (BLAS) into the
+  running output.  The units run on threads (:func:`_pool`), each unit on one thread, with BLAS
+  set to one thread meanwhile (where the BLAS is OpenBLAS 0.3.27 or later,
+  :func:`blas_on_one_thread`), so the numbers do not depend on the thread count.
 - ``kernel="numpy"`` (the default, :func:`_attention_numpy`): whole score rows, the elementwise
   steps as numpy passes on row slabs in threads; what the committed results of the decoder's
   experiments were computed with, and the reference the fused kernel is tested against.  The fused
@@ -36,17 +34,13 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import numba
 import numpy as np
-from llvmlite import ir
-from numba import types
-from numba.extending import intrinsic
 
-from .._kernels import _exp_chunk
-from .._util.jit import jit
+from .._util.validation import check_int
 from ..schemes.rope import rerope_near
+from .tiles import tile
 
-__all__ = ["KERNELS", "KEY_BLOCK", "attention", "split_rows"]
+__all__ = ["KERNELS", "KEY_BLOCK", "MIN_SPLIT_ROWS", "attention", "blas_on_one_thread", "chunks", "matmul_rows", "split_rows"]
 
 _MASK = np.float32(-1e30)  # finite "minus infinity": exp gives 0 and 0 * _MASK stays 0, never NaN
 
@@ -56,8 +50,8 @@ _POOL = (0, None)  # (its size, the executor)
 
 #: The implementations of :func:`attention`, the default first.
 KERNELS = ("numba", "numpy")
-#: Keys per tile of the fused kernel: a ``3 x 256``-row tile of scores and one of probabilities stay in cache.
-KEY_BLOCK = 1024
+#: Keys per tile of the fused kernel, the fastest of 256, 512 and 1,024 in ``benchmarks/results_decoder.md``.
+KEY_BLOCK = 512
 
 
 def _pool():
@@ -68,7 +62,7 @@ def _pool():
     return _POOL[1]
 
 
-def attention(q, k, v, q_pos0, *, query_block, stats, far=None, kernel="numpy"):
+def attention(q, k, v, q_pos0, *, query_block, stats, far=None, kernel="numpy", key_block=KEY_BLOCK):
     """Grouped-query causal attention in blocks of ``query_block`` queries, with per-query statistics.
 
     Parameters
@@ -91,6 +85,8 @@ def attention(q, k, v, q_pos0, *, query_block, stats, far=None, kernel="numpy"):
         joined by :func:`softmax_scale.schemes.rope.rerope_near`.
     kernel : {"numba", "numpy"}
         The implementation (:data:`KERNELS`; see the module docstring).
+    key_block : int
+        Keys per tile of the fused kernel (``kernel="numba"``).
 
     Returns
     -------
@@ -101,7 +97,8 @@ def attention(q, k, v, q_pos0, *, query_block, stats, far=None, kernel="numpy"):
         on key 0.
     """
     if kernel == "numba":
-        return _attention_fused(q, k, v, q_pos0, query_block=query_block, stats=stats, far=far)
+        check_int(key_block, "key_block", minimum=1)
+        return _attention_fused(q, k, v, q_pos0, query_block=query_block, stats=stats, far=far, key_block=key_block)
     if kernel == "numpy":
         return _attention_numpy(q, k, v, q_pos0, query_block=query_block, stats=stats, far=far)
     raise ValueError(f"`kernel` must be one of {KERNELS}, got {kernel!r}")
@@ -122,7 +119,7 @@ def _attention_fused(q, k, v, q_pos0, *, query_block, stats, far=None, key_block
     The work is cut into units, one per query block and key/value group, that share nothing but
     their inputs and write disjoint parts of the outputs; the threads of :func:`_pool` take them,
     longest first, each with its own buffers (:func:`_buffers`) and BLAS on one thread
-    (:func:`_blas_on_one_thread`), so a unit's numbers are the same on any thread and for any count.
+    (:func:`blas_on_one_thread`), so a unit's numbers are the same on any thread and for any count.
     """
     H, m, d, G, n, rep, out, ent, sig, snk = _outputs(q, k, stats)
     width = min(key_block, n)
@@ -135,7 +132,7 @@ def _attention_fused(q, k, v, q_pos0, *, query_block, stats, far=None, key_block
         qi = np.arange(first, last)
         s_buf, p_buf, o, pv, mx = _buffers(rep * min(query_block, m), width, d)
         o, pv, mx = o[:R], pv[:R], mx[:R]
-        acc = np.empty((8, R))  # z, t, s1, s2, ref, p0, and the scratch dm, alpha of _tile
+        acc = np.empty((8, R))  # z, t, s1, s2, ref, p0, and the scratch dm, alpha of tiles.tile
         qg = q[g * rep:(g + 1) * rep, b0:b1].reshape(R, d)
         o[...] = 0.0
         for key0 in range(0, last, width):
@@ -148,7 +145,7 @@ def _attention_fused(q, k, v, q_pos0, *, query_block, stats, far=None, key_block
                 s_far = far[0][g * rep:(g + 1) * rep, b0:b1].reshape(R, d) @ far[1][g, key0:key0 + cut].T
                 near = rerope_near(np.tile(qi, rep), np.arange(key0, key0 + cut), far[2])
                 np.copyto(s[:, :cut], s_far, where=~near)
-            _tile(s, p, o, key0, first, B, mx, acc, stats)
+            tile(s, p, o, key0, first, B, mx, acc, stats)
             np.matmul(p, v[g, key0:key0 + w], out=pv)
             o += pv
         z = acc[0]
@@ -165,7 +162,7 @@ def _attention_fused(q, k, v, q_pos0, *, query_block, stats, far=None, key_block
             snk[hs, b0:b1] = (acc[5] / z).reshape(rep, B)
 
     units = sorted(((b0, g) for b0 in range(0, m, query_block) for g in range(G)), key=lambda u: (-u[0], u[1]))
-    with _blas_on_one_thread():
+    with blas_on_one_thread():
         for _ in _pool().map(lambda u: unit(*u), units):  # re-raises a unit's error here
             pass
     return out, ((ent, sig, snk) if stats else None)
@@ -221,13 +218,17 @@ _BLAS_HELD = [0, []]  # fused calls running now, and the counts the first of the
 
 
 @contextlib.contextmanager
-def _blas_on_one_thread():
-    """BLAS on one thread while the fused kernel's units run, each product on the thread that calls it.
+def blas_on_one_thread(when: bool = True):
+    """BLAS on one thread inside (the fused kernel's units, :func:`matmul_rows`, a fused forward), each product on the thread that calls it.
 
-    With BLAS's own threads beside the pool's, the two sets compete for the cores and BLAS's
-    spin waiting between calls.  The first of overlapping calls sets the count, the last puts the
-    old one back; other threads of the process calling BLAS meanwhile get one thread too.
+    With BLAS's own threads beside the pool's, the two sets compete for the cores, and BLAS's
+    threads spin waiting between calls.  The first of overlapping calls sets the count, the last puts the
+    old one back; other threads of the process calling BLAS meanwhile get one thread too.  ``when=False``:
+    nothing changes.
     """
+    if not when:
+        yield
+        return
     with _BLAS_LOCK:
         if _BLAS_HELD[0] == 0:
             _BLAS_HELD[1] = [fn(1) for fn in _blas_thread_setters()]
@@ -240,177 +241,6 @@ def _blas_on_one_thread():
             if _BLAS_HELD[0] == 0:
                 for fn, count in zip(_blas_thread_setters(), _BLAS_HELD[1]):
                     fn(count)
-
-
-if numba.config.DISABLE_JIT:
-
-    def _f32_from_bits(b):
-        return np.int32(b).view(np.float32)
-
-    def _f32_bits(f):
-        return np.float32(f).view(np.int32)
-
-    def _fmax32(a, b):
-        return np.float32(np.fmax(a, b))
-
-else:
-
-    @intrinsic
-    def _f32_from_bits(typingctx, b):
-        """Reinterpret the bits of an int32 as a float32 (LLVM ``bitcast``: free, vectorisable)."""
-
-        def codegen(context, builder, signature, args):
-            return builder.bitcast(args[0], ir.FloatType())
-
-        return types.float32(types.int32), codegen
-
-    @intrinsic
-    def _f32_bits(typingctx, f):
-        """Reinterpret the bits of a float32 as an int32."""
-
-        def codegen(context, builder, signature, args):
-            return builder.bitcast(args[0], ir.IntType(32))
-
-        return types.int32(types.float32), codegen
-
-    @intrinsic
-    def _fmax32(typingctx, a, b):
-        """``fmax`` of two float32 (LLVM ``maxnum``: a NaN operand gives the other; vectorisable as a reduction)."""
-
-        def codegen(context, builder, signature, args):
-            f = ir.FloatType()
-            fn = builder.module.declare_intrinsic("llvm.maxnum", [f], ir.FunctionType(f, [f, f]))
-            return builder.call(fn, args)
-
-        return types.float32(types.float32, types.float32), codegen
-
-
-_F = np.float32
-_LOG2E32 = _F(1.4426950408889634)
-_LN2_HI32, _LN2_LO32 = _F(0.693359375), _F(-2.12194440e-4)  # Cephes: ln 2 in two parts, k * _LN2_HI32 exact
-_ROUND32 = _F(12582912.0)  # 1.5 * 2**23: adding it rounds to an integer, which its low bits then hold
-_ROUND32_BITS = np.int32(_ROUND32.view(np.int32))
-_P32 = tuple(_F(c) for c in (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1,
-                             5.0000001201e-1))  # Cephes expf: e^r = 1 + r + r^2 P(r), |r| <= ln2/2
-_EXP32_MIN = _F(-87.0)  # below it the exponential is under 1.7e-38 and is returned as 0
-
-
-@jit()
-def _shift_exp32(row, hi, m, out):
-    """``row[j] -= m``, then ``out[j] = exp(row[j])`` in float32 for ``j < hi`` (``row[j] <= m``); vectorised by LLVM.
-
-    Cephes' ``expf``: ``y = k ln2 + r`` by adding ``1.5 * 2**23`` (round to nearest, ``k`` read from
-    the low bits), a degree-7 polynomial, ``2**k`` from its bits; within 1 ulp of the true value on
-    ``[-87, 0]`` (``tests/models/test_attention.py``), 0 below ``-87`` (``e^-87`` beside a row's
-    largest term, 1).
-    """
-    p0, p1, p2, p3, p4, p5 = _P32
-    for j in range(hi):
-        y = row[j] - m
-        row[j] = y
-        c = max(y, _EXP32_MIN)
-        t = c * _LOG2E32 + _ROUND32
-        kf = t - _ROUND32
-        r = (c - kf * _LN2_HI32) - kf * _LN2_LO32
-        p = ((((p0 * r + p1) * r + p2) * r + p3) * r + p4) * r + p5
-        e = (p * (r * r) + r + _F(1.0)) * _f32_from_bits((_f32_bits(t) - _ROUND32_BITS + np.int32(127)) << np.int32(23))
-        out[j] = e if y >= _EXP32_MIN else _F(0.0)
-
-
-@jit()
-def _row_max(row, hi):
-    """``max row[j]`` over ``j < hi`` (``hi >= 1``), NaNs ignored like ``np.nanmax``; vectorised by LLVM.
-
-    Through ``maxnum`` (:func:`_fmax32`), which LLVM turns into a vector reduction (a comparison or
-    Python's ``max`` is not vectorised); exact in any order, so the result does not depend on the
-    vector width.
-    """
-    m = row[0]
-    for j in range(1, hi):
-        m = _fmax32(m, row[j])
-    return m
-
-
-@jit(reassociate=True)
-def _tile_sum(p, hi):
-    """``sum p`` over ``j < hi`` in float64 (reassociated: vectorised)."""
-    z = 0.0
-    for j in range(hi):
-        z += np.float64(p[j])
-    return z
-
-
-@jit(reassociate=True)
-def _tile_sums(y, p, hi, c):
-    """``sum p, sum p y, sum (y + c), sum (y + c)^2`` over ``j < hi``, in float64 (reassociated: vectorised)."""
-    z = 0.0
-    t = 0.0
-    s1 = 0.0
-    s2 = 0.0
-    for j in range(hi):
-        pj = np.float64(p[j])
-        yj = np.float64(y[j])
-        z += pj
-        t += pj * yj
-        u = yj + c
-        s1 += u
-        s2 += u * u
-    return z, t, s1, s2
-
-
-@jit()
-def _tile(s, p, o, key0, first, B, mx, acc, stats):
-    """One tile of keys ``key0 .. key0 + w - 1`` for the ``R = rep B`` rows of a query block and group, in place.
-
-    Row ``r`` is query ``first + r % B``; it sees the tile's keys ``j < hi``.  ``s`` [R, w]: the
-    scores in, shifted by the row's running maximum ``mx`` out; ``p`` [R, w] out: ``exp`` of those
-    (0 for unseen keys); ``o`` [R, d]: the rows' output so far, rescaled to the new maximum.
-    ``acc`` [8, R] float64 holds per row, relative to the running maximum: ``z = sum p``,
-    ``t = sum p (s - mx)``, the moments ``sum (s - ref)`` and ``sum (s - ref)^2`` about the first
-    tile's maximum ``ref``, and ``p0``, the weight of key 0 (rows 6 and 7 are scratch for the
-    rescale factor).  The first tile (``key0 = 0``) starts every row.
-    """
-    R, w = s.shape
-    d = o.shape[1]
-    for r in range(R):
-        hi = min(w, first + r % B - key0 + 1)
-        if hi <= 0:
-            p[r, :] = 0.0
-            continue
-        row = s[r]
-        m = _row_max(row, hi)
-        if key0 == 0:
-            mx[r] = m
-            acc[4, r] = m
-            acc[0, r] = 0.0
-            acc[1, r] = 0.0
-            acc[2, r] = 0.0
-            acc[3, r] = 0.0
-        elif m > mx[r]:  # the maximum moves: what the earlier tiles left, to the new one
-            dm = np.float64(mx[r]) - np.float64(m)
-            acc[6, r] = dm
-            _exp_chunk(1.0, acc[6, r:r + 1], 1, acc[7, r:r + 1])
-            a = acc[7, r]
-            acc[1, r] = a * (acc[1, r] + dm * acc[0, r])
-            acc[0, r] *= a
-            acc[5, r] *= a
-            for i in range(d):
-                o[r, i] *= a
-            mx[r] = m
-        m = mx[r]
-        pr = p[r]
-        _shift_exp32(row, hi, m, pr)
-        pr[hi:] = 0.0
-        if stats:
-            zz, tt, u1, u2 = _tile_sums(row, pr, hi, np.float64(m) - acc[4, r])
-            acc[0, r] += zz
-            acc[1, r] += tt
-            acc[2, r] += u1
-            acc[3, r] += u2
-        else:
-            acc[0, r] += _tile_sum(pr, hi)
-        if key0 == 0:
-            acc[5, r] = pr[0]
 
 
 def _attention_numpy(q, k, v, q_pos0, *, query_block, stats, far=None):
@@ -496,10 +326,44 @@ def _rows(r0, r1, s, e, blk: _Block):
         blk.row_ent[r0:r1] = np.vecdot(es, sub).astype(np.float64)
 
 
-def split_rows(fn, rows):
-    """Run ``fn(j0, j1)`` over row ranges covering ``0..rows-1`` in the attention threads (``fn`` releases the GIL)."""
-    k = _WORKERS
-    if k == 1 or rows < 2 * k:
+def matmul_rows(a, b, *, out=None):
+    """``a @ b`` of 2-D float32 arrays, the rows of ``a`` split over the attention threads, BLAS on one thread in each.
+
+    Split only where each thread gets at least :data:`MIN_SPLIT_ROWS` rows: past its small-matrix
+    kernels OpenBLAS computes each row of a product alone, so the result has the bits of
+    ``np.matmul(a, b)`` on the layers' shapes (``tests/models/test_attention.py``).  ``out``: a
+    C-contiguous float32 array ``[rows of a, columns of b]`` to write into (fresh where ``None``).
+    """
+    if out is None:
+        out = np.empty((a.shape[0], b.shape[1]), dtype=np.float32)
+    with blas_on_one_thread():
+        split_rows(lambda r0, r1: np.matmul(a[r0:r1], b, out=out[r0:r1]), a.shape[0], MIN_SPLIT_ROWS)
+    return out
+
+
+#: The fewest rows of a product one thread takes (:func:`matmul_rows`, :func:`chunks`).
+MIN_SPLIT_ROWS = 256
+
+
+def chunks(r0, r1, most):
+    """Consecutive ranges ``(a, b)`` covering ``r0 .. r1-1`` in as few as hold at most ``most`` rows each, of even sizes.
+
+    Even sizes: none falls below ``most / 2`` where ``r1 - r0 >= most``, so every product stays on
+    BLAS's large-matrix path (:func:`matmul_rows`).
+    """
+    k = max(1, -(-(r1 - r0) // most))
+    cuts = np.linspace(r0, r1, k + 1).astype(int).tolist()
+    return list(zip(cuts[:-1], cuts[1:]))
+
+
+def split_rows(fn, rows, min_rows=1):
+    """Run ``fn(j0, j1)`` over row ranges covering ``0..rows-1`` in the attention threads (``fn`` releases the GIL).
+
+    At most one range per thread, none of fewer than ``min_rows`` rows (all on the calling thread
+    where there are fewer than twice that).
+    """
+    k = min(_WORKERS, rows // max(1, min_rows))
+    if k <= 1 or rows < 2 * k:
         fn(0, rows)
         return
     cuts = np.linspace(0, rows, k + 1).astype(int)

@@ -12,20 +12,21 @@ from typing import NamedTuple
 import numpy as np
 
 from .._util.jit import jit
-from .attention import attention, split_rows
+from .attention import MIN_SPLIT_ROWS, attention, blas_on_one_thread, chunks, matmul_rows, split_rows
 
 __all__ = ["LAYER_EXTRAS", "LAYER_TENSORS", "LayerOut", "apply_rope", "block", "feed_forward", "layer_weights",
-           "rms_norm", "rope_scaled", "rope_tables", "silu"]
+           "rms_norm", "rope_scaled", "rope_tables", "scratch", "silu"]
 
 
-def rms_norm(x, w, eps):  # [..., d], [d] -> [..., d]
+def rms_norm(x, w, eps, *, out=None):  # [..., d], [d] -> [..., d]
     """RMSNorm in float32 (no centring): ``x / sqrt(mean(x^2) + eps) * w``, the mean accumulated in float64.
 
     One numba pass per row (:func:`_rms_rows`), the rows split over the attention threads.
+    ``out``: a C-contiguous float32 array of ``x``'s shape to write into (fresh where ``None``).
     """
     x2 = np.ascontiguousarray(x, dtype=np.float32).reshape(-1, np.shape(x)[-1])
     w = np.ascontiguousarray(w, dtype=np.float32)
-    out = np.empty_like(x2)
+    out = np.empty_like(x2) if out is None else out.reshape(x2.shape)
     split_rows(lambda r0, r1: _rms_rows(x2, w, np.float32(eps), out, r0, r1), x2.shape[0])
     return out.reshape(np.shape(x))
 
@@ -108,31 +109,54 @@ def silu(x, *, out=None, scratch=None):
 def feed_forward(h, gate, up, down, work=None):  # [m, D], [F, D], [F, D], [D, F] -> [m, D]
     """The gated feed-forward network ``(silu(h gate^T) * (h up^T)) down^T`` in float32.
 
-    ``work``: a dict that keeps the three ``[m, F]`` intermediates between calls (one forward's
-    layers), so each layer writes into memory already faulted in instead of fresh pages.
+    Each attention thread takes a share of the rows and runs the whole network on up to
+    :data:`_FFN_CHUNK` of them at a time (the three products through BLAS on one thread, the gate a
+    few rows at a time in between), so a chunk's ``[chunk, F]`` intermediates are still in cache for
+    the next step; shares and chunks as :func:`~.attention.matmul_rows` cuts them, so the bits are
+    those of whole products.  ``work``: a dict that keeps each thread's
+    intermediates and the ``[m, D]`` result between calls (one forward's layers), so each layer writes
+    into memory already faulted in instead of fresh pages (:func:`scratch`); the result is then that
+    buffer, overwritten by the next call.
     """
     m, F = h.shape[0], gate.shape[0]
     if work is None:
         work = {}
-    if work.get("ffn_shape") != (m, F):
-        work["ffn"] = tuple(np.empty((m, F), dtype=np.float32) for _ in range(3))
-        work["ffn_shape"] = (m, F)
-    g, u, t = work["ffn"]
-    np.matmul(h, gate.T, out=g)
-    np.matmul(h, up.T, out=u)
+    out = scratch(work, "ffn_out", (m, down.shape[0]))
+    chunk = min(m, _FFN_CHUNK)
 
-    def gated(r0, r1):  # a few rows at a time, so that the five passes stay in cache
-        for a in range(r0, r1, _FFN_ROWS):
-            b = min(r1, a + _FFN_ROWS)
-            silu(g[a:b], out=g[a:b], scratch=t[a:b])
-            np.multiply(g[a:b], u[a:b], out=g[a:b])
+    def rows(r0, r1):  # each share of split_rows its own intermediates, the same share in every layer
+        g, u, t = scratch(work, f"ffn{r0}", (3, chunk, F))
+        for a, b in chunks(r0, r1, chunk):
+            k = b - a
+            np.matmul(h[a:b], gate.T, out=g[:k])
+            np.matmul(h[a:b], up.T, out=u[:k])
+            for i in range(0, k, _FFN_ROWS):  # a few rows at a time, so that the five passes stay in cache
+                j = min(k, i + _FFN_ROWS)
+                silu(g[i:j], out=g[i:j], scratch=t[i:j])
+                np.multiply(g[i:j], u[i:j], out=g[i:j])
+            np.matmul(g[:k], down.T, out=out[a:b])
 
-    split_rows(gated, m)
-    return g @ down.T
+    with blas_on_one_thread():
+        split_rows(rows, m, MIN_SPLIT_ROWS)
+    return out
+
+
+def scratch(work, key, shape):
+    """The float32 array ``work[key]`` of ``shape``, made (uninitialised) where missing or of another shape.
+
+    A forward's layers share one ``work`` dict: each writes its intermediates into the arrays the
+    layer before it faulted in (a fresh array of megabytes costs a page fault per 4 kB on first touch).
+    """
+    a = work.get(key)
+    if a is None or a.shape != shape:
+        a = work[key] = np.empty(shape, dtype=np.float32)
+    return a
 
 
 #: Rows of the feed-forward's elementwise step at a time (``3 x 16 x F`` floats, in a core's cache).
 _FFN_ROWS = 16
+#: Rows of the feed-forward network a thread runs at a time: BLAS near its full rate on each product.
+_FFN_CHUNK = 512
 
 
 _ONE = np.ones((1, 1, 1), dtype=np.float32)
@@ -176,14 +200,16 @@ def block(x, attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate,
     with the implementation ``kernel`` (:data:`softmax_scale.models.attention.KERNELS`).
     ``rerope = (window, cos_w, sin_w)`` (``[1, d/2]`` tables of the angle at ``window``): Su's
     ReRoPE, keys beyond the window seen at relative position ``window`` (a whole pass, no ``past``).
-    ``work``: scratch kept between the layers of one pass (:func:`feed_forward`).
+    ``work``: scratch kept between the layers of one pass (:func:`scratch`); the input ``x`` is left as it was.
     Returns the new ``x`` and a :class:`LayerOut`.
     """
     c = config
     m = x.shape[0]
     H, G, d = c.n_heads, c.n_kv_heads, c.head_dim
-    h = rms_norm(x, attn_norm, c.rms_eps)  # [m, D]
-    q, k, v = h @ attn_q.T, h @ attn_k.T, h @ attn_v.T
+    if work is None:
+        work = {}
+    h = rms_norm(x, attn_norm, c.rms_eps, out=scratch(work, "h", x.shape))  # [m, D]
+    q, k, v = matmul_rows(h, attn_q.T), matmul_rows(h, attn_k.T), matmul_rows(h, attn_v.T)
     for a, bias in ((q, q_bias), (k, k_bias), (v, v_bias)):
         if bias is not None:
             a += bias
@@ -208,7 +234,7 @@ def block(x, attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate,
     else:
         v = np.ascontiguousarray(v)
     a, st = attention(q, k, v, start, query_block=query_block, stats=stats, far=far, kernel=kernel)
-    x = x + a @ attn_output.T
-    h = rms_norm(x, ffn_norm, c.rms_eps)
-    x = x + feed_forward(h, ffn_gate, ffn_up, ffn_down, work)
+    x = x + matmul_rows(a, attn_output.T, out=scratch(work, "o", x.shape))
+    h = rms_norm(x, ffn_norm, c.rms_eps, out=scratch(work, "h", x.shape))
+    x += feed_forward(h, ffn_gate, ffn_up, ffn_down, work)
     return x, LayerOut(q, k, v, st if stats else ())

@@ -9,8 +9,8 @@ The steps of one layer, :func:`.layer.block`, in order (as in llama2.c's ``run.c
 The steps in brackets are what an architecture adds (:data:`~.gguf_file.ARCHITECTURES`: Qwen 2's
 biases, Qwen 3's q/k norm); a NoPE layer (SmolLM3's every fourth) skips the rotation.
 
-Activations are float32 and matrix products go to BLAS; the attention statistics (entropy,
-effective scale ``sigma``, sink share) are accumulated in float64.
+Activations are float32, products BLAS's (large ones split by rows over the attention threads); the
+attention statistics (entropy, effective scale ``sigma``, sink share) are accumulated in float64.
 
 Attention is computed in blocks of queries (``query_block`` rows per head) by
 :func:`softmax_scale.models.attention.attention` (numpy passes, or ``kernel="numba"``: the fused kernel),
@@ -39,22 +39,13 @@ from .._util.progress import progress_bar
 from .._util.validation import check_int
 from ..schemes import scheme_factor
 from ..schemes.rope import rerope_window, rope_frequencies
+from .attention import blas_on_one_thread
 from .buckets import bucket_means, check_edges
 from .gguf_file import LlamaConfig, load_gguf
 from .layer import block, layer_weights, rms_norm, rope_tables
 
-__all__ = [
-    "DecoderEval",
-    "KVCache",
-    "LlamaConfig",
-    "LlamaDecoder",
-    "PositionStats",
-    "Prefix",
-    "load_gguf",
-    "model_frequencies",
-    "pass_inputs",
-    "scale_factors",
-]
+__all__ = ["DecoderEval", "KVCache", "LlamaConfig", "LlamaDecoder", "PositionStats", "Prefix", "load_gguf",
+           "model_frequencies", "pass_inputs", "scale_factors"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -320,13 +311,14 @@ class LlamaDecoder:
             layers = progress_bar(layers, desc=f"layers ({m} tokens)", leave=False)
         outs = []
         work = {}
-        for layer in layers:
-            past = (cache.keys[layer], cache.values[layer]) if start else None
-            qscale = qs[None] if qs.ndim == 2 else qs[layer]
-            x, out = block(x, **layer_weights(w, layer), config=c, cos=cos, sin=sin, qscale=qscale, past=past,
-                           query_block=query_block, stats=stats, rerope=far, kernel=kernel, work=work,
-                           rope=layer not in c.nope_layers)
-            outs.append(out if keep is None else out._replace(q=out.q[:, np.asarray(keep) - start]))
+        with blas_on_one_thread(kernel == "numba"):  # the fused kernel's pass: every product in the pool
+            for layer in layers:
+                past = (cache.keys[layer], cache.values[layer]) if start else None
+                qscale = qs[None] if qs.ndim == 2 else qs[layer]
+                x, out = block(x, **layer_weights(w, layer), config=c, cos=cos, sin=sin, qscale=qscale, past=past,
+                               query_block=query_block, stats=stats, rerope=far, kernel=kernel, work=work,
+                               rope=layer not in c.nope_layers)
+                outs.append(out if keep is None else out._replace(q=out.q[:, np.asarray(keep) - start]))
         return _Pass(rms_norm(x, w["output_norm.weight"], c.rms_eps), outs)
 
     def _logits(self, x, rows=512):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._util.validation import check_choice, check_int
-from .attention import split_rows
+from .attention import MIN_SPLIT_ROWS, blas_on_one_thread, chunks, split_rows
 from .llama import KVCache
 
 __all__ = ["BACKENDS", "Readout", "read_out"]
@@ -124,29 +124,33 @@ def read_out(model, ids, positions, *, probe=None, start=0, stop=None, cache=Non
     return Readout(pos, keep, argmax, nll, tuple(o.q for o in p.layers), cache_out)
 
 
-#: Rows of logits per product with the output matrix, and per elementwise step within it (one core's cache).
-_SCORE_ROWS, _SCORE_STEP = 512, 4
+#: Rows of logits per product with the output matrix on one thread, and per elementwise step within it.
+_SCORE_ROWS, _SCORE_STEP = 256, 4
 
 
 def _score(x, out_w, targets):
     """``(argmax, nll)`` of the rows of the final hidden states ``x [r, D]``: the greedy token and ``-log p(target)``.
 
-    The logits ``x @ out_w.T`` a block of rows at a time; the log-normaliser ``max + log sum exp(l - max)``, the
-    sum in float64, a few rows at a time in the attention threads (:func:`~.attention.split_rows`).
+    Each attention thread takes a share of the rows (:func:`~.attention.split_rows`) and, a block of
+    up to :data:`_SCORE_ROWS` at a time, the logits ``x @ out_w.T`` (BLAS on one thread), then the
+    log-normaliser ``max + log sum exp(l - max)``, the sum in float64, a few rows at a time; shares
+    and blocks as :func:`~.attention.matmul_rows` cuts them, so the bits are those of one product.
     """
     argmax = np.empty(x.shape[0], dtype=np.int64)
     nll = np.empty(x.shape[0])
-    for r0 in range(0, x.shape[0], _SCORE_ROWS):
-        lg = x[r0:r0 + _SCORE_ROWS] @ out_w.T  # [rows, V]
 
-        def rows(a, b, lg=lg, r0=r0):
-            for i in range(a, b, _SCORE_STEP):
-                j = min(b, i + _SCORE_STEP)
-                blk = lg[i:j]
+    def rows(a, b):
+        lg = np.empty((min(_SCORE_ROWS, b - a), out_w.shape[0]), dtype=np.float32)
+        for r0, r1 in chunks(a, b, _SCORE_ROWS):
+            np.matmul(x[r0:r1], out_w.T, out=lg[:r1 - r0])
+            for i in range(r0, r1, _SCORE_STEP):
+                j = min(r1, i + _SCORE_STEP)
+                blk = lg[i - r0:j - r0]
                 top = blk.max(axis=1, keepdims=True)
                 lse = np.log(np.exp(blk - top).sum(axis=1, dtype=np.float64)) + top[:, 0]
-                argmax[r0 + i:r0 + j] = np.argmax(blk, axis=1)
-                nll[r0 + i:r0 + j] = lse - blk[np.arange(j - i), targets[r0 + i:r0 + j]]
+                argmax[i:j] = np.argmax(blk, axis=1)
+                nll[i:j] = lse - blk[np.arange(j - i), targets[i:j]]
 
-        split_rows(rows, lg.shape[0])
+    with blas_on_one_thread():
+        split_rows(rows, x.shape[0], MIN_SPLIT_ROWS)
     return argmax, nll

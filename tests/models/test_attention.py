@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from softmax_scale.models import attention as att
+from softmax_scale.models import tiles
 from softmax_scale.schemes.rope import rerope_window
 
 #: float32 tolerance, absolute (with a relative 1e-5 beside it), of the fused kernel against the numpy kernel
@@ -70,6 +71,42 @@ def test_both_kernels_against_float64(trend):
     _compare(att._attention_fused(q, k, v, 20, query_block=32, stats=True, key_block=9), truth)
 
 
+@pytest.mark.parametrize("trend", [0.0, 20.0])
+def test_fused_kernel_without_statistics_against_float64(trend):
+    """The pass without statistics keeps a row's first tile's maximum as its reference: with scores rising along the
+    keys (``trend``; at 20 they reach 300, so later tiles pass the reference by far more than 29 and rows are redone
+    at the new maximum), the outputs are float64's to float32 rounding, and the statistics' pass gives the same."""
+    q, k, v = _inputs(m=100, past=20, trend=trend)
+    truth = _naive(q, k, v, 20)[0]
+    for key_block in (9, 32, 1024):
+        got, none = att._attention_fused(q, k, v, 20, query_block=32, stats=False, key_block=key_block)
+        assert none is None
+        np.testing.assert_allclose(got, truth, rtol=1e-5, atol=ATOL["out"])
+        with_stats = att._attention_fused(q, k, v, 20, query_block=32, stats=True, key_block=key_block)[0]
+        np.testing.assert_allclose(got, with_stats, rtol=1e-5, atol=ATOL["out"])
+
+
+def test_tile_without_statistics_moves_its_reference_when_a_score_passes_it_by_29():
+    """Two tiles of one row: the second holds a score 40 above the first's maximum.  The exponentials stay finite, the
+    reference moves to 40 (and the first tile's normaliser and output with it), and both agree with float64; a
+    score 20 above it leaves the reference where it was."""
+    for jump, moved in ((40.0, True), (20.0, False)):
+        first = np.array([[0.0, -1.0, -3.0, -2.0]], np.float32)
+        second = np.array([[-5.0, jump, 1.0, -2.0]], np.float32)
+        vals = np.arange(8, dtype=np.float32).reshape(8, 1)
+        o, mx, acc = np.zeros((1, 1), np.float32), np.zeros(1, np.float32), np.zeros((8, 1))
+        p = np.empty_like(first)
+        for key0, s in ((0, first), (4, second)):
+            tiles.tile_plain(s.copy(), p, o, key0, 7, 1, mx, acc)
+            assert np.isfinite(p).all() and p.max() <= np.exp(30.0) * (1 + 1e-6)
+            o += p @ vals[key0:key0 + 4]
+        assert mx[0] == (jump if moved else 0.0)
+        scores = np.concatenate([first, second], axis=1)[0].astype(np.float64)
+        e = np.exp(scores - mx[0])
+        np.testing.assert_allclose(acc[0, 0], e.sum(), rtol=1e-6)
+        np.testing.assert_allclose(o[0, 0] / acc[0, 0], e @ np.arange(8.0) / e.sum(), rtol=1e-6)
+
+
 @pytest.mark.parametrize("query_block", [1, 16, 64, 256])
 @pytest.mark.parametrize("key_block", [7, 32, 1024])
 def test_fused_matches_numpy(query_block, key_block):
@@ -126,6 +163,9 @@ def test_bad_kernel_is_named():
     q, k, v = _inputs(m=4)
     with pytest.raises(ValueError, match="`kernel`"):
         att.attention(q, k, v, 0, query_block=4, stats=True, kernel="torch")
+    for bad in (0, 2.5):
+        with pytest.raises((ValueError, TypeError), match="`key_block`"):
+            att.attention(q, k, v, 0, query_block=4, stats=True, kernel="numba", key_block=bad)
 
 
 @pytest.mark.parametrize("workers", [1, 3])
@@ -145,7 +185,7 @@ def test_float32_exponential_within_one_ulp():
     y = np.concatenate([np.linspace(-87.0, 0.0, 200_001), -rng.exponential(5.0, 100_000), [0.0, -1e-30, -87.0]])
     y = y[y >= -87.0].astype(np.float32)
     row, out = y.copy(), np.empty_like(y)
-    att._shift_exp32(row, y.size, np.float32(0.0), out)
+    tiles.shift_exp32(row, y.size, np.float32(0.0), out)
     true = np.exp(y.astype(np.float64))
     ulps = np.abs(out - true) / np.spacing(true.astype(np.float32)).astype(np.float64)
     assert ulps.max() <= 1.0
@@ -156,7 +196,7 @@ def test_float32_exponential_within_one_ulp():
 def test_float32_exponential_shifts_and_flushes_below_its_range():
     row = np.array([3.0, 2.0, -90.0, 1e30, 7.0], dtype=np.float32)
     out = np.full(5, -1.0, dtype=np.float32)
-    att._shift_exp32(row, 4, np.float32(3.0), out)  # the fifth entry is not touched
+    tiles.shift_exp32(row, 4, np.float32(3.0), out)  # the fifth entry is not touched
     np.testing.assert_array_equal(row, np.array([0.0, -1.0, -93.0, 1e30 - 3.0, 7.0], dtype=np.float32))
     assert out[0] == 1.0 and abs(out[1] - np.exp(-1.0)) <= np.spacing(np.float32(np.exp(-1.0)))
     assert out[2] == 0.0 and out[4] == -1.0
@@ -170,16 +210,16 @@ def test_row_maximum_is_numpys_over_the_first_hi_entries(hi):
         row = rng.standard_normal(1024).astype(np.float32)
         row[hi:] = 1e30  # past hi: the keys this row does not see
         row[where] = 5.0 + rng.random()
-        got = att._row_max(row, hi)
+        got = tiles.row_max(row, hi)
         assert got == row[:hi].max() and got == row[where]
     row = np.full(1024, att._MASK)
-    assert att._row_max(row, hi) == att._MASK
+    assert tiles.row_max(row, hi) == att._MASK
 
 
 def test_row_maximum_ignores_nans_like_nanmax():
     row = np.array([np.nan, -3.0, 2.0, np.nan, 1.0], dtype=np.float32)
-    assert att._row_max(row, 5) == np.nanmax(row) == 2.0
-    assert att._row_max(row, 2) == -3.0
+    assert tiles.row_max(row, 5) == np.nanmax(row) == 2.0
+    assert tiles.row_max(row, 2) == -3.0
 
 
 def test_blas_runs_on_one_thread_in_the_fused_kernel_and_gets_its_count_back():
@@ -188,16 +228,16 @@ def test_blas_runs_on_one_thread_in_the_fused_kernel_and_gets_its_count_back():
     assert setters, "no OpenBLAS found in /proc/self/maps: numpy's BLAS is not OpenBLAS 0.3.27 or later"
     before = [fn(3) for fn in setters]  # a known count to get back
     try:
-        with att._blas_on_one_thread():
+        with att.blas_on_one_thread():
             inside = [fn(1) for fn in setters]
         after = [fn(3) for fn in setters]
         assert inside == [1] * len(setters) and after == [3] * len(setters)
         with pytest.raises(RuntimeError):
-            with att._blas_on_one_thread():
+            with att.blas_on_one_thread():
                 raise RuntimeError("a unit failed")
         assert [fn(3) for fn in setters] == [3] * len(setters)
-        outer = att._blas_on_one_thread()  # overlapping calls (two threads): the last to leave restores
-        inner = att._blas_on_one_thread()
+        outer = att.blas_on_one_thread()  # overlapping calls (two threads): the last to leave restores
+        inner = att.blas_on_one_thread()
         outer.__enter__()
         inner.__enter__()
         outer.__exit__(None, None, None)
@@ -218,3 +258,41 @@ def test_fused_calls_from_two_threads_at_once_give_the_same_bits():
     for got, ref in zip(both, alone):
         assert np.array_equal(got[0], ref[0]) and all(np.array_equal(a, b) for a, b in zip(got[1], ref[1]))
     assert att._BLAS_HELD[0] == 0
+
+
+@pytest.mark.parametrize("shape", [(1, 24, 8), (37, 64, 9), (600, 576, 192), (1030, 192, 576)])
+def test_matmul_rows_is_one_product_bit_for_bit(shape):
+    """The rows split over the threads on one BLAS thread each give the bits of one ``np.matmul`` on BLAS's threads
+    (the layers' shapes; small products are not split), into ``out`` where given; the BLAS count comes back."""
+    m, k, n = shape
+    rng = np.random.default_rng(m)
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((n, k), dtype=np.float32).T  # a transposed weight, as the layers pass them
+    setters = att._blas_thread_setters()
+    before = [fn(2) for fn in setters]
+    try:
+        ref = a @ b
+        assert np.array_equal(att.matmul_rows(a, b), ref)
+        out = np.full((m, n), np.nan, np.float32)
+        assert att.matmul_rows(a, b, out=out) is out and np.array_equal(out, ref)
+        assert [fn(2) for fn in setters] == [2] * len(setters)
+    finally:
+        for fn, count in zip(setters, before):
+            fn(count)
+
+
+@pytest.mark.parametrize("r0, r1, most", [(0, 1, 4), (3, 10, 4), (0, 4096, 512), (5, 1030, 256), (0, 300, 512)])
+def test_chunks_cover_the_range_in_even_pieces(r0, r1, most):
+    got = att.chunks(r0, r1, most)
+    assert got[0][0] == r0 and got[-1][1] == r1 and all(b == c for (_, b), (c, _) in zip(got, got[1:]))
+    sizes = [b - a for a, b in got]
+    assert max(sizes) <= most and max(sizes) - min(sizes) <= 1 and len(got) == -(-(r1 - r0) // most)
+
+
+def test_split_rows_gives_no_thread_fewer_than_its_minimum():
+    seen = []
+    att.split_rows(lambda a, b: seen.append((a, b)), 700, 256)
+    assert sorted(seen) == ([(0, 350), (350, 700)] if att._WORKERS >= 2 else [(0, 700)])
+    seen.clear()
+    att.split_rows(lambda a, b: seen.append((a, b)), 511, 256)
+    assert seen == [(0, 511)]

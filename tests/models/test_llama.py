@@ -676,14 +676,39 @@ def test_feed_forward_with_scratch_is_the_same_bits_and_reshapes_it():
         h = rng.standard_normal((m, D), dtype=np.float32) * 3
         got = layer_fns.feed_forward(h, gate, up, down, work)
         assert np.array_equal(got, layer_fns.feed_forward(h, gate, up, down))
-        assert work["ffn"][0].shape == (m, F)
+        assert work["ffn0"].shape == (3, m, F)
         h64 = h.astype(np.float64)
         g = h64 @ gate.T.astype(np.float64)
         ref = (g / (1 + np.exp(-g)) * (h64 @ up.T.astype(np.float64))) @ down.T.astype(np.float64)
         np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
-    kept = work["ffn"][0]
-    layer_fns.feed_forward(h, gate, up, down, work)
-    assert work["ffn"][0] is kept
+    kept = work["ffn0"], work["ffn_out"]
+    again = layer_fns.feed_forward(h, gate, up, down, work)
+    assert work["ffn0"] is kept[0] and again is kept[1]
+
+
+def test_block_with_shared_scratch_leaves_its_input_and_gives_the_same_bits(tiny):
+    """Layers that share one ``work`` dict (as a forward's do) give the bits of layers with fresh arrays, leave their
+    input as it was, and hand back arrays that the next layer's scratch does not overwrite."""
+    c, rng = tiny.config, np.random.default_rng(11)
+    m = 40
+    x0 = rng.standard_normal((m, c.d_model)).astype(np.float32)
+    cos, sin = layer_fns.rope_tables(llama.model_frequencies(c), np.arange(m))
+    kw = dict(config=c, cos=cos, sin=sin, qscale=np.full((1, m, 1), 0.3, np.float32), query_block=16, stats=True)
+    fresh, x = [], x0
+    for i in range(c.n_layers):
+        x, out = layer_fns.block(x, **layer_fns.layer_weights(tiny.weights, i), **kw)
+        fresh.append((x, out))
+    work, x, kept = {}, x0.copy(), []
+    for i in range(c.n_layers):
+        before = x.copy()
+        x, out = layer_fns.block(x, **layer_fns.layer_weights(tiny.weights, i), work=work, **kw)
+        assert np.array_equal(kept[-1][0] if kept else x0, before)
+        kept.append((x, out))
+    assert {"h", "o", "ffn0", "ffn_out"} <= set(work) and len(work) <= 4 + attention._WORKERS
+    for (xa, oa), (xb, ob) in zip(fresh, kept):
+        assert np.array_equal(xa, xb)
+        assert all(np.array_equal(a, b) for a, b in zip(oa[:3], ob[:3]))
+        assert not any(np.shares_memory(a, w) for a in (xb, *ob[:3]) for w in work.values() if isinstance(w, np.ndarray))
 
 
 def test_rope_scaled_is_apply_rope_times_the_scale_bit_for_bit():
@@ -713,6 +738,8 @@ def test_rms_norm_against_float64():
         got = layer_fns.rms_norm(a, w, 1e-5)
         assert got.dtype == np.float32 and got.shape == a.shape
         np.testing.assert_allclose(got, ref, rtol=1e-6, atol=0)
+        into = np.full(a.shape, np.nan, np.float32)
+        assert layer_fns.rms_norm(a, w, 1e-5, out=into).base is into and np.array_equal(into, got)
 
 
 def test_read_out_is_the_same_under_both_attention_kernels(tmp_path):
