@@ -14,27 +14,28 @@ from ._harness import GEMM_RATE, run_py
 NOTES = """
 The decoder's attention (`softmax_scale/models/attention.py`) has two kernels: the fused numba kernel
 (`kernel="numba"`: units of one query block and key/value group spread over the threads, BLAS on one thread
-meanwhile; per key tile of 1,024 the query-key product through BLAS, one pass of numba over each score row for
-the mask, the maximum (a vector reduction), a float32 exponential (Cephes' `expf`, within 1 ulp, which LLVM
-vectorises in 8 lanes) and the sums, the moments for `sigma` and the entropy only when statistics are asked
-for, then the probability-value product through BLAS) and the numpy passes over whole rows (the default,
-`kernel="numpy"`, what the committed results were computed with and the reference of the tests). Every forward but the first row's
-here asks for the statistics, as the experiments do. The attention rows time each layer's call to `attention`
-inside the forward of the rows below them.
+meanwhile; per key tile of 512 the query-key product through BLAS, one numba pass over each score row
+(`softmax_scale/models/tiles.py`), then the probability-value product through BLAS) and the numpy passes over
+whole rows (the default, `kernel="numpy"`, what the committed results were computed with and the reference of
+the tests). With statistics the pass over a row takes the tile's masked maximum, a float32 exponential
+(Cephes' `expf`, within 1 ulp, vectorised by LLVM), the sums and the moments for `sigma` and the entropy;
+without them it keeps the row's first tile's maximum as its reference, clamps the exponentials at `e^30` and
+checks the tile's sum (the row is redone at the tile's maximum where the sum reaches `e^29`), so no pass
+finds a maximum past a row's first tile. Every forward but the first row's here asks for the statistics, as
+the experiments do. The attention rows time each layer's call to `attention` inside the forward of the rows
+below them; the tile rows time the fused attention alone, statistics off, at each key tile.
 
 The first row is the forward as `softmax-scale measure` runs it (`softmax_scale/models/readout.py` `read_out`,
 statistics off, the fused kernel that measure passes): one 8,192-token pass scored at its last half, the
-vocabulary projection of those positions counted. Its elementwise steps are numba passes (RoPE with the query
-scale and the head layout, RMSNorm) or numpy passes a few rows at a time (the SwiGLU gate, the log-softmax of the
-scored rows), in the attention threads.
+vocabulary projection of those positions counted. Under the fused kernel the whole pass holds BLAS at one
+thread and splits the rows of every large product over the attention threads (`matmul_rows`, the bits of one
+product): the projections; the feed-forward network, each thread its rows 512 at a time (gate, up, the SwiGLU
+step and down while the chunk is in cache); the vocabulary projection of the scored rows 256 at a time, each
+block's log-softmax beside it. The elementwise steps are numba passes (RoPE with the query scale and the head
+layout, RMSNorm) or numpy passes a few rows at a time, in the same threads.
 
-In this run (others' jobs shared the two cores: load average 4 to 5 during it, sgemm at 181 to 206 GFLOP/s
-against 247 in a quiet run) the read-out reached 0.615 of sgemm, short of 0.7; a second run under more load
-gave 0.60. The fused kernel's attention, at 0.55 of sgemm here, is about half the FLOPs and over half the
-time: 0.7 for the whole pass needs the attention at about 0.6 and the matrix products outside it near sgemm.
-The fused kernel's forward with statistics reached 0.61 (the numpy passes 0.29, slowed most by the load).
-Its peak memory is 17 MB above the numpy kernel's: the numba runtime and compiled kernels, and each thread's
-tile buffers; most of either peak is the model and every layer's queries, keys and values that a pass keeps.
+Peak memory is mostly the model and every layer's queries, keys and values that a pass keeps; the fused
+kernel adds the numba runtime and compiled kernels, and each thread's tile buffers.
 """
 
 DECODER_CODE = """

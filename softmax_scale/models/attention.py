@@ -50,7 +50,7 @@ _POOL = (0, None)  # (its size, the executor)
 
 #: The implementations of :func:`attention`, the default first.
 KERNELS = ("numba", "numpy")
-#: Keys per tile of the fused kernel, the fastest of 256, 512 and 1,024 in ``benchmarks/results_decoder.md``.
+#: Keys per tile of the fused kernel (``benchmarks/results_decoder.md`` times 256, 512 and 1,024: a few per cent apart).
 KEY_BLOCK = 512
 
 
