@@ -84,6 +84,18 @@ _EXP32_MIN = _F(-87.0)  # below it the exponential is under 1.7e-38 and is retur
 
 
 @jit()
+def _expf(y, c):
+    """``e^c`` in float32 by Cephes' ``expf`` (``-87 <= c <= 88``), or 0 where ``y < -87`` (``c`` is ``y`` clamped)."""
+    p0, p1, p2, p3, p4, p5 = _P32
+    t = c * _LOG2E32 + _ROUND32
+    kf = t - _ROUND32
+    r = (c - kf * _LN2_HI32) - kf * _LN2_LO32
+    p = ((((p0 * r + p1) * r + p2) * r + p3) * r + p4) * r + p5
+    e = (p * (r * r) + r + _F(1.0)) * _f32_from_bits((_f32_bits(t) - _ROUND32_BITS + np.int32(127)) << np.int32(23))
+    return e if y >= _EXP32_MIN else _F(0.0)
+
+
+@jit()
 def shift_exp32(row, hi, m, out):
     """``row[j] -= m``, then ``out[j] = exp(row[j])`` in float32 for ``j < hi`` (``row[j] <= m``); vectorised by LLVM.
 
@@ -92,17 +104,10 @@ def shift_exp32(row, hi, m, out):
     ``[-87, 0]`` (``tests/models/test_attention.py``), 0 below ``-87`` (``e^-87`` beside a row's
     largest term, 1).
     """
-    p0, p1, p2, p3, p4, p5 = _P32
     for j in range(hi):
         y = row[j] - m
         row[j] = y
-        c = max(y, _EXP32_MIN)
-        t = c * _LOG2E32 + _ROUND32
-        kf = t - _ROUND32
-        r = (c - kf * _LN2_HI32) - kf * _LN2_LO32
-        p = ((((p0 * r + p1) * r + p2) * r + p3) * r + p4) * r + p5
-        e = (p * (r * r) + r + _F(1.0)) * _f32_from_bits((_f32_bits(t) - _ROUND32_BITS + np.int32(127)) << np.int32(23))
-        out[j] = e if y >= _EXP32_MIN else _F(0.0)
+        out[j] = _expf(y, max(y, _EXP32_MIN))
 
 
 @jit()
@@ -203,16 +208,9 @@ _REDO_SUM = float(np.exp(29.0))
 @jit()
 def exp_clamped32(row, hi, m, out):
     """``out[j] = exp(min(row[j] - m, 30))`` in float32 for ``j < hi`` (:func:`shift_exp32`'s ``expf``, ``row`` unchanged)."""
-    p0, p1, p2, p3, p4, p5 = _P32
     for j in range(hi):
         y = row[j] - m
-        c = min(max(y, _EXP32_MIN), _CLAMP32)
-        t = c * _LOG2E32 + _ROUND32
-        kf = t - _ROUND32
-        r = (c - kf * _LN2_HI32) - kf * _LN2_LO32
-        p = ((((p0 * r + p1) * r + p2) * r + p3) * r + p4) * r + p5
-        e = (p * (r * r) + r + _F(1.0)) * _f32_from_bits((_f32_bits(t) - _ROUND32_BITS + np.int32(127)) << np.int32(23))
-        out[j] = e if y >= _EXP32_MIN else _F(0.0)
+        out[j] = _expf(y, min(max(y, _EXP32_MIN), _CLAMP32))
 
 
 @jit()
