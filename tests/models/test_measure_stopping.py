@@ -41,13 +41,18 @@ def smollm2_scale():
     return float(np.mean(a)), float(np.std(a, ddof=1)), float(np.mean(v)), float(np.std(v, ddof=1))
 
 
-def draw(rng, k, scale, spread=1.0):
-    """``k`` documents' losses on :data:`GRID`; the vertex spread ``spread`` times SmolLM2's."""
+def draw(rng, k, scale, spread=1.0, *, df=None, asymmetry=ASYMMETRY, noise=0.002):
+    """``k`` documents' losses on :data:`GRID`; the vertex spread ``spread`` times SmolLM2's.
+
+    ``df``: Student-t vertices of that many degrees of freedom (scaled to the same standard deviation)
+    in place of normal ones; ``asymmetry`` and ``noise`` (per grid point, nats) as in :data:`ASYMMETRY`.
+    """
     a_mean, a_sd, v_mean, v_sd = scale
     a = np.abs(rng.normal(a_mean, a_sd, k))
-    v = rng.normal(v_mean, spread * v_sd, k)
+    z = rng.normal(0, 1, k) if df is None else rng.standard_t(df, k) / math.sqrt(df / (df - 2))
+    v = v_mean + spread * v_sd * z
     u = GRID[None] - v[:, None]
-    return rng.normal(1.7, 0.2, (k, 1)) + a[:, None] * u ** 2 * (1 + ASYMMETRY * u) + rng.normal(0, 0.002, (k, GRID.size))
+    return rng.normal(1.7, 0.2, (k, 1)) + a[:, None] * u ** 2 * (1 + asymmetry * u) + rng.normal(0, noise, (k, GRID.size))
 
 
 def population_minimiser(scale, spread=1.0) -> float:
@@ -114,6 +119,25 @@ def test_the_rule_covers_the_minimiser_at_twice_the_spread():
     """1000 replicates at twice SmolLM2's vertex spread, where the rule reads more documents and stops at varied counts."""
     cover, counts = check_coverage(1000, 2.0)
     assert counts.mean() > 8 and np.mean(counts == 30) < 0.5
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("df", "asymmetry", "noise", "spread"), [(4, 1.0, 0.002, 1.0), (5, -0.5, 0.005, 1.5)])
+def test_the_rule_in_curve_families_it_was_not_tuned_on(df, asymmetry, noise, spread):
+    """The widening factor 1.2 was chosen on the family above; on heavy-tailed vertices, a loss rising faster below the
+    vertex, more noise and 1.5 times the spread, 1000 replicates hold the population minimiser (the procedure's estimate
+    on 400,000 documents) in 90.2% of runs (docs/own_model.md), short of 95%: this bounds how far short."""
+    scale = smollm2_scale()
+    kw = dict(df=df, asymmetry=asymmetry)
+    truth, edge = _minimiser(GRID, draw(np.random.default_rng(99), 400_000, scale, spread, noise=0.0, **kw).mean(axis=0))
+    assert not edge
+    rng = np.random.default_rng(7)
+    hits = 0
+    for _ in range(1000):
+        D = draw(rng, 30, scale, spread, noise=noise, **kw)
+        lo, hi = minimiser_interval(GRID, D[:stop(D, 0.02, 30)], SEED)
+        hits += lo <= truth <= hi
+    assert 0.85 <= hits / 1000 <= 0.995, hits / 1000
 
 
 def table(vertices, curvature=1.5):
