@@ -138,3 +138,18 @@ def test_the_cli_reads_a_model_file(tmp_path, monkeypatch, capsys):
     assert cli.main(["advise", "--n", str(N), "--model", str(tmp_path / "missing.gguf")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "missing.gguf does not exist" in err[0]
+
+
+def test_past_l_your_measurement_says_first_how_far_it_reaches(capsys):
+    """Without a config the first line comes from the measurement's header: n past its L, read below where the file
+    reaches n/L, else the command that measures the model at n under the file's RoPE."""
+    a = ss.advise(evidence=RESULTS / "measure_smollm2.csv", n=16384)
+    assert a.coverage == ("n = 16,384 is past L = 8,192, the length your measurement (measure_smollm2.csv) names (2L); "
+                          "it reaches 2L and is read below.")
+    assert a.headline.startswith(a.coverage)
+    far = ss.advise(evidence=RESULTS / "measure_smollm2.csv", n=32768).coverage
+    assert far.startswith("n = 32,768 is past L = 8,192") and "it reaches 2L: past that" in far
+    assert "`softmax-scale measure SmolLM2-135M-Instruct.Q4_1.gguf --n 32768 --rope yarn --adaptive 5" in far
+    assert ss.advise(evidence=RESULTS / "measure_smollm2.csv", n=8192).coverage == ""
+    assert cli.main(["advise", "--evidence", str(RESULTS / "measure_smollm2.csv"), "--n", "32768"]) == 0
+    assert capsys.readouterr().out.startswith("n = 32,768 is past L = 8,192")

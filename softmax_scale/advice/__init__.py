@@ -36,7 +36,7 @@ from ..schemes import QK_SCHEMES, SCHEMES, SCORE_MODELS, STANDARD, pinned
 from ..schemes.rope import ROPE_CHANGES, ROPES
 from ._alpha import AttentionAlpha, TrainedAlpha, attention_alpha, trained_alpha
 from ._config import config_lines, coverage_line, engine_summary, recipe_baseline, recipe_evidence, rope_scaling_dict, under_rope
-from ._evidence import TASKS, Comparison, comparisons, own_scope, read_evidence, scope
+from ._evidence import TASKS, Comparison, comparisons, own_coverage, own_scope, read_evidence, scope
 from ._own import is_measurement, own_evidence, own_result
 from ._render import DOCS_CALL, docs_block, headline, markdown, short_answers, text, write_docs
 from ._rule import LEVEL, RULE, Baseline, Recommendation, position_factors, recommend
@@ -400,9 +400,10 @@ def advise(d=None, train_length=None, n=None, *, config=None, rope=None, task="l
     recs = [_with_rope(r, L, n) for r in recs]
     lines = scope(found, missing, empty, comps, d=d, task=task, rope=rope, target=target,
                   results_label=label)
+    engines, about_recipe, coverage = "", (), ""
     if own is not None:
         lines = [*other_rope, *own_scope(own, Path(evidence).name, task, bool(mine or other_rope)), *lines]
-    engines, about_recipe, coverage = "", (), ""
+        coverage = own_coverage(own, Path(evidence).name, n)
     if model is not None:
         coverage = coverage_line(model, L, n, table, Path(evidence).name if own is not None else "")
         lines = config_lines(model, L, n, table) + tuple(lines)

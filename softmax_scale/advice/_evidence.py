@@ -423,6 +423,29 @@ def own_scope(own, name: str, task: str, compared: bool) -> list:
     return lines
 
 
+def own_coverage(own, name: str, n: int) -> str:
+    """The answer's first line from the user's own measurement alone (no config), where ``n`` is past its ``L``.
+
+    How far past, and how far the measurement reaches: read below where it reaches ``n/L``, else the
+    command that measures the model there under the measurement's RoPE (:data:`~._config.HOUR_OPTIONS`);
+    empty inside ``L``.
+    """
+    from ._config import HOUR_OPTIONS
+
+    L = own.train_length
+    if n <= L:
+        return ""
+    reach = max((e.multiple for e in own.rows), default=0.0)
+    said = f"n = {n:,} is past L = {L:,}, the length your measurement ({name}) names ({times(n / L)})"
+    if reach and n / L <= reach * (1 + 1e-9):
+        return f"{said}; it reaches {times(reach)} and is read below."
+    model = own.header.get("model") or "MODEL.gguf"
+    rope = own.header.get("rope") or "none"
+    under = "" if rope == "none" else f" --rope {rope}"
+    return (f"{said}; it reaches {times(reach) if reach else 'no multiple past L'}: past that, measure your model at n "
+            f"under the same RoPE with `softmax-scale measure {model} --n {n}{under} {HOUR_OPTIONS}`.")
+
+
 def scope(found: dict, missing: list, empty: list, comps: list, *, d: int, task: str, rope: str | None,
           target: float, results_label: str) -> list:
     """What the evidence rests on, in the user's terms, and what it has not tested (one line each)."""
