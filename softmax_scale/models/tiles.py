@@ -7,7 +7,7 @@ rescaled to one reference:
 
 - with statistics, each tile's exact masked maximum (:func:`row_max`) is the reference, and the
   shifted scores are kept for the moments of ``sigma`` and the entropy (:func:`tile_sums`);
-- without (:func:`tile_plain`), a row's first tile's maximum stays its reference: later tiles'
+- without (:func:`_row_plain`), a row's first tile's maximum stays its reference: later tiles'
   exponentials are clamped at ``e^30`` (:func:`exp_clamped32`) and the tile's sum checked, so a score
   29 or more above the reference moves the reference to the tile's maximum and the tile is redone;
   no other pass finds a maximum.
@@ -27,7 +27,7 @@ from numba.extending import intrinsic
 from .._kernels import _exp_chunk
 from .._util.jit import jit
 
-__all__ = ["exp_clamped32", "row_max", "shift_exp32", "tile", "tile_plain", "tile_sum", "tile_sums"]
+__all__ = ["exp_clamped32", "row_max", "shift_exp32", "tile", "tile_sum", "tile_sums"]
 
 
 if numba.config.DISABLE_JIT:
@@ -161,47 +161,52 @@ def tile(s, p, o, key0, first, B, mx, acc, stats):
     ``acc`` [8, R] float64 holds per row, relative to the running maximum: ``z = sum p``,
     ``t = sum p (s - mx)``, the moments ``sum (s - ref)`` and ``sum (s - ref)^2`` about the first
     tile's maximum ``ref``, and ``p0``, the weight of key 0 (rows 6 and 7 are scratch for the
-    rescale factor).  The first tile (``key0 = 0``) starts every row.
+    rescale factor).  The first tile (``key0 = 0``) starts every row.  Without ``stats`` each row is
+    :func:`_row_plain`'s: ``s`` is left as it was and only ``z`` and ``p0`` are kept, relative to the
+    row's reference ``mx``.
     """
-    if not stats:
-        tile_plain(s, p, o, key0, first, B, mx, acc)
-        return
     R, w = s.shape
     for r in range(R):
         hi = min(w, first + r % B - key0 + 1)
         if hi <= 0:
             p[r, :] = 0.0
-            continue
-        row = s[r]
-        m = row_max(row, hi)
-        if key0 == 0:
-            mx[r] = m
-            acc[4, r] = m
-            acc[0, r] = 0.0
-            acc[1, r] = 0.0
-            acc[2, r] = 0.0
-            acc[3, r] = 0.0
-        elif m > mx[r]:  # the maximum moves: what the earlier tiles left, to the new one
-            dm = np.float64(mx[r]) - np.float64(m)
-            t0 = acc[1, r] + dm * acc[0, r]
-            _rescale(r, m, mx, acc, o)
-            acc[1, r] = acc[7, r] * t0
-        m = mx[r]
-        pr = p[r]
-        shift_exp32(row, hi, m, pr)
-        pr[hi:] = 0.0
-        zz, tt, u1, u2 = tile_sums(row, pr, hi, np.float64(m) - acc[4, r])
-        acc[0, r] += zz
-        acc[1, r] += tt
-        acc[2, r] += u1
-        acc[3, r] += u2
-        if key0 == 0:
-            acc[5, r] = pr[0]
+        elif stats:
+            _row_stats(s[r], p[r], r, hi, key0, o, mx, acc)
+        else:
+            _row_plain(s[r], p[r], r, hi, key0, o, mx, acc)
+
+
+@jit()
+def _row_stats(row, pr, r, hi, key0, o, mx, acc):
+    """Row ``r`` of :func:`tile` with statistics: the tile's exact maximum, the shifted scores kept for the moments."""
+    m = row_max(row, hi)
+    if key0 == 0:
+        mx[r] = m
+        acc[4, r] = m
+        acc[0, r] = 0.0
+        acc[1, r] = 0.0
+        acc[2, r] = 0.0
+        acc[3, r] = 0.0
+    elif m > mx[r]:  # the maximum moves: what the earlier tiles left, to the new one
+        dm = np.float64(mx[r]) - np.float64(m)
+        t0 = acc[1, r] + dm * acc[0, r]
+        _rescale(r, m, mx, acc, o)
+        acc[1, r] = acc[7, r] * t0
+    m = mx[r]
+    shift_exp32(row, hi, m, pr)
+    pr[hi:] = 0.0
+    zz, tt, u1, u2 = tile_sums(row, pr, hi, np.float64(m) - acc[4, r])
+    acc[0, r] += zz
+    acc[1, r] += tt
+    acc[2, r] += u1
+    acc[3, r] += u2
+    if key0 == 0:
+        acc[5, r] = pr[0]
 
 
 #: Where :func:`exp_clamped32` clamps the shifted score: ``e^30`` and a tile's sum stay far inside float32.
 _CLAMP32 = _F(30.0)
-#: A tile's sum at or above it (``e^29``) may hold a clamped exponential: :func:`tile_plain` redoes that row.
+#: A tile's sum at or above it (``e^29``) may hold a clamped exponential: :func:`_row_plain` redoes that row.
 _REDO_SUM = float(np.exp(29.0))
 
 
@@ -227,31 +232,24 @@ def _rescale(r, m, mx, acc, o):
 
 
 @jit()
-def tile_plain(s, p, o, key0, first, B, mx, acc):
-    """:func:`tile` without statistics: ``s`` is left as it was, ``acc[0]`` the normaliser relative to ``mx``.
+def _row_plain(row, pr, r, hi, key0, o, mx, acc):
+    """Row ``r`` of :func:`tile` without statistics: ``row`` left as it was, ``acc[0]`` the normaliser relative to ``mx``.
 
     A row's reference ``mx`` is its first tile's maximum; a later tile's exponentials relative to it
     are clamped at ``e^30`` (:func:`exp_clamped32`), and where the tile's sum reaches ``e^29`` (a score
     29 or more above the reference, or thousands of keys near it) the reference moves to the tile's
     maximum (:func:`row_max`) and the row's tile is computed again.
     """
-    R, w = s.shape
-    for r in range(R):
-        hi = min(w, first + r % B - key0 + 1)
-        if hi <= 0:
-            p[r, :] = 0.0
-            continue
-        row, pr = s[r], p[r]
-        if key0 == 0:
-            mx[r] = row_max(row, hi)
-            acc[0, r] = 0.0
+    if key0 == 0:
+        mx[r] = row_max(row, hi)
+        acc[0, r] = 0.0
+    exp_clamped32(row, hi, mx[r], pr)
+    z = tile_sum(pr, hi)
+    if z >= _REDO_SUM:
+        _rescale(r, row_max(row, hi), mx, acc, o)
         exp_clamped32(row, hi, mx[r], pr)
         z = tile_sum(pr, hi)
-        if z >= _REDO_SUM:
-            _rescale(r, row_max(row, hi), mx, acc, o)
-            exp_clamped32(row, hi, mx[r], pr)
-            z = tile_sum(pr, hi)
-        pr[hi:] = 0.0
-        acc[0, r] += z
-        if key0 == 0:
-            acc[5, r] = pr[0]
+    pr[hi:] = 0.0
+    acc[0, r] += z
+    if key0 == 0:
+        acc[5, r] = pr[0]

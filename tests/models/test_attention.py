@@ -97,7 +97,7 @@ def test_tile_without_statistics_moves_its_reference_when_a_score_passes_it_by_2
         o, mx, acc = np.zeros((1, 1), np.float32), np.zeros(1, np.float32), np.zeros((8, 1))
         p = np.empty_like(first)
         for key0, s in ((0, first), (4, second)):
-            tiles.tile_plain(s.copy(), p, o, key0, 7, 1, mx, acc)
+            tiles.tile(s.copy(), p, o, key0, 7, 1, mx, acc, False)
             assert np.isfinite(p).all() and p.max() <= np.exp(30.0) * (1 + 1e-6)
             o += p @ vals[key0:key0 + 4]
         assert mx[0] == (jump if moved else 0.0)
