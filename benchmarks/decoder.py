@@ -27,11 +27,12 @@ below them; the tile rows time the fused attention alone, statistics off, at eac
 
 The first row is the forward as `softmax-scale measure` runs it (`softmax_scale/models/readout.py` `read_out`,
 statistics off, the fused kernel that measure passes): one 8,192-token pass scored at its last half, the
-vocabulary projection of those positions counted. Under the fused kernel the whole pass holds BLAS at one
-thread and splits the rows of every large product over the attention threads (`matmul_rows`, the bits of one
-product): the projections; the feed-forward network, each thread its rows 512 at a time (gate, up, the SwiGLU
-step and down while the chunk is in cache); the vocabulary projection of the scored rows 256 at a time, each
-block's log-softmax beside it. The elementwise steps are numba passes (RoPE with the query scale and the head
+vocabulary projection of those positions counted. Under either kernel the rows of every large product are
+split over the attention threads, each on one BLAS thread (`matmul_rows`, the bits of one product): the
+projections; the feed-forward network, each thread its rows 512 at a time (gate, up, the SwiGLU step and down
+while the chunk is in cache); the vocabulary projection of the scored rows 256 at a time, each block's
+log-softmax beside it. Under the fused kernel the whole pass holds BLAS at one thread, so BLAS's own threads
+never wake. The elementwise steps are numba passes (RoPE with the query scale and the head
 layout, RMSNorm) or numpy passes a few rows at a time, in the same threads.
 
 Peak memory is mostly the model and every layer's queries, keys and values that a pass keeps; the fused
